@@ -1,0 +1,40 @@
+# The lab's commands. Each installs what it needs on first use (tools/setup.sh).
+#   make grade                 grade exercises/ on this machine (NumPy + Triton interpreter)
+#   make grade IMPL=solutions  grade another folder (or SUBMISSION=path/to/folder)
+#   make check EX=flash_triton one exercise
+#   make grade-gpu             every layer, GPU correctness and speed included
+#   make test                  the repo's own tests
+SUBMISSION ?= $(if $(IMPL),$(IMPL),exercises)
+REPORTS ?= reports
+PY = $(shell cat .python)
+GRADER = $(PY) -m grader --submission $(SUBMISSION) --json $(REPORTS)/grade.json --markdown $(REPORTS)/grade.md
+CPU_LAYERS = cpu,adversarial,interp
+
+.PHONY: setup grade grade-gpu check test bench release gradescope clean help
+help:
+	@sed -n '2,7p' Makefile | sed 's/^# //'
+
+.python: requirements.txt tools/setup.sh
+	@sh tools/setup.sh
+
+setup:
+	@rm -f .python
+	@sh tools/setup.sh
+
+grade: .python
+	@$(GRADER) --layers $(CPU_LAYERS)
+
+check: .python
+	@test -n "$(EX)" || { echo "usage: make check EX=<exercise> [IMPL=solutions]"; exit 2; }
+	@$(GRADER) --exercises $(EX) $(if $(LAYERS),--layers $(LAYERS),)
+
+grade-gpu: .python
+	@$(PY) -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null || \
+	  echo "*** No CUDA GPU found on this machine: the gpu and perf layers will be reported as not run. ***"
+	@$(GRADER)
+
+test: .python
+	@$(PY) -m pytest tests
+
+clean:
+	rm -rf $(REPORTS) dist attn_bench.json .pytest_cache

@@ -1,0 +1,228 @@
+"""How values cross the trust boundary: JSON plus raw array bytes, never pickle.
+
+Unpickling data from a process that ran student code would let that code run in the trusted
+process, so everything the worker sends back is decoded from plain JSON and raw buffers with a
+whitelisted dtype. One message is one `send_bytes` of a JSON header followed by one `send_bytes`
+per buffer.
+
+Values that can cross: None, bool, int, float, str, list, tuple, dict with str keys, NumPy arrays
+and scalars, and (worker to trusted side) torch tensors, which arrive as `TensorValue`.
+Trusted side to worker, two markers ask the worker to build something before the call:
+`TensorArg` (a torch tensor on a device, optionally followed in memory by poison) and `Trusted`
+(an object from `grader.workloads`, e.g. a workload of known duration).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+# dtypes allowed in raw buffers; anything else is refused when decoding
+_NUMPY_DTYPES = {
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64",
+}
+# torch dtypes that can cross, and the NumPy dtype their bytes travel as
+_TORCH_WIRE = {
+    "float16": "float16", "float32": "float32", "float64": "float64", "bfloat16": "uint16",
+    "int32": "int32", "int64": "int64", "int8": "int8", "uint8": "uint8", "bool": "bool",
+    "int16": "int16",
+}
+MAX_DEPTH = 32
+
+
+class CodecError(Exception):
+    """A value that cannot cross the boundary (an arbitrary object, a bad header)."""
+
+
+@dataclass
+class TensorArg:
+    """Trusted side → worker: build a torch tensor from `array`.
+
+    dtype: torch dtype name ("float16", "bfloat16", "float32" ...); `array` holds the values
+    (any float dtype; bfloat16 values are rounded by torch on the worker side).
+    guard: number of poison elements placed right after the tensor in the same allocation, so
+    an unmasked load past the end reads poison instead of whatever happened to be there.
+    """
+
+    array: np.ndarray
+    dtype: str = "float32"
+    device: str = "cpu"
+    guard: int = 0
+    poison: float = float("nan")
+
+
+@dataclass
+class Trusted:
+    """Trusted side → worker: an object made by `grader.workloads.make(name, **params)`.
+
+    Markers with the same `key` in one call share one instance; `attr` picks an attribute of it
+    (e.g. the workload's `synchronize`).
+    """
+
+    name: str
+    key: str = ""
+    attr: str | None = None
+    params: dict = field(default_factory=dict)
+
+
+@dataclass
+class TensorValue:
+    """Worker → trusted side: a torch tensor the student returned, as NumPy plus metadata.
+
+    `array` is the values (bfloat16 widened exactly to float32); `dtype` is torch's name.
+    """
+
+    array: np.ndarray
+    dtype: str
+    device: str
+    shape: tuple
+    stride: tuple
+
+    def __repr__(self) -> str:  # short: reports must not dump tensors
+        return f"tensor(shape={self.shape}, dtype={self.dtype}, device={self.device})"
+
+
+# ---------------------------------------------------------------------------------- encoding
+
+
+def encode(value: Any) -> list[bytes]:
+    """Value → [header, buffer, buffer, ...]."""
+    buffers: list[bytes] = []
+    header = _enc(value, buffers, 0)
+    return [json.dumps(header).encode()] + buffers
+
+
+def _enc(v: Any, bufs: list[bytes], depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        raise CodecError("value nested too deeply")
+    if v is None or isinstance(v, (bool, str)):
+        return v
+    if isinstance(v, int) and not isinstance(v, bool):
+        return int(v)
+    if isinstance(v, float):
+        return {"__float__": repr(v)} if v != v or v in (float("inf"), float("-inf")) else v
+    if isinstance(v, (list, tuple)):
+        items = [_enc(x, bufs, depth + 1) for x in v]
+        return {"__tuple__": items} if isinstance(v, tuple) else items
+    if isinstance(v, dict):
+        if not all(isinstance(k, str) for k in v):
+            raise CodecError("dict keys must be strings")
+        return {"__dict__": [[k, _enc(x, bufs, depth + 1)] for k, x in v.items()]}
+    if isinstance(v, np.generic):
+        return {"__npscalar__": _enc(np.asarray(v), bufs, depth + 1)}
+    if isinstance(v, np.ndarray):
+        if v.dtype.name not in _NUMPY_DTYPES:
+            raise CodecError(f"arrays of dtype {v.dtype} cannot be returned")
+        bufs.append(np.ascontiguousarray(v).tobytes())
+        return {"__ndarray__": len(bufs) - 1, "dtype": v.dtype.name, "shape": list(v.shape)}
+    if isinstance(v, TensorArg):
+        arr = np.ascontiguousarray(v.array)
+        bufs.append(arr.tobytes())
+        return {"__tensorarg__": len(bufs) - 1, "array_dtype": arr.dtype.name,
+                "shape": list(arr.shape), "dtype": v.dtype, "device": v.device,
+                "guard": int(v.guard), "poison": _enc(float(v.poison), bufs, depth + 1)}
+    if isinstance(v, Trusted):
+        return {"__trusted__": v.name, "key": v.key, "attr": v.attr,
+                "params": _enc(v.params, bufs, depth + 1)}
+    if type(v).__module__.startswith("torch") and type(v).__name__ in ("Tensor", "Parameter"):
+        return _enc_torch(v, bufs)
+    if type(v).__module__.startswith("torch") and type(v).__name__ == "dtype":
+        return {"__torchdtype__": str(v).replace("torch.", "")}
+    raise CodecError(f"cannot send a value of type {type(v).__name__}")
+
+
+def _enc_torch(t, bufs: list[bytes]) -> dict:
+    import torch
+
+    name = str(t.dtype).replace("torch.", "")
+    if name not in _TORCH_WIRE:
+        raise CodecError(f"tensors of dtype {t.dtype} cannot be returned")
+    host = t.detach().to("cpu").contiguous()
+    if name == "bfloat16":
+        host = host.view(torch.int16)
+    bufs.append(host.numpy().tobytes())
+    return {"__tensor__": len(bufs) - 1, "dtype": name, "device": str(t.device),
+            "shape": list(t.shape), "stride": list(t.stride())}
+
+
+# ---------------------------------------------------------------------------------- decoding
+
+
+def decode(parts: list[bytes], build=None) -> Any:
+    """[header, buffers...] → value. `build(marker_dict, buffer)` makes TensorArg/Trusted
+    objects on the worker side; the trusted side passes None and gets the marker objects."""
+    try:
+        header = json.loads(parts[0].decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CodecError(f"unreadable message: {e}") from None
+    return _dec(header, parts[1:], build, 0)
+
+
+def _array(buf: bytes, dtype: str, shape: list) -> np.ndarray:
+    if dtype not in _NUMPY_DTYPES:
+        raise CodecError(f"refused dtype {dtype!r}")
+    shape = tuple(int(s) for s in shape)
+    arr = np.frombuffer(buf, dtype=dtype)
+    if arr.size != int(np.prod(shape, dtype=np.int64)):
+        raise CodecError("array size does not match its shape")
+    return arr.reshape(shape).copy()
+
+
+def _dec(h: Any, bufs: list[bytes], build, depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        raise CodecError("value nested too deeply")
+    if h is None or isinstance(h, (bool, int, float, str)):
+        return h
+    if isinstance(h, list):
+        return [_dec(x, bufs, build, depth + 1) for x in h]
+    if not isinstance(h, dict) or len(h) == 0:
+        raise CodecError("malformed value")
+    if "__float__" in h:
+        return float(h["__float__"])
+    if "__tuple__" in h:
+        return tuple(_dec(x, bufs, build, depth + 1) for x in h["__tuple__"])
+    if "__dict__" in h:
+        return {str(k): _dec(x, bufs, build, depth + 1) for k, x in h["__dict__"]}
+    if "__npscalar__" in h:
+        return _dec(h["__npscalar__"], bufs, build, depth + 1)[()]
+    if "__ndarray__" in h:
+        return _array(bufs[h["__ndarray__"]], h["dtype"], h["shape"])
+    if "__tensor__" in h:
+        dtype = str(h["dtype"])
+        if dtype not in _TORCH_WIRE:
+            raise CodecError(f"refused tensor dtype {dtype!r}")
+        arr = _array(bufs[h["__tensor__"]], _TORCH_WIRE[dtype], h["shape"])
+        if dtype == "bfloat16":  # widen exactly: bf16 is the top half of a float32
+            arr = (arr.astype(np.uint32) << 16).view(np.float32)
+        return TensorValue(arr, dtype, str(h["device"]), tuple(h["shape"]), tuple(h["stride"]))
+    if "__torchdtype__" in h:
+        return "torch." + str(h["__torchdtype__"])
+    if "__tensorarg__" in h:
+        arr = _array(bufs[h["__tensorarg__"]], h["array_dtype"], h["shape"])
+        marker = TensorArg(arr, h["dtype"], h["device"], h["guard"], _dec(h["poison"], bufs, None, 0))
+        return build(marker) if build else marker
+    if "__trusted__" in h:
+        marker = Trusted(h["__trusted__"], h["key"], h["attr"], _dec(h["params"], bufs, None, 0))
+        return build(marker) if build else marker
+    raise CodecError("malformed value")
+
+
+def send(conn, value: Any) -> None:
+    parts = encode(value)
+    conn.send_bytes(json.dumps({"parts": len(parts)}).encode())
+    for p in parts:
+        conn.send_bytes(p)
+
+
+def recv(conn, build=None, max_bytes: int = 8 << 30) -> Any:
+    try:
+        n = int(json.loads(conn.recv_bytes(1 << 16).decode())["parts"])
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+        raise CodecError(f"unreadable message: {e}") from None
+    if not 1 <= n <= 1 << 16:
+        raise CodecError("bad part count")
+    return decode([conn.recv_bytes(max_bytes) for _ in range(n)], build)

@@ -1,0 +1,47 @@
+"""What can go wrong when the trusted side calls into student code.
+
+Each class maps to one report status (see `grader.plugin`): a check that raises one of these
+is scored with that status and the message, never with a traceback from the grader.
+"""
+
+
+class StudentProblem(Exception):
+    """Base: something about the submission, not the grader, stopped the check."""
+
+    status = "error"
+
+
+class NotSubmitted(StudentProblem):
+    """The exercise file is missing from the submission folder."""
+
+    status = "error"
+
+
+class NotImplementedByStudent(StudentProblem):
+    """The student code raised NotImplementedError (a stub that has not been filled in)."""
+
+    status = "not_implemented"
+
+
+class StudentRaised(StudentProblem):
+    """The student code raised an exception (at import or during the call)."""
+
+    status = "error"
+
+
+class StudentTimeout(StudentProblem):
+    """A call into student code ran past its time limit; the worker was killed."""
+
+    status = "timeout"
+
+
+class WorkerCrashed(StudentProblem):
+    """The worker process died (segfault, os._exit, illegal memory access, out of memory)."""
+
+    status = "crashed"
+
+
+class BadReturn(StudentProblem):
+    """The student returned something the grader cannot carry back (an object, a generator...)."""
+
+    status = "error"

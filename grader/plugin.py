@@ -1,0 +1,163 @@
+"""The pytest plugin that turns check outcomes into scored results.
+
+It runs inside the trusted process. For each test marked `@pytest.mark.check(id)` it looks up
+the registry row, skips it (status not_run, with the reason) when its exercise or layer was not
+selected or cannot run here, and after the test maps the outcome to a status:
+
+    passed            the test passed (a partial `credit` may lower the score)
+    failed            an assertion failed: the student's answer is wrong
+    not_implemented   the student code raised NotImplementedError (a stub)
+    error             the student code raised, was not submitted, or returned something unreadable
+    timeout           a call into student code ran past its limit
+    crashed           the worker died (segfault, os._exit, illegal memory access)
+    not_run           the layer or exercise cannot run here, or was not selected
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import pytest
+
+from grader import errors
+from grader.environment import Environment
+from grader.registry import EXERCISES, Check
+
+
+@dataclass
+class Result:
+    check: Check
+    status: str
+    score: float
+    message: str = ""
+    output: str = ""          # what the student code printed during the check, shortened
+    duration_s: float = 0.0
+
+    @property
+    def max_score(self) -> float:
+        return 0.0 if self.status == "not_run" else self.check.points
+
+
+@dataclass
+class Credit:
+    """Partial credit for graded-by-degree checks (perf): `credit.set(0.5, "1.9x of SDPA")`."""
+
+    fraction: float = 1.0
+    note: str = ""
+
+    def set(self, fraction: float, note: str = "") -> None:
+        self.fraction = max(0.0, min(1.0, float(fraction)))
+        self.note = note
+
+
+@dataclass
+class Selection:
+    exercises: list[str]
+    layers: list[str]
+    layer_reasons: dict = field(default_factory=dict)   # layer -> why it does not run
+
+
+NOT_SELECTED = "exercise not selected"
+PLUGIN_KEY = pytest.StashKey["GradePlugin"]()
+
+
+class GradePlugin:
+    """Fixtures reach it through `config.stash[PLUGIN_KEY]`."""
+
+    def __init__(self, checks: dict[str, Check], selection: Selection, env: Environment, workers):
+        self.checks = checks
+        self.selection = selection
+        self.env = env
+        self.workers = workers
+        self.results: dict[str, Result] = {}
+        self.layer_seconds: dict[str, float] = {}
+        self.credits: dict[str, Credit] = {}
+        self._started: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ collection
+
+    def pytest_configure(self, config):
+        config.stash[PLUGIN_KEY] = self
+        config.addinivalue_line("markers", "check(id): the registry row this test grades")
+
+    def pytest_collection_modifyitems(self, session, config, items):
+        for item in items:
+            check = self.check_of(item)
+            reason = self.reason_not_run(check)
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+    def check_of(self, item) -> Check:
+        marker = item.get_closest_marker("check")
+        if marker is None or not marker.args:
+            raise pytest.UsageError(f"{item.nodeid} has no @pytest.mark.check(id)")
+        check_id = marker.args[0]
+        if check_id not in self.checks:
+            raise pytest.UsageError(f"{item.nodeid}: check {check_id!r} is not in the registry")
+        return self.checks[check_id]
+
+    def reason_not_run(self, check: Check) -> str | None:
+        sel = self.selection
+        if check.exercise not in sel.exercises:
+            return NOT_SELECTED
+        if check.layer not in sel.layers:
+            return sel.layer_reasons.get(check.layer, "layer not selected")
+        return self.env.why_not(EXERCISES[check.exercise].needs)
+
+    # ------------------------------------------------------------------ running
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item):
+        self._started[item.nodeid] = time.perf_counter()
+        yield
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        report = outcome.get_result()
+        check = self.check_of(item)
+        if report.when == "setup" and report.skipped:
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            reason = reason.removeprefix("Skipped: ")
+            self.results[check.id] = Result(check, "not_run", 0.0, reason)
+        elif report.when == "setup" and report.failed:
+            self.results[check.id] = self._from_exception(check, call.excinfo)
+        elif report.when == "call":
+            if report.passed:
+                credit = self.credits.get(item.nodeid, Credit())
+                status = "passed" if credit.fraction >= 1.0 else "failed"
+                self.results[check.id] = Result(check, status, round(check.points * credit.fraction, 3),
+                                                credit.note)
+            elif report.skipped:
+                reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else ""
+                self.results[check.id] = Result(check, "not_run", 0.0, reason.removeprefix("Skipped: "))
+            else:
+                self.results[check.id] = self._from_exception(check, call.excinfo)
+            result = self.results[check.id]
+            result.duration_s = time.perf_counter() - self._started.get(item.nodeid, time.perf_counter())
+            self.layer_seconds[check.layer] = self.layer_seconds.get(check.layer, 0.0) + result.duration_s
+            result.output = self._drain_outputs()
+
+    def _from_exception(self, check: Check, excinfo) -> Result:
+        e = excinfo.value if excinfo else None
+        if isinstance(e, errors.StudentProblem):
+            return Result(check, e.status, 0.0, str(e))
+        if isinstance(e, AssertionError):
+            message = str(e).split("\nassert ")[0].strip() or "assertion failed"
+            return Result(check, "failed", 0.0, message)
+        if excinfo is not None and excinfo.typename == "Failed" and "Timeout" in str(e):
+            return Result(check, "timeout", 0.0, f"the check ran past the grader's limit: {e}")
+        # anything else is a defect in the grader itself: say so plainly, never a traceback
+        return Result(check, "error", 0.0,
+                      f"grader error ({type(e).__name__}: {e}); please report this to the course staff")
+
+    def _drain_outputs(self) -> str:
+        texts = []
+        for sub in self.workers.all():
+            texts += sub.outputs
+            sub.outputs.clear()
+        return "\n".join(texts)[-2000:]
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        self.workers.close()

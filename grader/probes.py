@@ -1,0 +1,176 @@
+"""Worker-side measurements around one student call, asked for by the trusted side in `opts`.
+
+Everything here runs in the worker, next to student code, so its numbers are evidence, not
+verdicts: the trusted side cross-checks what it can (its own clock, the inputs sent back).
+
+opts keys (all optional):
+  tracemalloc: bool   peak Python/NumPy allocation during the call → extras["peak_bytes"]
+  trace: bool         torch ops and Triton launches during the call → extras["ops"], extras["launches"]
+  return_args: bool   the tensor/array arguments after the call, with the poison behind each
+                      tensor → extras["args_after"], extras["guards_after"]
+  sync: bool          torch.cuda.synchronize() before returning, so asynchronous faults and
+                      work left running show up inside the call
+  cuda_peak: bool     peak CUDA memory above what was allocated at the start → extras["cuda_peak_bytes"]
+  poison_cuda_bytes: int   fill that many bytes of the caching allocator with NaN before the
+                      call, so an output the kernel never writes reads as NaN, not as zeros
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tracemalloc as _tracemalloc
+
+import numpy as np
+
+from grader import codec
+
+# state of the call being decoded/run (the worker runs one call at a time)
+_built_tensors: list = []   # (view, guard) for each TensorArg, in argument order
+_trusted: dict = {}         # key -> object from grader.workloads
+
+
+def build_marker(marker):
+    """Make the worker-side object for a TensorArg or Trusted marker."""
+    if isinstance(marker, codec.TensorArg):
+        return _build_tensor(marker)
+    from grader import workloads
+
+    obj = _trusted.get(marker.key) if marker.key else None
+    if obj is None:
+        obj = workloads.make(marker.name, **marker.params)
+        if marker.key:
+            _trusted[marker.key] = obj
+    return getattr(obj, marker.attr) if marker.attr else obj
+
+
+def _build_tensor(m: codec.TensorArg):
+    import torch
+
+    dtype = getattr(torch, m.dtype)
+    n = int(m.array.size)
+    # one allocation: the values, then `guard` elements of poison right behind them
+    buf = torch.full((n + m.guard,), m.poison, dtype=dtype, device=m.device)
+    buf[:n] = torch.from_numpy(np.ascontiguousarray(m.array).reshape(-1)).to(m.device, dtype)
+    view = buf[:n].view(m.array.shape)
+    _built_tensors.append((view, buf[n:]))
+    return view
+
+
+@contextlib.contextmanager
+def around_call(opts: dict, args: list, kwargs: dict):
+    extras: dict = {}
+    stack = contextlib.ExitStack()
+    try:
+        if opts.get("poison_cuda_bytes"):
+            _poison_cuda(int(opts["poison_cuda_bytes"]))
+        if opts.get("cuda_peak"):
+            stack.enter_context(_cuda_peak(extras))
+        if opts.get("tracemalloc"):
+            stack.enter_context(_tracemalloc_peak(extras))
+        if opts.get("trace"):
+            stack.enter_context(_trace(extras))
+        with stack:
+            yield extras
+        if opts.get("return_args"):
+            extras["args_after"] = [a for a in args if _is_array(a)]
+            extras["guards_after"] = [g for _, g in _built_tensors]
+    finally:
+        _built_tensors.clear()
+        _trusted.clear()
+
+
+def finish(opts: dict, value):
+    """Runs inside the timed, captured region right after the student function returns."""
+    if opts.get("sync"):
+        import torch
+
+        torch.cuda.synchronize()
+    return value
+
+
+def _is_array(a) -> bool:
+    return isinstance(a, np.ndarray) or type(a).__name__ == "Tensor"
+
+
+@contextlib.contextmanager
+def _tracemalloc_peak(extras: dict):
+    _tracemalloc.start()
+    _tracemalloc.reset_peak()
+    base = _tracemalloc.get_traced_memory()[0]
+    try:
+        yield
+    finally:
+        extras["peak_bytes"] = _tracemalloc.get_traced_memory()[1] - base
+        _tracemalloc.stop()
+
+
+@contextlib.contextmanager
+def _cuda_peak(extras: dict):
+    import torch
+
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    try:
+        yield
+    finally:
+        torch.cuda.synchronize()
+        extras["cuda_peak_bytes"] = torch.cuda.max_memory_allocated() - base
+
+
+def _poison_cuda(nbytes: int) -> None:
+    import torch
+
+    # Blocks freed here stay in PyTorch's caching allocator and are handed to the next
+    # allocations of similar size, so torch.empty_like in the student's wrapper gets NaNs.
+    blocks = [torch.full((nbytes // 4,), float("nan"), dtype=torch.float32, device="cuda")
+              for _ in range(2)]
+    torch.cuda.synchronize()
+    del blocks
+
+
+@contextlib.contextmanager
+def _trace(extras: dict):
+    """Record the aten ops that ran and count Triton kernel launches."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    ops: list[str] = []
+    launches = [0]
+
+    class Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            ops.append(str(func.overloadpacket.__name__))
+            return func(*args, **(kwargs or {}))
+
+    with _count_triton_launches(launches), Recorder():
+        yield
+    extras["ops"] = sorted(set(ops))
+    extras["launches"] = launches[0]
+
+
+@contextlib.contextmanager
+def _count_triton_launches(counter: list):
+    """Wrap Triton's launch entry points (compiled and interpreted) to count launches."""
+    patched = []
+    try:
+        import triton.runtime.jit as jit
+        import triton.runtime.interpreter as interp
+
+        for owner, attr in ((jit.JITFunction, "run"), (interp.InterpretedFunction, "run")):
+            original = getattr(owner, attr, None)
+            if original is None:
+                continue
+
+            def counting(self, *a, __original=original, **kw):
+                counter[0] += 1
+                return __original(self, *a, **kw)
+
+            setattr(owner, attr, counting)
+            patched.append((owner, attr, original))
+    except ImportError:
+        pass
+    try:
+        yield
+    finally:
+        for owner, attr, original in patched:
+            setattr(owner, attr, original)

@@ -1,0 +1,147 @@
+"""The worker: the only process that imports and runs student code.
+
+Started by `grader.submission` (one per exercise and mode), it loads `<submission>/<exercise>.py`
+by path, then answers call requests over a pipe until told to stop. Nothing it sends back is
+trusted: verdicts are made by the process that started it, from the values it returns (decoded by
+`grader.codec`, never unpickled). What student code prints goes to a capture file that the
+trusted side reads, also after a crash.
+
+Modes: "cpu" (NumPy exercises), "interp" (Triton kernels on the CPU, TRITON_INTERPRET=1),
+"cuda" (real kernels). The mode is fixed before any import, since Triton reads it at import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import resource
+import signal
+import sys
+import time
+import traceback
+
+from grader import codec, probes
+
+
+def main(conn, cfg: dict) -> None:
+    """Entry point of the worker process (multiprocessing, spawn)."""
+    os.setsid()  # own process group: a timeout kills the student's children too
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if cfg["mode"] == "interp":
+        os.environ["TRITON_INTERPRET"] = "1"
+    else:
+        os.environ.pop("TRITON_INTERPRET", None)
+    if cfg["mode"] == "cpu" or cfg["mode"] == "interp":
+        os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")  # CPU modes never touch a GPU
+    limit = cfg.get("memory_limit_bytes")
+    if limit and cfg["mode"] != "cuda":  # CUDA reserves huge address ranges; rely on its OOM
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    os.chdir(cfg["scratch"])  # files the student writes land in scratch, not in the repo
+    sys.path.insert(0, cfg["submission_dir"])
+    Worker(conn, cfg).serve()
+
+
+class Worker:
+    def __init__(self, conn, cfg: dict):
+        self.conn = conn
+        self.cfg = cfg
+        self.module = None
+        self.capture_path = cfg["capture_path"]
+
+    def serve(self) -> None:
+        while True:
+            try:
+                msg = codec.recv(self.conn, build=probes.build_marker)
+            except EOFError:
+                return
+            op = msg.get("op")
+            if op == "exit":
+                return
+            reply = self.load() if op == "load" else self.call(msg)
+            try:
+                codec.send(self.conn, reply)
+            except codec.CodecError as e:  # the student returned something that cannot cross
+                codec.send(self.conn, {"ok": False, "kind": "bad_return", "type": "TypeError",
+                                       "message": str(e), "traceback": ""})
+
+    # ------------------------------------------------------------------------------ load
+
+    def load(self) -> dict:
+        path = self.cfg["path"]
+        if not os.path.exists(path):
+            return {"ok": False, "kind": "not_submitted", "type": "FileNotFoundError",
+                    "message": f"{os.path.basename(path)} is not in the submission folder",
+                    "traceback": ""}
+        name = self.cfg["exercise"]
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # so `from flash_triton import flash_fwd` finds this copy
+        with captured(self.capture_path):
+            try:
+                spec.loader.exec_module(module)
+            except BaseException as e:  # noqa: BLE001 - SystemExit at import is a student error too
+                sys.modules.pop(name, None)
+                return failure(e, at="import", student_file=path)
+        self.module = module
+        return {"ok": True}
+
+    # ------------------------------------------------------------------------------ call
+
+    def call(self, msg: dict) -> dict:
+        fn_name = msg["fn"]
+        fn = getattr(self.module, fn_name, None)
+        if fn is None or not callable(fn):
+            return {"ok": False, "kind": "exception", "type": "AttributeError",
+                    "message": f"{self.cfg['exercise']}.py has no function {fn_name}()",
+                    "traceback": ""}
+        args, kwargs, opts = msg.get("args", []), msg.get("kwargs", {}), msg.get("opts", {})
+        with captured(self.capture_path):
+            with probes.around_call(opts, args, kwargs) as extras:
+                t0 = time.perf_counter()
+                try:
+                    value = fn(*args, **kwargs)
+                    value = probes.finish(opts, value)
+                except BaseException as e:  # noqa: BLE001
+                    return failure(e, at=fn_name, student_file=self.cfg["path"])
+                extras["worker_s"] = time.perf_counter() - t0
+        return {"ok": True, "value": value, "extras": extras}
+
+
+def failure(e: BaseException, at: str, student_file: str) -> dict:
+    """Describe an exception from student code for the trusted side."""
+    if isinstance(e, NotImplementedError):
+        kind = "not_implemented"
+    elif isinstance(e, SystemExit):
+        kind = "exit"
+    else:
+        kind = "exception"
+    tb = traceback.format_exception(type(e), e, e.__traceback__)
+    # keep the frames that point into the student's file, and the error line itself
+    keep = [line for line in tb if student_file in line or not line.startswith("  File")]
+    text = "".join(keep[-12:])
+    message = str(e) if not isinstance(e, SystemExit) else f"sys.exit({e.code!r}) was called"
+    return {"ok": False, "kind": kind, "type": type(e).__name__, "message": message[:2000],
+            "traceback": text[-3000:], "at": at}
+
+
+@contextlib.contextmanager
+def captured(path: str):
+    """Send fd 1 and 2 (Python and C-level prints) to `path` while the block runs."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    saved = os.dup(1), os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    try:
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (fd, *saved):
+            os.close(f)

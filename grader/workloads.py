@@ -1,0 +1,71 @@
+"""Trusted objects built inside the worker for checks that pass a function *into* student code.
+
+The trusted side asks for them with `codec.Trusted(name, **params)`; the worker builds them
+here, before the student function runs. Their behaviour is known exactly, so what the student
+code reports about them (a time, a row) can be checked against it.
+"""
+
+from __future__ import annotations
+
+import time
+
+
+class AsyncWork:
+    """A stand-in for a GPU launch: the call returns at once, the work takes `ms` afterwards.
+
+    Calls queue like kernels on one stream; `synchronize()` waits until the queue is empty.
+    The first call also pays `first_call_ms` synchronously, like Triton compiling a kernel.
+    Timing it without synchronising measures nothing; without warm-up, the compile.
+    """
+
+    def __init__(self, ms: float = 40.0, first_call_ms: float = 300.0):
+        self.ms = ms
+        self.first_call_ms = first_call_ms
+        self.calls = 0
+        self.busy_until = 0.0
+
+    def __call__(self, *args, **kwargs):
+        if self.calls == 0:
+            time.sleep(self.first_call_ms / 1e3)
+        self.calls += 1
+        self.busy_until = max(time.perf_counter(), self.busy_until) + self.ms / 1e3
+        return None
+
+    def synchronize(self) -> None:
+        delay = self.busy_until - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+
+
+class OutOfMemoryAbove:
+    """attention(q, k, v) that raises torch.OutOfMemoryError once N reaches `n`.
+
+    Lets a CPU check see that a sweep records an out-of-memory run as None and goes on.
+    """
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __call__(self, q, k, v):
+        import torch
+        import torch.nn.functional as F
+
+        if q.shape[-2] >= self.n:
+            raise torch.OutOfMemoryError(f"simulated: attention at N={q.shape[-2]} does not fit")
+        return F.scaled_dot_product_attention(q, k, v)
+
+
+class Attention:
+    """Plain PyTorch attention, a trusted implementation to put in a student's sweep."""
+
+    def __call__(self, q, k, v):
+        import torch.nn.functional as F
+
+        return F.scaled_dot_product_attention(q, k, v)
+
+
+_MAKERS = {"async_work": AsyncWork, "oom_above": OutOfMemoryAbove, "attention": Attention}
+
+
+def make(name: str, **params):
+    return _MAKERS[name](**params)
