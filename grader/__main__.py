@@ -37,6 +37,8 @@ def parser() -> argparse.ArgumentParser:
                    help=f"comma-separated, from: {', '.join(EXERCISES)}")
     p.add_argument("--layers", type=lambda v: names(v, LAYERS, "layer"), metavar="NAMES",
                    help=f"comma-separated, from: {', '.join(LAYERS)} (default: all that can run here)")
+    p.add_argument("--checks", type=lambda v: [c.strip() for c in v.split(",") if c.strip()],
+                   metavar="IDS", help="only these check ids (e.g. flash_triton.ragged_n); for debugging")
     p.add_argument("--json", metavar="FILE", help="write the JSON report here")
     p.add_argument("--markdown", metavar="FILE", help="write the Markdown report here")
     p.add_argument("--gradescope", metavar="FILE", help="write Gradescope's results.json here")
@@ -63,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     from grader import report
     from grader.run import grade
 
-    result = grade(submission, args.exercises, args.layers, include_hidden=not args.no_hidden)
+    result = grade(submission, args.exercises, args.layers, include_hidden=not args.no_hidden,
+                   only_checks=args.checks)
     report.write(result, args.json, args.markdown, args.gradescope)
     if not args.quiet:
         report.print_terminal(result)

@@ -56,6 +56,7 @@ class Selection:
     exercises: list[str]
     layers: list[str]
     layer_reasons: dict = field(default_factory=dict)   # layer -> why it does not run
+    only_checks: list[str] | None = None                 # --checks: run just these ids
 
 
 NOT_SELECTED = "exercise not selected"
@@ -101,6 +102,8 @@ class GradePlugin:
         sel = self.selection
         if check.exercise not in sel.exercises:
             return NOT_SELECTED
+        if sel.only_checks and check.id not in sel.only_checks:
+            return "check not selected (--checks)"
         if check.layer not in sel.layers:
             return sel.layer_reasons.get(check.layer, "layer not selected")
         return self.env.why_not(EXERCISES[check.exercise].needs)
