@@ -4,6 +4,7 @@
 #   make check EX=flash_triton one exercise
 #   make grade-gpu             every layer, GPU correctness and speed included
 #   make test                  the repo's own tests
+#   make bench | release | gradescope   benchmark plots, student release, Gradescope zip
 SUBMISSION ?= $(if $(IMPL),$(IMPL),exercises)
 REPORTS ?= reports
 PY = $(shell cat .python)
@@ -12,7 +13,7 @@ CPU_LAYERS = cpu,adversarial,interp
 
 .PHONY: setup grade grade-gpu check test bench release gradescope clean help
 help:
-	@sed -n '2,7p' Makefile | sed 's/^# //'
+	@sed -n '2,8p' Makefile | sed 's/^# //'
 
 .python: requirements.txt tools/setup.sh
 	@sh tools/setup.sh
@@ -35,6 +36,18 @@ grade-gpu: .python
 
 test: .python
 	@$(PY) -m pytest tests
+
+# The lesson's benchmark: attn_bench.json, PNG plots and the Measure table (needs a GPU)
+bench: .python
+	@$(PY) -m tools.bench --submission $(SUBMISSION) --out $(REPORTS)/bench
+
+# dist/student/: what students get (no solutions/, no hidden_tests/), checked
+release: .python
+	@$(PY) -m tools.release --out dist/student
+
+# dist/autograder.zip for Gradescope (setup.sh, run_autograder)
+gradescope: .python
+	@$(PY) -m tools.gradescope --out dist/autograder.zip
 
 clean:
 	rm -rf $(REPORTS) dist attn_bench.json .pytest_cache

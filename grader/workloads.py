@@ -64,7 +64,18 @@ class Attention:
         return F.scaled_dot_product_attention(q, k, v)
 
 
-_MAKERS = {"async_work": AsyncWork, "oom_above": OutOfMemoryAbove, "attention": Attention}
+def torch_dtype(name: str):
+    """torch.<name> (e.g. "float32"), for a `dtype=` argument: dtypes do not cross the codec."""
+    import torch
+
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"torch has no dtype {name!r}")
+    return dtype
+
+
+_MAKERS = {"async_work": AsyncWork, "oom_above": OutOfMemoryAbove, "attention": Attention,
+           "dtype": torch_dtype}
 
 
 def make(name: str, **params):

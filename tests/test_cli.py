@@ -1,0 +1,91 @@
+"""The command line contract: --exercises, --layers, exit statuses, the report files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from grader.registry import CHECKS, EXERCISES, LAYERS
+from tests.helpers import ROOT, SOLUTIONS, by_id, grade
+
+STATUSES = {"passed", "failed", "error", "timeout", "crashed", "not_implemented", "not_run"}
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "grader", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.mark.parametrize("args, reason", [
+    (("--exercises", "flash"), "unknown exercise flash"),
+    (("--layers", "cpu,fast"), "unknown layer fast"),
+    (("--submission", "no/such/folder"), "no such folder"),
+    (("--frobnicate",), "unrecognized arguments"),
+])
+def test_bad_arguments_exit_nonzero_with_one_line(args, reason):
+    proc = run_cli(*args)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and reason in lines[0], proc.stderr
+
+
+def test_exercises_and_layers_select(tmp_path):
+    report = grade(SOLUTIONS, "--exercises", "online_softmax", "--layers", "cpu")
+    tests = by_id(report)
+    assert set(tests) >= {c.id for c in CHECKS}
+    for c in CHECKS:
+        t = tests[c.id]
+        if c.exercise == "online_softmax" and c.layer == "cpu":
+            assert t["status"] == "passed", t
+        else:
+            assert t["status"] == "not_run" and t["max_score"] == 0, t
+    assert report["max_score"] == sum(c.points for c in CHECKS
+                                      if c.exercise == "online_softmax" and c.layer == "cpu")
+    assert report["layers_run"] == ["cpu"]
+    assert set(report["layers_not_run"]) == set(LAYERS) - {"cpu"}
+
+
+def test_json_schema(tmp_path):
+    report = grade(SOLUTIONS, "--exercises", "online_softmax", "--layers", "cpu,adversarial")
+    for key in ("score", "max_score", "submission", "device", "elapsed_s", "layers_run",
+                "layers_not_run", "tests"):
+        assert key in report
+    assert report["score"] == sum(t["score"] for t in report["tests"])
+    for t in report["tests"]:
+        assert {"name", "exercise", "layer", "score", "max_score", "status", "message", "hint"} <= set(t)
+        assert t["status"] in STATUSES
+        assert t["exercise"] in EXERCISES and t["layer"] in LAYERS
+
+
+def test_all_report_formats_are_written(tmp_path):
+    files = {k: tmp_path / f"out.{k}" for k in ("json", "markdown", "gradescope")}
+    proc = run_cli("--submission", str(SOLUTIONS), "--exercises", "online_softmax", "--layers", "cpu",
+                   *(x for k, p in files.items() for x in (f"--{k}", str(p))))
+    assert proc.returncode == 0, proc.stderr
+    assert "Total:" in proc.stdout and "online_softmax" in proc.stdout
+    assert json.loads(files["json"].read_text())["score"] > 0
+    assert files["markdown"].read_text().startswith("# Grade:")
+    assert "tests" in json.loads(files["gradescope"].read_text())
+
+
+def test_gradescope_follows_the_spec(tmp_path):
+    path = tmp_path / "results.json"
+    proc = run_cli("--submission", str(ROOT / "exercises"), "--exercises", "online_softmax",
+                   "--layers", "cpu,adversarial", "--gradescope", str(path), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(path.read_text())
+    assert isinstance(results["score"], (int, float)) and results["score"] == 0
+    assert isinstance(results["execution_time"], int)
+    assert isinstance(results["output"], str)
+    assert results["tests"]
+    for t in results["tests"]:
+        assert isinstance(t["name"], str) and t["name"]
+        assert isinstance(t["score"], (int, float)) and isinstance(t["max_score"], (int, float))
+        assert t["status"] in ("passed", "failed")
+        assert isinstance(t["output"], str)
+        assert t["visibility"] in ("hidden", "after_due_date", "after_published", "visible")
+    graded = [t for t in results["tests"] if t["max_score"] > 0]
+    assert graded and all("not implemented" in t["output"] for t in graded)

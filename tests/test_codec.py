@@ -1,0 +1,49 @@
+"""What crosses the trust boundary is data, never code."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from grader import codec
+
+
+class Evil:
+    def __reduce__(self):
+        return (print, ("pwned",))
+
+
+def roundtrip(value):
+    return codec.decode(codec.encode(value))
+
+
+def test_plain_values_roundtrip():
+    value = {"a": [1, 2.5, None, True, "s"], "t": (float("inf"), float("nan")),
+             "arr": np.arange(6, dtype=np.float16).reshape(2, 3), "scalar": np.float32(1.5)}
+    back = roundtrip(value)
+    assert back["a"] == value["a"] and back["t"][0] == float("inf") and back["t"][1] != back["t"][1]
+    assert back["arr"].dtype == np.float16 and (back["arr"] == value["arr"]).all()
+    assert back["scalar"] == np.float32(1.5)
+
+
+@pytest.mark.parametrize("bad", [Evil(), object(), {1: 2}, np.array([object()]), lambda: 1])
+def test_objects_are_refused(bad):
+    with pytest.raises(codec.CodecError):
+        codec.encode(bad)
+
+
+def test_forged_headers_are_refused():
+    with pytest.raises(codec.CodecError):
+        codec.decode([b'{"__ndarray__": 0, "dtype": "object", "shape": [1]}', b"x" * 8])
+    with pytest.raises(codec.CodecError):
+        codec.decode([b'{"__pickle__": "gASV"}'])
+    with pytest.raises(codec.CodecError):
+        codec.decode([b'{"__ndarray__": 0, "dtype": "float32", "shape": [4]}', b"x" * 8])
+
+
+def test_torch_tensors_arrive_as_values():
+    torch = pytest.importorskip("torch")
+    t = torch.tensor([[1.0, -2.5], [3.0, 1e-3]], dtype=torch.bfloat16)
+    back = roundtrip(t)
+    assert isinstance(back, codec.TensorValue) and back.dtype == "bfloat16" and back.shape == (2, 2)
+    assert np.array_equal(back.array, t.float().numpy())

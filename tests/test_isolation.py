@@ -1,0 +1,85 @@
+"""A submission that crashes, hangs, exits, fails to import, eats memory or cheats costs only
+its own exercise; the report is always written and adds up."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from tests.helpers import ROOT, by_id, copy_solutions, grade
+
+CORPUS = ROOT / "tests" / "submissions"
+ARGS = ("--exercises", "online_softmax,tiled_attention", "--layers", "cpu,adversarial", "--no-hidden")
+
+# fault → (statuses allowed for online_softmax's checks, words the first message must contain)
+FAULTS = {
+    "segfault": ({"crashed"}, "SIGSEGV"),
+    "os_exit": ({"crashed"}, "exited with status 0"),
+    "sys_exit": ({"error"}, "sys.exit(3)"),
+    "hang": ({"timeout"}, "did not finish"),
+    "syntax_error": ({"error"}, "SyntaxError"),
+    "import_error": ({"error"}, "configuration file not found"),
+    "runaway_alloc": ({"error", "crashed"}, "Memory"),
+    "monkeypatch": ({"failed"}, "expected"),
+}
+
+
+@pytest.fixture(autouse=True)
+def short_timeouts(monkeypatch):
+    monkeypatch.setenv("GRADER_TIMEOUT_SCALE", "0.1")   # 3 s per NumPy call instead of 30
+
+
+def assert_consistent(report: dict) -> None:
+    assert report["score"] == pytest.approx(sum(t["score"] for t in report["tests"]))
+    assert report["max_score"] == pytest.approx(sum(t["max_score"] for t in report["tests"]))
+    for t in report["tests"]:
+        assert t["status"] in {"passed", "failed", "error", "timeout", "crashed", "not_implemented", "not_run"}
+        assert "grader error" not in t["message"], t
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_fault_costs_only_its_exercise(fault, tmp_path):
+    sub = copy_solutions(tmp_path / "sub")
+    shutil.copy(CORPUS / fault / "online_softmax.py", sub / "online_softmax.py")
+    report = grade(sub, *ARGS)
+    assert_consistent(report)
+    statuses, words = FAULTS[fault]
+    online = [t for t in report["tests"] if t["exercise"] == "online_softmax"]
+    tiled = [t for t in report["tests"] if t["exercise"] == "tiled_attention"]
+    assert online and tiled
+    for t in online:
+        assert t["score"] == 0, t
+        assert t["status"] in statuses, t
+    assert words in online[0]["message"], online[0]["message"]
+    for t in tiled:
+        assert t["status"] == "passed", t
+    assert report["score"] == sum(t["max_score"] for t in tiled)
+
+
+def test_monkeypatching_and_fake_reports_gain_nothing(tmp_path):
+    sub = copy_solutions(tmp_path / "sub")
+    shutil.copy(CORPUS / "monkeypatch" / "online_softmax.py", sub / "online_softmax.py")
+    target = tmp_path / "report.json"
+    os.environ["FAKE_REPORT_PATH"] = str(target)
+    try:
+        report = grade(sub, *ARGS)
+    finally:
+        del os.environ["FAKE_REPORT_PATH"]
+    on_disk = json.loads((sub.parent / "report-sub.json").read_text())
+    assert on_disk == report and on_disk["score"] < 100 and on_disk["tests"]
+    assert all(t["score"] == 0 for t in report["tests"] if t["exercise"] == "online_softmax")
+
+
+def test_missing_file_is_not_submitted(tmp_path):
+    sub = copy_solutions(tmp_path / "sub")
+    (sub / "online_softmax.py").unlink()
+    report = grade(sub, *ARGS)
+    assert_consistent(report)
+    for t in report["tests"]:
+        if t["exercise"] == "online_softmax":
+            assert t["status"] == "error" and "not submitted" in t["message"], t
+        else:
+            assert t["status"] == "passed", t
