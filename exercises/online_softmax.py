@@ -1,0 +1,116 @@
+"""Online softmax: the running max and running sum that FlashAttention is built on.
+
+Lesson sections "Softmax, the safe way" and "Online softmax: keep a running max and a running sum";
+this is the first Build It file, online_softmax.py. Write four functions:
+
+    softmax_safe    three passes over the row: max, sum of exp(x - max), divide
+    online_max_sum  max and sum in ONE pass, one element at a time (Milakov and Gimelshein, 2018)
+    softmax_online  online_max_sum, then one more pass for the outputs
+    merge           combine two partial (m, l) states: what a tile, or a second worker, hands back
+
+Run:
+    python exercises/online_softmax.py          # the lesson's demo (raises until you fill it in)
+    make check EX=online_softmax                # the grader's checks for this exercise
+"""
+import math
+
+import numpy as np
+
+
+def softmax_safe(x: np.ndarray) -> np.ndarray:
+    """Three passes: max, sum of exp(x - max), divide.
+
+    Args:
+        x: (n,) float16, float32 or float64, n >= 1.
+    Returns:
+        (n,) same dtype as x: exp(x - max(x)) / sum(exp(x - max(x))), entries in [0, 1], sum 1.
+    """
+    # TODO(online_softmax): roughly 4 lines.
+    #   pass 1: m = max of x
+    #   pass 2: l = sum of exp(x - m)   (every exponent <= 0, so nothing overflows)
+    #   pass 3: exp(x - m) / l
+    #   For float16 input, do the arithmetic in float32 and cast the result back to x.dtype.
+    raise NotImplementedError("TODO(online_softmax): softmax_safe - three passes: max, sum of exp(x - max), divide")
+
+
+def online_max_sum(x: np.ndarray) -> tuple[float, float]:
+    """One pass over x, one element at a time. Return (m, l) where l = sum(exp(x - m)).
+
+    Args:
+        x: (n,) float16, float32 or float64; n = 0 gives the empty state (-inf, 0.0).
+    Returns:
+        (m, l) as Python floats: m = max(x), l = sum(exp(x - m)), the safe-softmax denominator.
+    """
+    # TODO(online_softmax): roughly 6 lines.
+    #   start:  m = -inf, l = 0.0
+    #   for each element x_i:
+    #       m_new = max(m, x_i)
+    #       l     = l * exp(m - m_new) + exp(x_i - m_new)   # rescale the old sum, add the new term
+    #       m     = m_new
+    #   Use Python floats (math.exp) and return (m, l) as floats.
+    raise NotImplementedError("TODO(online_softmax): online_max_sum - one pass keeping a running max m and sum l")
+
+
+def softmax_online(x: np.ndarray) -> np.ndarray:
+    """Use online_max_sum, then one more pass to produce outputs.
+
+    Args:
+        x: (n,) float16, float32 or float64, n >= 1.
+    Returns:
+        (n,) same dtype as x, equal to softmax_safe(x) up to rounding.
+    """
+    # TODO(online_softmax): roughly 2 lines.
+    #   (m, l) from online_max_sum(x), then exp(x - m) / l, cast back to x.dtype.
+    raise NotImplementedError("TODO(online_softmax): softmax_online - (m, l) from online_max_sum, then exp(x - m) / l")
+
+
+def merge(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
+    """Combine two partial (m, l) states into one.
+
+    Args:
+        a, b: (m, l) states from online_max_sum over two disjoint pieces of a row; (-inf, 0.0) is
+            the empty state and may be on either side.
+    Returns:
+        (m, l) as Python floats, the state of the two pieces seen as one.
+    """
+    # TODO(online_softmax): roughly 4 lines.
+    #   m = the larger of the two maxes; rescale each sum to it with exp(m_side - m) and add.
+    #   Careful with two empty states: exp(-inf - -inf) is nan. Return (-inf, 0.0) then.
+    raise NotImplementedError("TODO(online_softmax): merge - rescale both sums to the larger max and add them")
+
+
+if __name__ == "__main__":
+    rng = np.random.default_rng(0)
+    for scale in [1, 10, 100]:
+        x = rng.normal(size=10_000) * scale
+        # 1. compare softmax_online with softmax_safe: max abs difference
+        diff = np.abs(softmax_online(x) - softmax_safe(x)).max()
+        # 2. split x into 7 uneven chunks, run online_max_sum on each, merge them all,
+        #    and check you get the same (m, l) as one pass over x
+        cuts = np.sort(rng.choice(np.arange(1, x.size), size=6, replace=False))
+        state = (-math.inf, 0.0)                        # the empty state: nothing seen yet
+        for chunk in np.split(x, cuts):
+            state = merge(state, online_max_sum(chunk))
+        m, l = online_max_sum(x)
+        same = state[0] == m and math.isclose(state[1], l, rel_tol=1e-12)
+        print(f"scale {scale:>3}: max|online - safe| = {diff:.1e}; 7 chunks merged "
+              f"(m, l) = ({state[0]:.4f}, {state[1]:.6f}), one pass ({m:.4f}, {l:.6f}): "
+              f"{'same' if same else 'DIFFERENT'}")
+        # 3. compare with scipy.special.softmax if you have scipy (optional)
+        try:
+            from scipy.special import softmax as scipy_softmax
+        except ImportError:
+            print("           scipy is not installed: skipping the scipy comparison")
+        else:
+            err = np.abs(softmax_online(x) - scipy_softmax(x)).max()
+            print(f"           max|online - scipy| = {err:.1e}")
+    # 4. show the overflow: np.exp(x) / np.exp(x).sum() for x = [1000, 1001, 1002]
+    x = np.array([1000.0, 1001.0, 1002.0])
+    with np.errstate(over="ignore", invalid="ignore"):  # we want to see the inf and nan here
+        direct = np.exp(x) / np.exp(x).sum()
+        fp16_exp = np.exp(np.float16(12.0))
+    print(f"direct: {direct}   (e^1000 = inf in float64, and inf / inf = nan)")
+    print(f"safe:   {softmax_safe(x)}")
+    print(f"online: {softmax_online(x)}")
+    print(f"float16: exp(12) = {fp16_exp}, yet softmax_safe([12, 11, 10]) = "
+          f"{softmax_safe(np.array([12.0, 11.0, 10.0], dtype=np.float16))}")
