@@ -45,3 +45,8 @@ class BadReturn(StudentProblem):
     """The student returned something the grader cannot carry back (an object, a generator...)."""
 
     status = "error"
+
+
+class GraderError(Exception):
+    """The grader itself failed (e.g. the worker could not build a check's inputs): not the
+    student's fault, reported as a grader error."""

@@ -13,6 +13,10 @@ opts keys (all optional):
   cuda_peak: bool     peak CUDA memory above what was allocated at the start → extras["cuda_peak_bytes"]
   poison_cuda_bytes: int   fill that many bytes of the caching allocator with NaN before the
                       call, so an output the kernel never writes reads as NaN, not as zeros
+  poison_empty: bool  torch.empty/empty_like/... return NaN-filled tensors (integers: their
+                      max) during the call, on any device, through torch's deterministic mode
+                      (torch.utils.deterministic.fill_uninitialized_memory): an output element
+                      the kernel never writes reads as NaN instead of old memory
 """
 
 from __future__ import annotations
@@ -69,6 +73,8 @@ def around_call(opts: dict, args: list, kwargs: dict):
             stack.enter_context(_tracemalloc_peak(extras))
         if opts.get("trace"):
             stack.enter_context(_trace(extras))
+        if opts.get("poison_empty"):
+            stack.enter_context(_poison_empty())
         with stack:
             yield extras
         if opts.get("return_args"):
@@ -127,6 +133,24 @@ def _poison_cuda(nbytes: int) -> None:
               for _ in range(2)]
     torch.cuda.synchronize()
     del blocks
+
+
+@contextlib.contextmanager
+def _poison_empty():
+    import torch
+    import torch.utils.deterministic as deterministic
+
+    saved = (torch.are_deterministic_algorithms_enabled(),
+             torch.is_deterministic_algorithms_warn_only_enabled(),
+             deterministic.fill_uninitialized_memory)
+    # warn_only: ops without a deterministic version still run (with a warning), they do not raise
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    deterministic.fill_uninitialized_memory = True
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
+        deterministic.fill_uninitialized_memory = saved[2]
 
 
 @contextlib.contextmanager

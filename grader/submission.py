@@ -189,10 +189,12 @@ class Submission:
 
     # ------------------------------------------------------------------ errors and output
 
-    def _problem(self, reply: dict, fn: str, out: str) -> errors.StudentProblem:
+    def _problem(self, reply: dict, fn: str, out: str) -> Exception:
         kind = reply.get("kind")
         message = reply.get("message", "")
         tb = reply.get("traceback", "")
+        if kind == "grader_error":
+            return errors.GraderError(f"{message}\n{shorten(reply.get('traceback', ''), 800)}")
         if kind == "not_submitted":
             return errors.NotSubmitted(f"{self.exercise}.py was not submitted: {message}")
         if kind == "not_implemented":

@@ -32,8 +32,8 @@ def main(conn, cfg: dict) -> None:
         os.environ["TRITON_INTERPRET"] = "1"
     else:
         os.environ.pop("TRITON_INTERPRET", None)
-    if cfg["mode"] == "cpu" or cfg["mode"] == "interp":
-        os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")  # CPU modes never touch a GPU
+    if cfg["mode"] in ("cpu", "interp"):
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""  # CPU modes never touch a GPU
     limit = cfg.get("memory_limit_bytes")
     if limit and cfg["mode"] != "cuda":  # CUDA reserves huge address ranges; rely on its OOM
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -55,6 +55,11 @@ class Worker:
                 msg = codec.recv(self.conn, build=probes.build_marker)
             except EOFError:
                 return
+            except Exception as e:  # noqa: BLE001 - building the inputs failed: the grader's fault
+                codec.send(self.conn, {"ok": False, "kind": "grader_error", "type": type(e).__name__,
+                                       "message": f"the worker could not build the inputs: {e}",
+                                       "traceback": traceback.format_exc()[-2000:]})
+                continue
             op = msg.get("op")
             if op == "exit":
                 return

@@ -18,21 +18,24 @@ class AsyncWork:
     Timing it without synchronising measures nothing; without warm-up, the compile.
     """
 
+    # private: a submission handed this object should time it, not read its settings
+    __slots__ = ("_ms", "_first_call_ms", "_calls", "_busy_until")
+
     def __init__(self, ms: float = 40.0, first_call_ms: float = 300.0):
-        self.ms = ms
-        self.first_call_ms = first_call_ms
-        self.calls = 0
-        self.busy_until = 0.0
+        self._ms = ms
+        self._first_call_ms = first_call_ms
+        self._calls = 0
+        self._busy_until = 0.0
 
     def __call__(self, *args, **kwargs):
-        if self.calls == 0:
-            time.sleep(self.first_call_ms / 1e3)
-        self.calls += 1
-        self.busy_until = max(time.perf_counter(), self.busy_until) + self.ms / 1e3
+        if self._calls == 0:
+            time.sleep(self._first_call_ms / 1e3)
+        self._calls += 1
+        self._busy_until = max(time.perf_counter(), self._busy_until) + self._ms / 1e3
         return None
 
     def synchronize(self) -> None:
-        delay = self.busy_until - time.perf_counter()
+        delay = self._busy_until - time.perf_counter()
         if delay > 0:
             time.sleep(delay)
 
@@ -64,19 +67,22 @@ class Attention:
         return F.scaled_dot_product_attention(q, k, v)
 
 
-def torch_dtype(name: str):
-    """torch.<name> (e.g. "float32"), for a `dtype=` argument: dtypes do not cross the codec."""
+def torch_dtype(dtype: str):
+    """torch.<dtype> (e.g. "float32"), for a `dtype=` argument: dtypes do not cross the codec.
+
+    Trusted("dtype", params={"dtype": "float32"}) (not "name": make() takes that).
+    """
     import torch
 
-    dtype = getattr(torch, name, None)
-    if not isinstance(dtype, torch.dtype):
-        raise ValueError(f"torch has no dtype {name!r}")
-    return dtype
+    value = getattr(torch, dtype, None)
+    if not isinstance(value, torch.dtype):
+        raise ValueError(f"torch has no dtype {dtype!r}")
+    return value
 
 
 _MAKERS = {"async_work": AsyncWork, "oom_above": OutOfMemoryAbove, "attention": Attention,
            "dtype": torch_dtype}
 
 
-def make(name: str, **params):
+def make(name: str, /, **params):
     return _MAKERS[name](**params)

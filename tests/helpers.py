@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -15,12 +16,12 @@ EXERCISES = ROOT / "exercises"
 CPU_LAYERS = "cpu,adversarial,interp"
 
 
-def grade(submission: Path, *args: str, cwd: Path | None = None, timeout: float = 900) -> dict:
+def grade(submission: Path, *args: str, cwd: Path | None = None, timeout: float = 900,
+          json_path: Path | None = None) -> dict:
     """Run `python -m grader` on `submission` and return its JSON report.
 
     Runs in a subprocess, as a student or CI would, so a grader crash shows as a failed test."""
-    out = Path(submission).parent / f"report-{Path(submission).name}.json"
-    out.unlink(missing_ok=True)
+    out = json_path or Path(tempfile.mkdtemp(prefix="report-")) / "report.json"
     proc = subprocess.run(
         [sys.executable, "-m", "grader", "--submission", str(submission), "--json", str(out),
          "--quiet", *args],

@@ -1,0 +1,119 @@
+"""Checks for exercises/softmax_triton.py (lesson: "Writing a kernel: Triton", Build It
+softmax_triton.py, Break It 1).
+
+The kernel runs under Triton's interpreter on CPU tensors (mode "interp"). Every input is drawn
+fresh from `rng`, rounded here to the dtype the kernel sees, and followed in memory by a guard
+band of NaN as long as one block: a load that reads past the end of the last row (a missing
+mask) pulls NaN into that row, since the interpreter itself never reports it. References are
+float64, computed here from the exact input values.
+
+Shapes stay small (a few rows) because the interpreter runs one program at a time in Python.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from grader import reference
+from grader.compare import CheckFailed, assert_close, assert_shape
+from grader.inputs import randn, round_to, tensor
+
+# (n_rows, n_cols): 781 and 1000 are not powers of two, 130 leaves half of its 256-lane block
+# padded, 1 is a block of one lane, 1024 fills its block exactly
+SHAPES = ((5, 781), (4, 130), (3, 1), (3, 1024), (2, 1000))
+DTYPES = ("float32", "float16")
+
+# aten ops a wrapper may run around the launch: allocation, views, copies and dtype casts (the
+# interpreter itself adds new_empty/set_/copy_ to move arguments). Anything else computes.
+# (The same set as test_flash_triton.py's.)
+ALLOWED_OPS = frozenset({
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
+    "new_zeros", "full", "full_like", "new_full", "fill_", "zero_", "resize_", "set_",
+    "copy_", "clone", "_to_copy", "contiguous", "detach", "alias", "lift_fresh",
+    "lift_fresh_copy", "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided",
+    "expand", "transpose", "t", "permute", "unsqueeze", "squeeze", "select", "slice",
+    "narrow", "unbind", "split",
+})
+
+
+def block_of(n_cols: int) -> int:
+    """The tile a one-row-per-program kernel needs: the next power of two >= n_cols."""
+    return 1 << max(n_cols - 1, 0).bit_length()
+
+
+def run_softmax(sub, x: np.ndarray, dtype: str, case: str, seed: int, what: str = "softmax(x)"):
+    """Send x (exact values in `dtype`) with a block of NaN behind it; compare every element.
+
+    poison_empty: torch.empty in the wrapper hands out NaN, so an output element the kernel
+    never stores stays NaN instead of whatever the allocator had there."""
+    got = sub.call("softmax", tensor(x, dtype, guard=block_of(x.shape[1])),
+                   opts={"poison_empty": True}).value
+    assert_close(got, reference.softmax(x, axis=1), what=what, dtype=dtype, case=case, seed=seed)
+
+
+@pytest.mark.check("softmax_triton.matches_float64")
+def test_matches_float64(student, rng):
+    sub = student()
+    for dtype in DTYPES:
+        for n_rows, n_cols in SHAPES:
+            scale = float(rng.uniform(1, 4))
+            x = randn(rng, (n_rows, n_cols), dtype, scale)
+            run_softmax(sub, x, dtype, f"{dtype} ({n_rows}, {n_cols}), randn * {scale:.2f}",
+                        rng.seed)
+
+
+@pytest.mark.check("softmax_triton.fp16_scaled_rows")
+def test_fp16_scaled_rows(student, rng):
+    sub = student()
+    for n_rows, n_cols in ((6, 781), (3, 130)):
+        x = rng.standard_normal((n_rows, n_cols))
+        # Break It 1 says fp16 rows * 20 overflow exp (float16's exp does above 11.09). But
+        # tl.exp takes only fp32/fp64, so a Triton kernel exponentiates in float32, which
+        # overflows only above 88.7, and randn * 20 over 781 columns tops out near 65. So the
+        # later rows also carry a few entries between 4.6 and 6 sigma: times 20 they pass 92,
+        # and exp(x) without the max is inf there (then inf / inf = nan).
+        for row in range(n_rows // 2, n_rows):
+            spikes = rng.choice(n_cols, size=min(3, n_cols), replace=False)
+            x[row, spikes] = rng.uniform(4.6, 6.0, size=spikes.size)
+        x = round_to(x * 20, "float16")
+        run_softmax(sub, x, "float16", f"float16 ({n_rows}, {n_cols}), randn * 20; rows "
+                    f"{n_rows // 2} to {n_rows - 1} reach {x.max():.0f}", rng.seed,
+                    what="softmax(x * 20)")
+
+
+@pytest.mark.check("softmax_triton.all_negative_rows")
+def test_all_negative_rows(student, rng):
+    sub = student()
+    for dtype in DTYPES:
+        # every value below 0, and n_cols < BLOCK so some lanes of each row are padding
+        for n_rows, n_cols in ((4, 781), (3, 130), (5, 3)):
+            near = -np.abs(rng.standard_normal((n_rows, n_cols))) - rng.uniform(0.05, 1)
+            far = rng.standard_normal((n_rows, n_cols)) * 5 - 50   # like x - 50
+            for name, x in (("-|randn| - c", near), ("randn * 5 - 50", far)):
+                x = round_to(x, dtype)
+                run_softmax(sub, x, dtype, f"{dtype} ({n_rows}, {n_cols}), BLOCK "
+                            f"{block_of(n_cols)}, all negative: {name}", rng.seed)
+
+
+@pytest.mark.check("softmax_triton.uses_kernel")
+def test_uses_kernel(student, rng):
+    # Torch ops are recorded below the dispatcher, so torch.softmax shows as _softmax and the
+    # eager version as max/sub/exp/sum/div. Arithmetic done in NumPy (x.numpy()) dispatches
+    # nothing and is not seen here.
+    sub = student()
+    x = randn(rng, (3, 130), "float32", 2)
+    r = sub.call("softmax", tensor(x, "float32", guard=block_of(130)), opts={"trace": True})
+    launches = int(r.extras.get("launches", 0))
+    ops = list(r.extras.get("ops", []))
+    computing = sorted(set(ops) - ALLOWED_OPS)
+    if launches < 1:
+        raise CheckFailed(f"softmax(x) launched no Triton kernel; the torch ops it ran: "
+                          f"{', '.join(ops) or 'none'}. The softmax must be computed by "
+                          f"softmax_kernel[(n_rows,)](...).")
+    if computing:
+        raise CheckFailed(f"softmax(x) computed with PyTorch around its kernel: "
+                          f"{', '.join(computing)}. Only allocations, views and copies may run in "
+                          f"the wrapper; the max, exp, sum and divide belong in softmax_kernel.")
+    # the values are matches_float64's business; here only that a tensor came back
+    assert_shape(r.value, x.shape, what="softmax(x)", dtype="float32")

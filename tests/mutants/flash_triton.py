@@ -1,0 +1,64 @@
+from dataclasses import dataclass
+
+from tests.mutants import Mutant
+
+
+@dataclass(frozen=True)
+class _Edits(Mutant):
+    """A mistake that takes more than one edit: `also` holds further (find, replace) pairs."""
+
+    also: tuple = ()
+
+    def apply(self, source: str) -> str:
+        source = super().apply(source)
+        for find, replace in self.also:
+            source = Mutant(self.name, self.exercise, find, replace, (), "").apply(source)
+        return source
+
+
+K_MASK = ",\n                    mask=cols[None, :] < N, other=0.0)"
+V_MASK = ",\n                    mask=cols[:, None] < N, other=0.0)"
+
+MUTANTS = [
+    # Break It 2: acc keeps its old scale when the max moves
+    Mutant("acc_not_rescaled", "flash_triton",
+           find="acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)",
+           replace="acc = acc + tl.dot(p.to(v.dtype), v)",
+           checks=("flash_triton.max_in_last_block",), idea="alpha"),
+    # Break It 3, first half: K and V tiles read past the end of the tensor
+    _Edits("kv_loads_unmasked", "flash_triton", find=K_MASK, replace=")",
+           also=((V_MASK, ")"),),
+           checks=("flash_triton.guard_bands",), idea="mask"),
+    # only V matters on the CPU: the -inf of the tl.where hides what an unmasked K reads
+    Mutant("v_load_unmasked", "flash_triton", find=V_MASK, replace=")",
+           checks=("flash_triton.guard_bands",), idea="mask"),
+    # Break It 3, second half: masked loads, but padded keys still score 0
+    Mutant("padded_scores_not_minus_inf", "flash_triton",
+           find='        s = tl.where(cols[None, :] < N, s, float("-inf"))\n', replace="",
+           checks=("flash_triton.padded_keys_masked",), idea="-inf"),
+    Mutant("no_scale", "flash_triton",
+           find="s = tl.dot(q, k) * scale", replace="s = tl.dot(q, k)",
+           checks=("flash_triton.matches_reference",), idea="sqrt"),
+    Mutant("no_final_division", "flash_triton",
+           find="acc = acc / l_i[:, None]", replace="acc = acc",
+           checks=("flash_triton.matches_reference",), idea="l_i"),
+    # Break It 1 carried over: exp(s) overflows float32 above 88.7
+    Mutant("no_max_subtraction", "flash_triton",
+           find="p = tl.exp(s - m_new[:, None])", replace="p = tl.exp(s)",
+           checks=("flash_triton.large_scores",), idea="running max"),
+    # m_i stays -inf: alpha = 0 at every block, so only the last key block counts
+    Mutant("running_max_never_updated", "flash_triton",
+           find="        m_i = m_new\n", replace="",
+           checks=("flash_triton.matches_reference",), idea="m_new"),
+    # the kernel still runs, but the answer comes from PyTorch
+    Mutant("wrapper_returns_sdpa", "flash_triton",
+           find="    return o.reshape(B, H, N, D)\n",
+           replace="    return torch.nn.functional.scaled_dot_product_attention(q, k, v)"
+                   ".reshape(B, H, N, D)\n",
+           checks=("flash_triton.uses_kernel",), idea="_flash_fwd"),
+    # no kernel at all: softmax(q k^T / sqrt(D)) v in PyTorch
+    Mutant("wrapper_eager_no_launch", "flash_triton",
+           find="    o = torch.empty_like(q)\n",
+           replace="    return attention_eager(q, k, v).reshape(B, H, N, D)\n",
+           checks=("flash_triton.uses_kernel",), idea="_flash_fwd"),
+]

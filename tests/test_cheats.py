@@ -1,0 +1,93 @@
+"""Every cheat in tests/cheats/ earns nothing on the checks aimed at it, and the message says why.
+
+Each cheat is one exercise file (tests/cheats/<cheat>/<exercise>.py) dropped into a copy of
+solutions/. Only its exercise and the checks aimed at it are graded (hidden checks included), so
+the corpus stays fast under the interpreter.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+
+import pytest
+
+from grader.registry import CHECKS, all_checks
+from tests.helpers import ROOT, by_id, copy_solutions, grade
+
+CORPUS = ROOT / "tests" / "cheats"
+
+
+@dataclass(frozen=True)
+class Cheat:
+    name: str                 # folder under tests/cheats
+    exercise: str
+    caught: dict              # check id -> words its message must contain
+    passes: tuple = ()        # checks it gets through (what the hidden checks are there for)
+    needs_cuda: bool = False
+    layers: tuple = field(default=())   # extra layers to run, beyond those of the checks
+
+
+CHEATS = [
+    Cheat("torch_softmax", "softmax_triton", {
+        "softmax_triton.uses_kernel": "launched no Triton kernel",
+        "softmax_triton.hidden_shapes": "launched no Triton kernel",
+        "softmax_triton.output_written": "launched no Triton kernel"}),
+    Cheat("sdpa_with_dummy_launch", "flash_triton", {
+        "flash_triton.uses_kernel": "computed with PyTorch",
+        "flash_triton.hidden_shapes": "computed with PyTorch",
+        "flash_triton.output_written": "computed with PyTorch"}),
+    Cheat("naive_tiled", "tiled_attention", {
+        "tiled_attention.memory_is_tiled": "N x N score matrix"}),
+    Cheat("cache_by_shape", "online_softmax", {
+        "online_softmax.safe_matches_float64": "expected",
+        "online_softmax.online_matches_float64": "expected",
+        "online_softmax.hidden_shapes": "call 2 of 2"}),
+    Cheat("cache_by_call", "tiled_attention", {
+        "tiled_attention.hidden_shapes": "call 2 of 2"}),
+    Cheat("softmax_empty", "softmax_triton", {
+        "softmax_triton.output_written": "never written",
+        "softmax_triton.hidden_shapes": "softmax(x)"}),
+    Cheat("flash_skip_last_store", "flash_triton", {
+        "flash_triton.output_written": "never written",
+        "flash_triton.hidden_shapes": "flash_fwd(q, k, v)"}),
+    Cheat("mutate_inputs", "tiled_attention", {
+        "tiled_attention.inputs_untouched": "changed its input Q"}),
+    Cheat("hardcoded_lengths", "online_softmax", {
+        "online_softmax.hidden_shapes": "expected"},
+        passes=tuple(c.id for c in CHECKS if c.exercise == "online_softmax")),
+    Cheat("side_stream", "flash_triton", {
+        "flash_triton.gpu_real_sizes": "stream"}, needs_cuda=True),
+]
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def test_every_cheat_folder_is_listed():
+    assert {p.name for p in CORPUS.iterdir() if p.is_dir()} == {c.name for c in CHEATS}
+
+
+@pytest.mark.parametrize("cheat", CHEATS, ids=lambda c: c.name)
+def test_cheat_earns_nothing(cheat, tmp_path):
+    if cheat.needs_cuda and not _cuda():
+        pytest.skip("needs a CUDA GPU: streams exist only there")
+    sub = copy_solutions(tmp_path / "sub")
+    shutil.copy(CORPUS / cheat.name / f"{cheat.exercise}.py", sub / f"{cheat.exercise}.py")
+    checks = [*cheat.caught, *cheat.passes]
+    registry = all_checks()
+    layers = sorted({registry[c].layer for c in checks} | set(cheat.layers))
+    report = grade(sub, "--exercises", cheat.exercise, "--checks", ",".join(checks),
+                   "--layers", ",".join(layers))
+    results = by_id(report)
+    for check_id, words in cheat.caught.items():
+        r = results[check_id]
+        assert r["score"] == 0 and r["status"] in ("failed", "error"), f"{cheat.name}: {r}"
+        assert words in r["message"], f"{cheat.name}: {check_id} should say {words!r}: {r['message']}"
+    for check_id in cheat.passes:
+        assert results[check_id]["status"] == "passed", results[check_id]
