@@ -48,11 +48,16 @@ class TensorArg:
     an unmasked load past the end reads poison instead of whatever happened to be there.
     """
 
-    array: np.ndarray
+    array: np.ndarray | None
     dtype: str = "float32"
     device: str = "cpu"
     guard: int = 0
     poison: float = float("nan")
+    # array=None: the worker draws the values itself with `inputs.torch_randn(shape, seed, scale)`,
+    # which the trusted side repeats exactly; real GPU sizes then need no transfer
+    shape: tuple | None = None
+    seed: int | None = None
+    scale: float = 1.0
 
 
 @dataclass
@@ -120,11 +125,15 @@ def _enc(v: Any, bufs: list[bytes], depth: int) -> Any:
         bufs.append(np.ascontiguousarray(v).tobytes())
         return {"__ndarray__": len(bufs) - 1, "dtype": v.dtype.name, "shape": list(v.shape)}
     if isinstance(v, TensorArg):
+        common = {"dtype": v.dtype, "device": v.device, "guard": int(v.guard),
+                  "poison": _enc(float(v.poison), bufs, depth + 1)}
+        if v.array is None:
+            return {"__tensorarg__": -1, "shape": [int(n) for n in v.shape], "seed": int(v.seed),
+                    "scale": float(v.scale), **common}
         arr = np.ascontiguousarray(v.array)
         bufs.append(arr.tobytes())
         return {"__tensorarg__": len(bufs) - 1, "array_dtype": arr.dtype.name,
-                "shape": list(arr.shape), "dtype": v.dtype, "device": v.device,
-                "guard": int(v.guard), "poison": _enc(float(v.poison), bufs, depth + 1)}
+                "shape": list(arr.shape), **common}
     if isinstance(v, Trusted):
         return {"__trusted__": v.name, "key": v.key, "attr": v.attr,
                 "params": _enc(v.params, bufs, depth + 1)}
@@ -202,8 +211,13 @@ def _dec(h: Any, bufs: list[bytes], build, depth: int) -> Any:
     if "__torchdtype__" in h:
         return "torch." + str(h["__torchdtype__"])
     if "__tensorarg__" in h:
-        arr = _array(bufs[h["__tensorarg__"]], h["array_dtype"], h["shape"])
-        marker = TensorArg(arr, h["dtype"], h["device"], h["guard"], _dec(h["poison"], bufs, None, 0))
+        poison = _dec(h["poison"], bufs, None, 0)
+        if h["__tensorarg__"] == -1:
+            marker = TensorArg(None, h["dtype"], h["device"], h["guard"], poison,
+                               tuple(h["shape"]), int(h["seed"]), float(h["scale"]))
+        else:
+            arr = _array(bufs[h["__tensorarg__"]], h["array_dtype"], h["shape"])
+            marker = TensorArg(arr, h["dtype"], h["device"], h["guard"], poison)
         return build(marker) if build else marker
     if "__trusted__" in h:
         marker = Trusted(h["__trusted__"], h["key"], h["attr"], _dec(h["params"], bufs, None, 0))

@@ -44,6 +44,24 @@ def tensor(array: np.ndarray, dtype: str, device: str = "cpu", guard: int = 0,
     return TensorArg(np.asarray(array), dtype, device, guard, poison)
 
 
+def seeded(shape, dtype: str, device: str, seed: int, scale: float = 1.0, guard: int = 0,
+           poison: float = POISON) -> TensorArg:
+    """A tensor the worker draws itself (no transfer): `torch_randn` with these arguments."""
+    return TensorArg(None, dtype, device, guard, poison, tuple(shape), int(seed), float(scale))
+
+
+def torch_randn(shape, dtype: str, device: str, seed: int, scale: float = 1.0):
+    """Standard normal values from torch's generator: the same numbers in every process."""
+    import torch
+
+    gen = torch.Generator(device=device)
+    gen.manual_seed(int(seed))
+    x = torch.randn(tuple(shape), generator=gen, device=device, dtype=torch.float32)
+    if scale != 1.0:
+        x.mul_(scale)
+    return x.to(getattr(torch, dtype))
+
+
 def chunks(rng, n: int, parts: int) -> list[slice]:
     """`parts` uneven, non-empty slices covering range(n)."""
     cuts = np.sort(rng.choice(np.arange(1, n), size=parts - 1, replace=False))

@@ -10,6 +10,7 @@ opts keys (all optional):
                       tensor → extras["args_after"], extras["guards_after"]
   sync: bool          torch.cuda.synchronize() before returning, so asynchronous faults and
                       work left running show up inside the call
+  repeat, refresh, discard: timing requests (see `run`)
   cuda_peak: bool     peak CUDA memory above what was allocated at the start → extras["cuda_peak_bytes"]
   poison_cuda_bytes: int   fill that many bytes of the caching allocator with NaN before the
                       call, so an output the kernel never writes reads as NaN, not as zeros
@@ -51,11 +52,18 @@ def _build_tensor(m: codec.TensorArg):
     import torch
 
     dtype = getattr(torch, m.dtype)
-    n = int(m.array.size)
+    if m.array is None:
+        from grader.inputs import torch_randn
+
+        values = torch_randn(m.shape, m.dtype, m.device, m.seed, m.scale)
+    else:
+        values = torch.from_numpy(np.ascontiguousarray(m.array)).to(m.device, dtype)
+    n = int(values.numel())
     # one allocation: the values, then `guard` elements of poison right behind them
     buf = torch.full((n + m.guard,), m.poison, dtype=dtype, device=m.device)
-    buf[:n] = torch.from_numpy(np.ascontiguousarray(m.array).reshape(-1)).to(m.device, dtype)
-    view = buf[:n].view(m.array.shape)
+    buf[:n] = values.reshape(-1)
+    del values
+    view = buf[:n].view(tuple(m.shape) if m.array is None else m.array.shape)
     _built_tensors.append((view, buf[n:]))
     return view
 
@@ -85,13 +93,33 @@ def around_call(opts: dict, args: list, kwargs: dict):
         _trusted.clear()
 
 
-def finish(opts: dict, value):
-    """Runs inside the timed, captured region right after the student function returns."""
-    if opts.get("sync"):
+def run(fn, args: list, kwargs: dict, opts: dict):
+    """Call the student function, and again `repeat` times if asked (for timing).
+
+    repeat: R     after the first call, R more calls back to back, then one synchronize. The
+                  trusted side times two such requests with different R on its own clock; the
+                  difference over the difference in R is the time per call, whatever the worker
+                  reports. With `refresh`, the first tensor argument is negated in place before
+                  each repeat, so a submission that caches results by pointer or by call count
+                  computes anyway (the last call's output is checked against -q or q).
+    discard: bool the value is not sent back (no transfer inside a timed request)
+    """
+    value = fn(*args, **kwargs)
+    repeat = int(opts.get("repeat", 0))
+    if repeat:
         import torch
 
         torch.cuda.synchronize()
-    return value
+        first = next((a for a in args if type(a).__name__ == "Tensor"), None)
+        for _ in range(repeat):
+            if opts.get("refresh") and first is not None:
+                first.neg_()
+            value = fn(*args, **kwargs)
+    if opts.get("sync") or repeat:
+        import torch
+
+        torch.cuda.synchronize()
+    return None if opts.get("discard") else value
 
 
 def _is_array(a) -> bool:

@@ -101,9 +101,10 @@ CHECKS: list[Check] = [
     _C("softmax_triton.matches_float64", "interp", 5, "softmax matches float64 on awkward shapes, float32 and float16",
        "One program per row: load with mask = cols < n_cols, subtract the max, exp, sum, "
        "divide in float32, store with the same mask; use the row stride for the row start."),
-    _C("softmax_triton.fp16_scaled_rows", "adversarial", 3, "float16 rows scaled by 20 give no inf or nan",
-       "Break It 1: exp of a float16 score above 11.09 is inf, and inf / inf is nan. Subtract "
-       "the row max (in float32) before tl.exp."),
+    _C("softmax_triton.fp16_scaled_rows", "adversarial", 3,
+       "float16 rows scaled by 20, some entries past 88, give no inf or nan",
+       "Break It 1: exp overflows above 11.09 in float16 and above 88.7 in float32, and "
+       "inf / inf is nan. Subtract the row max (in float32) before tl.exp."),
     _C("softmax_triton.all_negative_rows", "adversarial", 2, "rows of only negative numbers with n_cols < BLOCK",
        "The padded lanes must load as -inf (other=-inf): with other=0 a row of negatives gets "
        "max 0 and every padded lane adds exp(0) = 1 to the sum."),

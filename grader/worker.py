@@ -105,8 +105,7 @@ class Worker:
             with probes.around_call(opts, args, kwargs) as extras:
                 t0 = time.perf_counter()
                 try:
-                    value = fn(*args, **kwargs)
-                    value = probes.finish(opts, value)
+                    value = probes.run(fn, args, kwargs, opts)
                 except BaseException as e:  # noqa: BLE001
                     return failure(e, at=fn_name, student_file=self.cfg["path"])
                 extras["worker_s"] = time.perf_counter() - t0

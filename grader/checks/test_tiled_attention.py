@@ -89,7 +89,8 @@ def test_memory_is_tiled(student, rng):
                 f"({peak / 1e6:.1f} MB, as tracemalloc saw it). The N x N score matrix alone would "
                 f"be {nxn} bytes ({nxn / 1e6:.1f} MB) and a Br x N strip of scores "
                 f"{Br * N * item} bytes ({Br * N * item / 1e6:.1f} MB); the output is "
-                f"{output} bytes ({output / 1e6:.1f} MB).")
+                f"{output} bytes ({output / 1e6:.1f} MB), and a tiled solution needs little "
+                f"beyond it (no N x N scores, no Br x N strips, no copies of Q, K, V).")
         if peak < output:  # the output itself is allocated during the call
             raise CheckFailed(
                 f"{what} ({case}) [seed {rng.seed}]: tracemalloc saw a peak of {peak} bytes, less "
