@@ -66,3 +66,39 @@ def credit(request):
 @pytest.fixture
 def environment(request):
     return _plugin(request).env
+
+
+class GpuContext:
+    """The GPU as the trusted process sees it: its description, its profile (grader.devices),
+    and ceilings measured once per run in this process (copy GB/s, fp16 matmul TFLOP/s)."""
+
+    def __init__(self, plugin):
+        import torch
+
+        from grader import devices, gpu
+
+        self.info = gpu.device_info()
+        p = torch.cuda.get_device_properties(0)
+        self.profile = devices.profile_for((p.major, p.minor), p.name)
+        self.info["profile"] = self.profile.name
+        self._plugin = plugin
+        self._ceilings: dict = {}
+        plugin.device_info.update(self.info)
+
+    def ceiling(self, name: str) -> float:
+        """"copy_gbs" or "matmul_tflops", measured on first use and shown in the report."""
+        if name not in self._ceilings:
+            import torch
+
+            from grader import ceilings
+
+            measure = {"copy_gbs": ceilings.copy_bandwidth_gbs,
+                       "matmul_tflops": ceilings.matmul_tflops}[name]
+            self._ceilings[name] = round(float(measure(torch)), 1)
+            self._plugin.device_info[name] = self._ceilings[name]
+        return self._ceilings[name]
+
+
+@pytest.fixture(scope="session")
+def gpu(request):
+    return GpuContext(_plugin(request))

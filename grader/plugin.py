@@ -74,6 +74,7 @@ class GradePlugin:
         self.results: dict[str, Result] = {}
         self.layer_seconds: dict[str, float] = {}
         self.credits: dict[str, Credit] = {}
+        self.device_info: dict = {}   # filled by the `gpu` fixture: name, SMs, ceilings ...
         self._started: dict[str, float] = {}
 
     # ------------------------------------------------------------------ collection

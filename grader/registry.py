@@ -111,9 +111,12 @@ CHECKS: list[Check] = [
     _C("softmax_triton.uses_kernel", "adversarial", 1, "softmax launches its Triton kernel",
        "softmax(x) must compute with softmax_kernel; calling torch.softmax or exp inside the "
        "wrapper earns nothing."),
-    _C("softmax_triton.gpu_real_sizes", "gpu", 4, "softmax on the GPU at real sizes, fp16/bf16/fp32",
+    _C("softmax_triton.gpu_real_sizes", "gpu", 3, "softmax on the GPU at real sizes, fp16/bf16/fp32",
        "Mask every load and store; keep the max, exp and sum in float32; the row stride comes "
        "from x.stride(0)."),
+    _C("softmax_triton.sanitizer", "gpu", 1, "compute-sanitizer finds no out-of-bounds access",
+       "Every tl.load and tl.store of a row needs mask = cols < n_cols, even when the result "
+       "happens to look right."),
     _C("softmax_triton.bandwidth", "perf", 3, "softmax GB/s against the copy bandwidth, and its speed-up over softmax_eager",
        "A fused softmax reads each element once and writes it once: it should approach the "
        "copy bandwidth, and beat the eager version by about the ratio of HBM passes."),

@@ -23,6 +23,19 @@ def _fmt(x: float) -> str:
     return f"{x:g}"
 
 
+def device_line(info: dict) -> str:
+    """The GPU and the ceilings measured in this run, for report headers."""
+    parts = [f"{info.get('name')} sm_{str(info.get('capability', '')).replace('.', '')}",
+             f"{info.get('sms')} SMs", f"{info.get('memory_gib')} GiB",
+             f"{info.get('smem_per_block_kib')} KiB shared memory per block",
+             f"{info.get('l2_mib')} MiB L2", f"profile {info.get('profile')}"]
+    if "copy_gbs" in info:
+        parts.append(f"copy {info['copy_gbs']:g} GB/s")
+    if "matmul_tflops" in info:
+        parts.append(f"fp16 matmul {info['matmul_tflops']:g} TFLOP/s")
+    return ", ".join(parts)
+
+
 # ------------------------------------------------------------------------------------ JSON
 
 
@@ -36,6 +49,7 @@ def to_json(report: GradeReport) -> dict:
         "layers_run": report.layers_run,
         "layers_not_run": report.layers_not_run,
         "layer_seconds": {k: round(v, 2) for k, v in report.layer_seconds.items()},
+        "device_info": report.device_info,
         "notes": report.notes,
         "tests": [
             {"name": r.check.id, "title": r.check.title, "exercise": r.check.exercise,
@@ -116,6 +130,7 @@ def _table(report: GradeReport) -> list[list[str]]:
 def to_markdown(report: GradeReport) -> str:
     out = [f"# Grade: {_fmt(report.score)} / {_fmt(report.max_score)}", "",
            f"- submission: `{report.submission}`", f"- device: {report.device}",
+           *([f"- measured: {device_line(report.device_info)}"] if report.device_info else []),
            f"- time: {report.elapsed_s:.1f} s ("
            + ", ".join(f"{k} {v:.1f} s" for k, v in report.layer_seconds.items()) + ")", ""]
     if report.layers_not_run:
@@ -157,6 +172,8 @@ def print_terminal(report: GradeReport, console=None) -> None:
 
     console = console or Console()
     table = Table(title=f"{report.submission} on {report.device}", title_justify="left")
+    if report.device_info:
+        console.print(f"[dim]{device_line(report.device_info)}[/]", highlight=False)
     table.add_column("exercise")
     for layer in LAYERS:
         table.add_column(layer, justify="right")

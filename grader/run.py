@@ -35,6 +35,7 @@ class GradeReport:
     layers_not_run: dict[str, str]
     layer_seconds: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    device_info: dict = field(default_factory=dict)   # GPU details and ceilings measured in the run
 
     @property
     def score(self) -> float:
@@ -97,7 +98,7 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
                for c in checks.values() if c.exercise in EXERCISES]
     return GradeReport(str(_relative(submission)), env.device, results,
                        round(time.perf_counter() - start, 2), layers_run, layers_not_run,
-                       plugin.layer_seconds, notes)
+                       plugin.layer_seconds, notes, plugin.device_info)
 
 
 def _missing(check, selection: Selection, env: Environment, plugin: GradePlugin) -> Result:

@@ -117,3 +117,64 @@ def test_uses_kernel(student, rng):
                           f"the wrapper; the max, exp, sum and divide belong in softmax_kernel.")
     # the values are matches_float64's business; here only that a tensor came back
     assert_shape(r.value, x.shape, what="softmax(x)", dtype="float32")
+
+
+# ------------------------------------------------------------------------------- gpu, perf
+# Real sizes on CUDA (mode "cuda"). Inputs are drawn by torch's generator in the worker and
+# again here (grader.gpu.seeded_inputs), references and comparisons run on the GPU here.
+
+GPU_SHAPES = (("float16", (4096, 781)), ("bfloat16", (1823, 4096)), ("float32", (2000, 1000)),
+              ("float16", (65, 16384)))
+
+
+@pytest.mark.check("softmax_triton.gpu_real_sizes")
+def test_gpu_real_sizes(student, rng, gpu):
+    from grader import gpu as g
+
+    sub = student()
+    for dtype, shape in GPU_SHAPES:
+        (marker,), (x,) = g.seeded_inputs(rng, shape, dtype, count=1, scale=float(rng.uniform(1, 6)),
+                                          guard=block_of(shape[1]))
+        r = sub.call("softmax", marker, opts={"poison_empty": True, "sync": True, "return_args": True})
+        case = f"{dtype} {shape}"
+        g.assert_close_gpu(r.value, g.softmax_reference(x), what="softmax(x)", dtype=dtype,
+                           case=case, seed=rng.seed)
+        g.assert_unchanged(r.extras["args_after"][0], x, f"x ({case})")
+
+
+@pytest.mark.check("softmax_triton.sanitizer")
+def test_sanitizer(student, gpu):
+    from grader import sanitize
+
+    if sanitize.sanitizer_path() is None:
+        pytest.skip("compute-sanitizer is not installed on this machine (it comes with the CUDA toolkit)")
+    sanitize.memcheck(student().directory, "softmax_triton")
+
+
+def _eager(x):
+    """The lesson's softmax_eager, run here as the baseline (the student's copy could be slowed)."""
+    m = x.max(dim=1, keepdim=True).values
+    e = (x - m).exp()
+    return e / e.sum(dim=1, keepdim=True)
+
+
+@pytest.mark.check("softmax_triton.bandwidth")
+def test_bandwidth(student, rng, gpu, credit):
+    from grader import gpu as g
+
+    sub = student()
+    rows, cols = gpu.profile.softmax_shape
+    (marker,), (x,) = g.seeded_inputs(rng, (rows, cols), "float16", count=1)
+    moved = 2 * x.numel() * x.element_size()          # read every element once, write it once
+    mine = g.per_call_ms(g.worker_request(sub, "softmax", [marker]))
+    eager = g.per_call_ms(g.local_request(_eager, [x.clone()]))
+    copy = gpu.ceiling("copy_gbs")
+    gbs = moved / mine / 1e6
+    fraction, speedup = gbs / copy, eager / mine
+    want_f, want_s = gpu.profile.softmax_copy_fraction, gpu.profile.softmax_eager_speedup
+    score = 0.5 * min(1.0, fraction / want_f) + 0.5 * min(1.0, speedup / want_s)
+    note = (f"softmax on {rows} x {cols} float16: {mine:.3f} ms = {gbs:.0f} GB/s (bytes = 2 x "
+            f"rows x cols x 2), {fraction:.0%} of the copy bandwidth measured in this run "
+            f"({copy:.0f} GB/s; full marks from {want_f:.0%}); {speedup:.1f}x faster than "
+            f"softmax_eager ({eager:.3f} ms; full marks from {want_s:.1f}x)")
+    credit.set(score, note)

@@ -1,0 +1,209 @@
+"""python -m grader batch: grade every submission of a course into one gradebook.
+
+    python -m grader batch SUBMISSIONS_DIR [--out DIR] [--jobs N] [--exercises NAMES]
+                           [--layers NAMES] [--no-hidden] [--shard I/N] [--timeout S]
+    python -m grader batch --merge A.csv B.csv ... [--out gradebook.csv]
+
+Each sub-folder of SUBMISSIONS_DIR is one submission (its name is the gradebook's key). Each is
+graded by its own `python -m grader` process, so it gets the same isolation as a single run and
+a grader problem with one submission costs only that row. Written under DIR (default batch/):
+
+    reports/<name>.json, reports/<name>.md    each submission's reports
+    gradebook.csv                             submission, one column per exercise, total, max, note
+
+--jobs N grades N submissions at once; where several GPUs are visible and the GPU layers run,
+each job gets a GPU of its own through CUDA_VISIBLE_DEVICES. --shard I/N grades only the
+submissions I, I+N, I+2N ... (0 <= I < N) of the sorted list: one task of a job array; --merge
+joins the gradebooks of the shards. Exit status 0 when the gradebook was written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import queue
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from grader.__main__ import Parser, names
+from grader.registry import EXERCISES, LAYERS, ROOT
+
+SUBMISSION_TIMEOUT_S = 4 * 3600   # backstop per submission; the grader limits every call itself
+
+
+def parser() -> argparse.ArgumentParser:
+    p = Parser(prog="python -m grader batch", description="Grade every submission folder of a course.")
+    p.add_argument("submissions", nargs="?", metavar="SUBMISSIONS_DIR",
+                   help="folder holding one sub-folder per submission")
+    p.add_argument("--out", metavar="DIR",
+                   help="where reports and gradebook.csv go (default: batch); with --merge, the "
+                        "merged CSV file (default: gradebook.csv)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N", help="submissions graded at once")
+    p.add_argument("--exercises", type=lambda v: names(v, EXERCISES, "exercise"), metavar="NAMES")
+    p.add_argument("--layers", type=lambda v: names(v, LAYERS, "layer"), metavar="NAMES")
+    p.add_argument("--no-hidden", action="store_true", help="skip hidden_tests/ even if present")
+    p.add_argument("--shard", type=shard_spec, metavar="I/N",
+                   help="grade only every N-th submission, starting at the I-th (0-based)")
+    p.add_argument("--timeout", type=float, default=SUBMISSION_TIMEOUT_S, metavar="S",
+                   help=f"seconds per submission before it is stopped (default {SUBMISSION_TIMEOUT_S})")
+    p.add_argument("--merge", nargs="+", metavar="CSV", help="join these gradebooks instead of grading")
+    return p
+
+
+def shard_spec(value: str) -> tuple[int, int]:
+    try:
+        i, n = (int(x) for x in value.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shard wants I/N, e.g. 0/4, got {value!r}") from None
+    if not 0 <= i < n:
+        raise argparse.ArgumentTypeError(f"--shard {value}: need 0 <= I < N")
+    return i, n
+
+
+def find_submissions(directory: Path, shard: tuple[int, int] | None) -> list[Path]:
+    subs = sorted(p for p in directory.iterdir() if p.is_dir() and not p.name.startswith("."))
+    return subs[shard[0]::shard[1]] if shard else subs
+
+
+def visible_gpus() -> list[str]:
+    """GPU ids a job can be given: CUDA_VISIBLE_DEVICES if set, else `nvidia-smi -L`."""
+    if "CUDA_VISIBLE_DEVICES" in os.environ:
+        return [d.strip() for d in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()]
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [str(i) for i, _ in enumerate(l for l in out.splitlines() if l.startswith("GPU "))]
+
+
+def columns(exercises: list[str]) -> list[str]:
+    return ["submission", *exercises, "total", "max", "note"]
+
+
+def grade_one(sub: Path, out: Path, args, exercises: list[str], gpu: str | None) -> dict:
+    """Grade one submission in its own grader process; its gradebook row."""
+    reports = out / "reports"
+    report_json = reports / f"{sub.name}.json"
+    cmd = [sys.executable, "-m", "grader", "--submission", str(sub.resolve()), "--quiet",
+           "--json", str(report_json), "--markdown", str(reports / f"{sub.name}.md"),
+           "--exercises", ",".join(exercises)]
+    if args.layers:
+        cmd += ["--layers", ",".join(args.layers)]
+    if args.no_hidden:
+        cmd.append("--no-hidden")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
+    row = {"submission": sub.name}
+    report_json.unlink(missing_ok=True)
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=args.timeout)
+        failed = proc.returncode != 0 or not report_json.exists()
+        why = f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or [''])[-1][:200]}"
+    except subprocess.TimeoutExpired:
+        failed, why = True, f"stopped after {args.timeout:.0f} s"
+    if failed:
+        return {**row, "note": f"grader failed ({why}); grade this submission alone"}
+    report = json.loads(report_json.read_text())
+    for ex in exercises:
+        row[ex] = _fmt(sum(t["score"] for t in report["tests"] if t["exercise"] == ex))
+    return {**row, "total": _fmt(report["score"]), "max": _fmt(report["max_score"]), "note": ""}
+
+
+def _fmt(x: float) -> str:
+    return f"{round(x, 3):g}"
+
+
+def grade_all(args) -> int:
+    directory = Path(args.submissions)
+    if not directory.is_dir():
+        print(f"grader batch: no such folder: {directory}", file=sys.stderr)
+        return 2
+    out = Path(args.out or "batch").resolve()   # the graders run in the repo root
+    (out / "reports").mkdir(parents=True, exist_ok=True)
+    exercises = args.exercises or list(EXERCISES)
+    subs = find_submissions(directory, args.shard)
+    jobs = max(1, args.jobs)
+    wants_gpu = args.layers is None or bool({"gpu", "perf"} & set(args.layers))
+    gpus = visible_gpus() if jobs > 1 and wants_gpu else []
+    pin = len(gpus) > 1           # one GPU per job: with more jobs than GPUs, jobs wait for one
+    free: queue.Queue = queue.Queue()
+    for gpu in gpus if pin else []:
+        free.put(gpu)
+    if pin:
+        print(f"grader batch: {len(gpus)} GPUs, one per job", file=sys.stderr)
+
+    def run(sub: Path) -> dict:
+        gpu = free.get() if pin else None
+        start = time.perf_counter()
+        try:
+            row = grade_one(sub, out, args, exercises, gpu)
+        finally:
+            if gpu is not None:
+                free.put(gpu)
+        result = row["note"] or f"{row['total']}/{row['max']}"
+        print(f"{sub.name}: {result} ({time.perf_counter() - start:.0f} s"
+              + (f", GPU {gpu})" if gpu is not None else ")"), flush=True)
+        return row
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        rows = list(pool.map(run, subs))
+    write_gradebook(out / "gradebook.csv", columns(exercises), rows)
+    print(f"gradebook: {out / 'gradebook.csv'} ({len(rows)} submissions)")
+    return 0
+
+
+def write_gradebook(path: Path, header: list[str], rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=header)
+        writer.writeheader()
+        writer.writerows(sorted(rows, key=lambda r: r["submission"]))
+
+
+def merge(paths: list[str], out: Path) -> int:
+    """Join gradebooks (the shards of a job array) into one; the same columns everywhere."""
+    header, rows, seen = None, [], {}
+    for path in paths:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            if header is None:
+                header = reader.fieldnames
+            elif reader.fieldnames != header:
+                print(f"grader batch: {path} has columns {reader.fieldnames}, {paths[0]} has "
+                      f"{header}: grade every shard with the same --exercises", file=sys.stderr)
+                return 2
+            for row in reader:
+                if row["submission"] in seen:
+                    print(f"grader batch: {row['submission']} is in both {seen[row['submission']]} "
+                          f"and {path}", file=sys.stderr)
+                    return 2
+                seen[row["submission"]] = path
+                rows.append(row)
+    write_gradebook(out, header, rows)
+    print(f"gradebook: {out} ({len(rows)} submissions from {len(paths)} files)")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    if args.merge:
+        missing = [p for p in args.merge if not Path(p).is_file()]
+        if missing or args.submissions:
+            print(f"grader batch: --merge takes gradebook files only"
+                  + (f"; no such file: {', '.join(missing)}" if missing else ""), file=sys.stderr)
+            return 2
+        return merge(args.merge, Path(args.out or "gradebook.csv"))
+    if not args.submissions:
+        print("grader batch: give SUBMISSIONS_DIR, or --merge CSV... (see --help)", file=sys.stderr)
+        return 2
+    return grade_all(args)

@@ -1,0 +1,182 @@
+"""Trusted-side GPU helpers for the gpu and perf layers: inputs, references, comparison, timing.
+
+Everything here runs in the trusted process, on the same GPU as the worker. Inputs are drawn by
+torch's generator from a fresh seed (`inputs.seeded`): the worker draws the same numbers itself,
+so real sizes (N = 16K) need no transfer, and the reference here is computed from exactly the
+values the kernel saw. Outputs come back in full and are compared on the GPU.
+
+Timing never trusts the worker's clock: `per_call_ms` times two requests that differ only in the
+number of back-to-back calls, on this process's clock, and divides the difference. A patched
+timer, work left on another stream (the request ends with a synchronize) or a result cached by
+pointer (`refresh` negates q before every repeat) gains nothing.
+"""
+
+from __future__ import annotations
+
+import time
+
+from grader.compare import TOLERANCES, CheckFailed, where
+from grader.inputs import seeded, torch_randn
+
+MIB = 1 << 20
+
+
+def torch():
+    import torch as _torch
+
+    return _torch
+
+
+# ------------------------------------------------------------------------------ inputs
+
+
+def seeded_inputs(rng, shape, dtype: str, count: int = 3, scale: float = 1.0, guard: int = 0):
+    """`count` tensors of `shape`: markers for the worker and the same values here on the GPU."""
+    seeds = [int(s) for s in rng.integers(0, 2**31 - 1, size=count)]
+    markers = [seeded(shape, dtype, "cuda", s, scale, guard) for s in seeds]
+    tensors = [torch_randn(shape, dtype, "cuda", s, scale) for s in seeds]
+    return markers, tensors
+
+
+# --------------------------------------------------------------------------- references
+
+
+def attention_reference(q, k, v, rows_per_chunk: int | None = None):
+    """softmax(q k^T / sqrt(D)) v in float32 on the GPU, a block of query rows at a time.
+
+    float32 with a max-subtracted softmax is ~1e-6 relative: far below fp16/bf16 tolerances,
+    and without the N x N float64 matrix that a float64 reference would need at N = 16K."""
+    t = torch()
+    B, H, N, D = q.shape
+    if rows_per_chunk is None:   # keep each (B, H, rows, N) float32 score block near 1 GiB
+        rows_per_chunk = max(1, min(N, (1 << 30) // max(1, B * H * N * 4)))
+    kf, vf = k.float(), v.float()
+    out = t.empty(q.shape, dtype=t.float32, device=q.device)
+    scale = D ** -0.5
+    for i in range(0, N, rows_per_chunk):
+        s = (q[:, :, i:i + rows_per_chunk].float() @ kf.transpose(-2, -1)) * scale
+        out[:, :, i:i + rows_per_chunk] = t.softmax(s, dim=-1) @ vf
+        del s
+    return out
+
+
+def softmax_reference(x):
+    return torch().softmax(x.double(), dim=-1)
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+def assert_close_gpu(got, expected, *, what: str, dtype: str, case: str = "", seed=None,
+                     atol: float | None = None, rtol: float | None = None) -> float:
+    """grader.compare.assert_close for large outputs: the same rules and message, on the GPU.
+
+    got: TensorValue from the worker; expected: reference tensor on the GPU."""
+    t = torch()
+    context = "".join([f" ({case})" if case else "", f" [seed {seed}]" if seed is not None else ""])
+    if got.dtype != dtype:
+        raise CheckFailed(f"{what}{context}: expected dtype {dtype}, got {got.dtype}")
+    if tuple(got.shape) != tuple(expected.shape):
+        raise CheckFailed(f"{what}{context}: expected shape {tuple(expected.shape)}, got {tuple(got.shape)}")
+    a, r = TOLERANCES[dtype]
+    atol = a if atol is None else atol
+    rtol = r if rtol is None else rtol
+    g = t.from_numpy(got.array).to(expected.device, t.float64)
+    e = expected.to(t.float64)
+    nan = t.isnan(g)
+    if nan.any():
+        idx = t.unravel_index(nan.flatten().int().argmax(), g.shape)
+        raise CheckFailed(f"{what}{context}: got NaN at {where(idx)} ({int(nan.sum())} of {g.numel()} "
+                          f"elements are NaN, e.g. never written or read from past the end); expected "
+                          f"{float(e[idx]):.6g} there")
+    err = (g - e).abs()
+    bad = err > atol + rtol * e.abs()
+    worst = float(err.max()) if err.numel() else 0.0
+    if bad.any():
+        idx = t.unravel_index(t.where(bad, err, t.full_like(err, -1.0)).flatten().argmax(), g.shape)
+        raise CheckFailed(f"{what}{context}: max abs error {worst:.3g} at {where(idx)}: got "
+                          f"{float(g[idx]):.6g}, expected {float(e[idx]):.6g}; {int(bad.sum())} of "
+                          f"{g.numel()} elements outside atol={atol:g}, rtol={rtol:g}")
+    return worst
+
+
+def assert_unchanged(after, before, what: str) -> None:
+    """An input the student received must hold the same values after the call."""
+    t = torch()
+    g = t.from_numpy(after.array).to(before.device)
+    if not t.equal(g.to(before.dtype) if g.dtype != before.dtype else g, before):
+        diff = (g.float() != before.float())
+        idx = t.unravel_index(diff.flatten().int().argmax(), before.shape)
+        raise CheckFailed(f"{what} was modified by the call: {int(diff.sum())} elements changed, "
+                          f"first at {where(idx)}. Inputs must be left as they were.")
+
+
+# --------------------------------------------------------------------------------- timing
+
+
+def per_call_ms(request, first: int = 2, more: int = 10, target_ms: float = 150.0) -> float:
+    """Milliseconds per call of `request(repeat)` on this process's clock.
+
+    request(repeat) runs the function 1 + repeat times back to back and synchronizes. The
+    fixed costs (IPC, launch of the first call, the final synchronize) cancel in the difference
+    between two repeat counts; `more` grows until the difference spans about `target_ms`."""
+    def wall(repeat: int) -> float:
+        start = time.perf_counter()
+        request(repeat)
+        return (time.perf_counter() - start) * 1e3
+
+    wall(first)   # warm: compilation, allocator, caches
+    base = wall(first)
+    extra = max(1.0, wall(first + more) - base)
+    if extra < target_ms:
+        more = min(2000, int(more * target_ms / extra) + 1)
+    samples = []
+    for _ in range(3):
+        base = wall(first)
+        samples.append((wall(first + more) - base) / more)
+    samples.sort()
+    return max(samples[1], 1e-6)   # median of three
+
+
+def local_request(fn, args, refresh: bool = True):
+    """A `request(repeat)` for a function run here (the PyTorch baselines), shaped like the
+    worker's: one call, then `repeat` more with q negated before each, then synchronize."""
+    t = torch()
+
+    def request(repeat: int):
+        fn(*args)
+        for _ in range(repeat):
+            if refresh:
+                args[0].neg_()
+            fn(*args)
+        t.cuda.synchronize()
+
+    return request
+
+
+def worker_request(sub, fn: str, args, kwargs=None, refresh: bool = True):
+    """A `request(repeat)` that runs the student's function in its worker."""
+    def request(repeat: int):
+        sub.call(fn, *args, opts={"repeat": repeat, "refresh": refresh, "discard": True},
+                 **(kwargs or {}))
+
+    return request
+
+
+# ------------------------------------------------------------------------------ device
+
+
+def device_info() -> dict:
+    """What the report's header shows about the GPU, read from the device."""
+    t = torch()
+    p = t.cuda.get_device_properties(0)
+    return {
+        "name": p.name,
+        "capability": f"{p.major}.{p.minor}",
+        "sms": p.multi_processor_count,
+        "memory_gib": round(p.total_memory / 2**30, 1),
+        "smem_per_block_kib": round(getattr(p, "shared_memory_per_block_optin", 0) / 1024, 1),
+        "l2_mib": round(getattr(p, "L2_cache_size", 0) / MIB, 1),
+        "torch": t.__version__,
+        "cuda": t.version.cuda,
+    }
