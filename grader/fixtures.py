@@ -75,12 +75,11 @@ class GpuContext:
     def __init__(self, plugin):
         import torch
 
-        from grader import devices, gpu
+        from grader import devices
 
-        self.info = gpu.device_info()
+        self.info = devices.describe(torch)
         p = torch.cuda.get_device_properties(0)
-        self.profile = devices.profile_for((p.major, p.minor), p.name)
-        self.info["profile"] = self.profile.name
+        self.profile = devices.profile_for((p.major, p.minor), p.name, self.info["smem_per_block"])
         self._plugin = plugin
         self._ceilings: dict = {}
         plugin.device_info.update(self.info)

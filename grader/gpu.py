@@ -161,22 +161,3 @@ def worker_request(sub, fn: str, args, kwargs=None, refresh: bool = True):
                  **(kwargs or {}))
 
     return request
-
-
-# ------------------------------------------------------------------------------ device
-
-
-def device_info() -> dict:
-    """What the report's header shows about the GPU, read from the device."""
-    t = torch()
-    p = t.cuda.get_device_properties(0)
-    return {
-        "name": p.name,
-        "capability": f"{p.major}.{p.minor}",
-        "sms": p.multi_processor_count,
-        "memory_gib": round(p.total_memory / 2**30, 1),
-        "smem_per_block_kib": round(getattr(p, "shared_memory_per_block_optin", 0) / 1024, 1),
-        "l2_mib": round(getattr(p, "L2_cache_size", 0) / MIB, 1),
-        "torch": t.__version__,
-        "cuda": t.version.cuda,
-    }

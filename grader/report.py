@@ -24,11 +24,12 @@ def _fmt(x: float) -> str:
 
 
 def device_line(info: dict) -> str:
-    """The GPU and the ceilings measured in this run, for report headers."""
-    parts = [f"{info.get('name')} sm_{str(info.get('capability', '')).replace('.', '')}",
-             f"{info.get('sms')} SMs", f"{info.get('memory_gib')} GiB",
-             f"{info.get('smem_per_block_kib')} KiB shared memory per block",
-             f"{info.get('l2_mib')} MiB L2", f"profile {info.get('profile')}"]
+    """The GPU (grader.devices.describe) and the ceilings measured in this run, for headers."""
+    cap = info.get("capability") or ["?", "?"]
+    parts = [f"{info.get('name')} (sm_{cap[0]}{cap[1]})", f"{info.get('sms')} SMs",
+             f"{info.get('total_memory_gb', 0):.0f} GB",
+             f"{(info.get('smem_per_block') or 0) / 1024:.0f} KB shared memory per block",
+             f"{(info.get('l2_bytes') or 0) / 2**20:.0f} MB L2", f"profile {info.get('profile')}"]
     if "copy_gbs" in info:
         parts.append(f"copy {info['copy_gbs']:g} GB/s")
     if "matmul_tflops" in info:

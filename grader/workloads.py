@@ -80,8 +80,15 @@ def torch_dtype(dtype: str):
     return value
 
 
+def submission_function(module: str, name: str):
+    """A function of the submission's own module, e.g. bench_attn's naive, to pass back into it."""
+    import sys
+
+    return getattr(sys.modules[module], name)
+
+
 _MAKERS = {"async_work": AsyncWork, "oom_above": OutOfMemoryAbove, "attention": Attention,
-           "dtype": torch_dtype}
+           "dtype": torch_dtype, "submission_function": submission_function}
 
 
 def make(name: str, /, **params):
