@@ -91,7 +91,8 @@ CHECKS: list[Check] = [
        "rowsum(p), acc = acc*alpha + p v; at the end O = acc / l. Slices past N are shorter."),
     _C("tiled_attention.memory_is_tiled", "cpu", 4, "peak memory stays near Br*Bc + N*d, never N x N",
        "Tiling: never build anything bigger than a Br x Bc score tile; S and P exist only a "
-       "tile at a time (that is the whole point of FlashAttention)."),
+       "tile at a time (that is the whole point of FlashAttention), and the only N-sized array "
+       "is the output."),
     _C("tiled_attention.max_in_last_block", "adversarial", 3, "correct when the row max sits in the last key block",
        "Break It 2: right until the row max moves into a later key block. Is acc rescaled by "
        "alpha, as l is?"),
