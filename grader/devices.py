@@ -6,9 +6,10 @@ with the CPU, which flash_fwd tile shapes are worth trying there, and the perf t
 here assumes Hopper: an unknown device gets conservative defaults, and the shared memory the
 device itself reports always wins over the table.
 
-The figures are leads, not measurements we own: they come from /work/shared/ANCHORS.md, vendor
-spec sheets and the lesson. The perf checks compare against ceilings measured in the same run
-(grader/ceilings.py), never against these spec numbers.
+The figures are leads, not measurements we own: they come from vendor spec sheets, published
+benchmarks, the lesson, and one reference run of this lab on an H200 (docs/SPARK.md). The perf
+checks compare against ceilings measured in the same run (grader/ceilings.py), never against
+these spec numbers.
 """
 
 from __future__ import annotations
@@ -28,28 +29,36 @@ FLASH_CANDIDATES = (
     (64, 64, 4, 3),
     (128, 64, 8, 2),
     (64, 128, 4, 2),
-    (64, 128, 4, 3),      # the best shape on an H200 (ANCHORS.md)
+    (64, 128, 4, 3),      # the best shape on an H200 (reference run)
     (128, 64, 4, 3),      # the worst of the big ones on an H200 (~195 TFLOP/s)
     (128, 64, 8, 3),
     (128, 128, 8, 2),
     (128, 128, 8, 3),
 )
+# Small enough for the 48 KB every CUDA GPU gives a block; tried only when nothing above fits.
+FLASH_FALLBACK = ((32, 32, 4, 2), (64, 32, 4, 2))
 
 
 def flash_smem_bytes(block_m: int, block_n: int, num_stages: int, head_dim: int = 128,
-                     elem_bytes: int = 2) -> int:
-    """Rough shared memory of the lesson's flash kernel for one tile shape, in bytes.
+                     elem_bytes: int = 2, wgmma: bool = False) -> int:
+    """Estimated shared memory of the lesson's flash kernel for one tile shape, in bytes.
 
-        Q tile once:                 BLOCK_M * D * elem
-        K and V tiles, per stage:    2 * BLOCK_N * D * elem     (Triton's software pipelining
-                                                                 keeps about num_stages copies)
+    Triton pipelines the K and V loads: it keeps several (BLOCK_N, D) tiles of each in flight.
 
-    An estimate: Triton's exact number depends on its version and the chip (it may also stage
-    the P tile); Break It 5 is the real test. Calibrated against Triton 3.9 compiling the
-    reference kernel for sm_80, sm_90 and sm_121 without a GPU (see docs/SPARK.md).
+        Hopper (wgmma):  BLOCK_M*D (Q)                 + num_stages         * 2*BLOCK_N*D
+        others (mma):    BLOCK_M*D (Q) + BLOCK_M*BLOCK_N (P) + max(num_stages-1, 1) * 2*BLOCK_N*D
+                                                              (all times elem_bytes)
+
+    Calibrated on Triton 3.9, compiling solutions/flash_triton.py for sm_80, sm_90 and sm_121
+    without a GPU (docs/SPARK.md has the table): exact for most shapes, a few KB to 30% high for
+    the others, never low. Other Triton versions differ; Break It 5 is the real test.
     """
-    stages = max(num_stages, 1)
-    return (block_m * head_dim + stages * 2 * block_n * head_dim) * elem_bytes
+    kv_tile = 2 * block_n * head_dim                     # one K tile and one V tile, elements
+    if wgmma:
+        elems = block_m * head_dim + num_stages * kv_tile
+    else:
+        elems = block_m * head_dim + block_m * block_n + max(num_stages - 1, 1) * kv_tile
+    return elems * elem_bytes
 
 
 @dataclass(frozen=True)
@@ -60,6 +69,8 @@ class Profile:
     bandwidth_gbs: float | None    # spec-sheet main-memory bandwidth, GB/s; None: unknown
     unified_memory: bool           # GPU memory is the CPU's memory (an oversized allocation can
                                    # stall the whole machine, not just raise OutOfMemoryError)
+    wgmma: bool | None = False     # Hopper's warpgroup MMA (Triton keeps num_stages K/V buffers);
+                                   # None: not known, take the larger estimate
     flash_configs: tuple = ()      # FLASH_CANDIDATES that fit smem_per_block (filled in below)
     # flash_fwd time / fastest SDPA backend time: full marks at or below flash_full_ratio (the
     # lesson: "within 1.5 to 3x of a production backend is a good result"), none at or above
@@ -85,9 +96,14 @@ class Profile:
 
 
 def _fill(p: Profile) -> Profile:
-    fitting = tuple(c for c in FLASH_CANDIDATES
-                    if flash_smem_bytes(c[0], c[1], c[3]) <= p.smem_per_block)
-    return dataclasses.replace(p, flash_configs=fitting)
+    models = (True, False) if p.wgmma is None else (p.wgmma,)
+
+    def fit(configs):
+        return tuple(c for c in configs
+                     if max(flash_smem_bytes(c[0], c[1], c[3], wgmma=w) for w in models)
+                     <= p.smem_per_block)
+
+    return dataclasses.replace(p, flash_configs=fit(FLASH_CANDIDATES) or fit(FLASH_FALLBACK))
 
 
 GB10 = _fill(Profile(
@@ -99,7 +115,7 @@ GB10 = _fill(Profile(
     softmax_full_fraction=0.6,
     memory_fraction=0.5,            # unified: a page cache or the CPU side can eat "free" memory
     memory_reserve_bytes=8 << 30,
-    notes="Leads (ANCHORS.md): 48 SMs?, 24 MB L2, 128 GB LPDDR5X unified, no wgmma/TMEM; "
+    notes="Leads: 48 SMs?, 24 MB L2, 128 GB LPDDR5X unified, no wgmma/TMEM; "
           "Hopper-sized tiles exceed 99 KB (Break It 5). Triton <= 3.5 needs "
           "TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas (docs/SPARK.md).",
 ))
@@ -110,7 +126,8 @@ HOPPER = _fill(Profile(
     smem_per_block=227 * KB,        # 232448 bytes
     bandwidth_gbs=3350.0,           # H100 SXM HBM3; H200 HBM3e 4800 (see _BANDWIDTH_BY_NAME)
     unified_memory=False,
-    notes="H200 measured (ANCHORS.md): copy 4.27 TB/s, fp16 matmul 663 TFLOP/s, cuDNN SDPA "
+    wgmma=True,
+    notes="H200 reference run: copy 4.27 TB/s, fp16 matmul 663 TFLOP/s, cuDNN SDPA "
           "~590 TFLOP/s, the lesson's kernel at 64x128 tiles ~350 TFLOP/s.",
 ))
 
@@ -136,6 +153,7 @@ UNKNOWN = _fill(Profile(
     smem_per_block=48 * KB,         # every CUDA GPU gives a block 48 KB without opting in
     bandwidth_gbs=None,
     unified_memory=False,
+    wgmma=None,
     softmax_full_fraction=0.5,
     memory_fraction=0.5,
     memory_reserve_bytes=2 << 30,

@@ -1,0 +1,714 @@
+"""The lesson's Measure section on this machine: `make bench` (python -m tools.bench).
+
+    python -m tools.bench --submission exercises --out reports/bench [--quick]
+    python -m tools.bench --dry-run --out /tmp/bench       # synthetic numbers, no GPU needed
+    python -m tools.bench --device cpu --out /tmp/bench    # tiny sizes under TRITON_INTERPRET=1
+
+What it does, on a CUDA machine:
+  1. ceilings, timed here (the trusted process):
+       copy bandwidth   GB/s    = 2 * bytes / time           (a device copy reads and writes)
+       fp16 matmul      TFLOP/s = 2 * n^3 / time, n = 8192
+  2. plans the runs: naive attention runs at N only if its S and P fit (estimated first, never
+     allocated to find out: on a unified-memory GB10 that can stall the whole machine);
+  3. runs the submission's own code in a subprocess (cwd = --out, the submission first on
+     sys.path): bench_attn.run_sweep one N at a time, the SDPA backends, flash_fwd at the tile
+     shapes that fit this chip's shared memory (plus Break It 5's 256 x 256), and softmax GB/s of
+     softmax, softmax_eager and torch.softmax;
+  4. writes attn_bench.json, softmax_bench.json, tiles.json, ceilings.json, four PNG plots and
+     measure.md: the Measure tables with the predictions from <submission>/predictions.md beside
+     what was measured.
+
+Attention: B = 1, H = 32, D = 128, float16, forward. TFLOP/s = 4*B*H*N^2*D / time.
+Softmax: float16 rows, GB/s = 2 * rows * cols * 2 bytes / time (read once, write once).
+Without a CUDA GPU it prints one line and exits 0, writing nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from grader import ceilings, devices  # noqa: E402
+
+IMPLS = ("naive", "sdpa", "mine")
+SOFTMAX_IMPLS = ("softmax", "softmax_eager", "torch.softmax")
+BACKENDS = ("CUDNN_ATTENTION", "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "MATH")
+BREAK_IT_5 = (256, 256, 8, 3)          # BLOCK_M = BLOCK_N = 256 with D = 128: too much SRAM
+
+# sizes per kind of run: attention Ns, (B, H, D), softmax shapes, tile-sweep N, timer reps
+SIZES = {
+    "full": dict(ns=[512, 1024, 2048, 4096, 8192, 16384], bhd=(1, 32, 128),
+                 softmax=[(4096, 4096), (32768, 1024), (32768, 4096)], tile_n=4096,
+                 tiles=None, warmup=10, rep=50),
+    "quick": dict(ns=[512, 1024, 2048, 4096], bhd=(1, 32, 128), softmax=[(4096, 4096)],
+                  tile_n=4096, tiles=3, warmup=5, rep=20),
+    # CPU, for testing the tool: Triton under the interpreter, sizes it can run in seconds
+    "cpu": dict(ns=[32, 64], bhd=(1, 1, 16), softmax=[(8, 100)], tile_n=32,
+                tiles=[(16, 16, 4, 1)], warmup=1, rep=2),
+}
+NO_GPU = ("bench: no CUDA GPU on this machine; `make bench` measures kernels on a GPU "
+          "(see docs/SPARK.md). To see the report from synthetic numbers: "
+          "python -m tools.bench --dry-run --out /tmp/bench")
+WORKER_FILE = "bench_worker.json"
+
+
+# ===================================================================== the student process
+
+
+def worker(plan_path: str) -> int:
+    """Runs in the subprocess, cwd = the out dir: the submission's code, timed, into JSON."""
+    plan = json.loads(Path(plan_path).read_text())
+    sys.path.insert(0, plan["submission"])
+    import torch
+    import torch.nn.functional as F
+
+    device, (B, H, D) = plan["device"], plan["bhd"]
+    dtype = torch.float16
+    result = {"attn": [], "backends": [], "tiles": [], "softmax": [], "errors": []}
+
+    def save():
+        Path(WORKER_FILE).write_text(json.dumps(result, indent=1, default=str))
+
+    def timed(fn):
+        return ceilings.time_cuda(fn, warmup=plan["warmup"], rep=plan["rep"], device=device)
+
+    def first_line(e):
+        return (str(e).strip().splitlines() or [""])[0]
+
+    def error(where, e):
+        text = f"{where}: {type(e).__name__}: {first_line(e)}"
+        result["errors"].append(text)
+        print("bench:", text, flush=True)
+        return text
+
+    # 1. the student's own sweep, one N at a time with the impls planned for that N
+    fns = {}
+    try:
+        import bench_attn
+
+        fns = {"naive": bench_attn.naive, "sdpa": bench_attn.sdpa}
+        import flash_triton
+
+        fns["mine"] = flash_triton.flash_fwd
+    except Exception as e:  # a missing or broken file: measure what is there
+        error("import", e)
+    todo = "naive" not in fns
+    for item in plan["attn"]:
+        names = [name for name in item["impls"] if name in fns]
+        while names and not todo:
+            try:
+                rows = bench_attn.run_sweep(Ns=[item["N"]], B=B, H=H, D=D, dtype=dtype,
+                                            device=device, out_path=None,
+                                            impls={name: fns[name] for name in names})
+                result["attn"] += list(rows)
+                break
+            except NotImplementedError as e:
+                error("bench_attn.run_sweep", e)
+                if "mine" in names:            # flash_fwd is a TODO: measure naive and sdpa
+                    names.remove("mine")
+                    fns.pop("mine")
+                else:
+                    todo = True                # time_proper is a TODO: nothing can be timed
+            except Exception as e:
+                error(f"bench_attn.run_sweep at N={item['N']}", e)
+                break
+        save()
+
+    # 2. SDPA backends, and flash_fwd at each tile shape (Break It 5 last), at one N
+    N = plan["tile_n"]
+    q, k, v = (torch.randn(B, H, N, D, device=device, dtype=dtype) for _ in range(3))
+    flops = 4 * B * H * N * N * D
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    for name in BACKENDS:
+        row = dict(N=N, backend=name, ms=None, tflops=None, error=None)
+        try:
+            with sdpa_kernel(getattr(SDPBackend, name)):
+                F.scaled_dot_product_attention(q, k, v)
+                row["ms"] = timed(lambda: F.scaled_dot_product_attention(q, k, v))
+            row["tflops"] = flops / row["ms"] / 1e9
+        except RuntimeError as e:
+            row["error"] = first_line(e)[:200] or "RuntimeError"
+        result["backends"].append(row)
+    save()
+    if "mine" in fns:
+        ref = F.scaled_dot_product_attention(q, k, v)
+        accepts = set(inspect.signature(fns["mine"]).parameters)
+        for cfg in plan["tiles"] + [list(BREAK_IT_5)]:
+            kw = dict(BLOCK_M=cfg[0], BLOCK_N=cfg[1])
+            if {"num_warps", "num_stages"} <= accepts:
+                kw.update(num_warps=cfg[2], num_stages=cfg[3])
+            row = dict(N=N, BLOCK_M=cfg[0], BLOCK_N=cfg[1], num_warps=kw.get("num_warps"),
+                       num_stages=kw.get("num_stages"), ms=None, tflops=None, error=None,
+                       break_it=list(cfg) == list(BREAK_IT_5))
+            try:
+                out = fns["mine"](q, k, v, **kw)
+                err = (out.float() - ref.float()).abs().max().item()
+                if not err <= 2e-2:
+                    raise AssertionError(f"wrong result, max abs error {err:.2e} against SDPA")
+                row["ms"] = timed(lambda: fns["mine"](q, k, v, **kw))
+                row["tflops"] = flops / row["ms"] / 1e9
+            except Exception as e:  # "out of resources: shared memory" is the expected one
+                row["error"] = f"{type(e).__name__}: {str(e).strip()[:300]}"
+            result["tiles"].append(row)
+            save()
+    q = k = v = ref = out = None
+
+    # 3. softmax GB/s: the fused kernel, the eager one, PyTorch's
+    try:
+        import softmax_triton
+
+        sm = {"softmax": softmax_triton.softmax, "softmax_eager": softmax_triton.softmax_eager}
+    except Exception as e:
+        error("import softmax_triton", e)
+        sm = {}
+    sm["torch.softmax"] = lambda x: torch.softmax(x, dim=-1)
+    for rows, cols in plan["softmax"]:
+        x = torch.randn(rows, cols, device=device, dtype=dtype)
+        ref = torch.softmax(x.float(), dim=-1)
+        nbytes = 2 * rows * cols * 2
+        for name in SOFTMAX_IMPLS:
+            row = dict(rows=rows, cols=cols, impl=name, bytes=nbytes, ms=None, gbs=None,
+                       error=None)
+            try:
+                if name not in sm:
+                    raise RuntimeError("not importable")
+                err = (sm[name](x).float() - ref).abs().max().item()
+                if not err <= 5e-3:
+                    raise AssertionError(f"wrong result, max abs error {err:.2e}")
+                row["ms"] = timed(lambda: sm[name](x))
+                row["gbs"] = nbytes / row["ms"] / 1e6
+            except Exception as e:
+                row["error"] = f"{type(e).__name__}: {str(e).strip()[:200]}"
+            result["softmax"].append(row)
+        save()
+    save()
+    return 0
+
+
+# ===================================================================== the trusted process
+
+
+def plan_runs(sizes: dict, budget: int, submission: Path, device: str, profile) -> dict:
+    """What to run, decided before anything large is allocated."""
+    B, H, D = sizes["bhd"]
+    attn, skipped = [], []
+    for N in sizes["ns"]:
+        impls = []
+        for name in IMPLS:
+            need = (ceilings.naive_attention_bytes(B, H, N, D, "float16") if name == "naive"
+                    else ceilings.attention_io_bytes(B, H, N, D, "float16"))
+            if need <= budget:
+                impls.append(name)
+            else:
+                skipped.append(dict(N=N, impl=name, ms=None, tflops=None, peak_gb=None,
+                                    note=f"not run: needs ~{need / 1e9:.1f} GB, over the "
+                                         f"{budget / 1e9:.1f} GB budget"))
+        if impls:
+            attn.append(dict(N=N, impls=impls))
+    softmax = [s for s in sizes["softmax"] if 8 * s[0] * s[1] * 2 <= budget]
+    tiles = sizes["tiles"]
+    if tiles is None:
+        tiles = [list(c) for c in profile.flash_configs]
+    elif isinstance(tiles, int):                # --quick: the largest shapes that fit
+        tiles = [list(c) for c in profile.flash_configs][-tiles:]
+    return dict(submission=str(submission), device=device, bhd=list(sizes["bhd"]),
+                attn=attn, skipped=skipped, softmax=softmax, tile_n=sizes["tile_n"],
+                tiles=tiles, warmup=sizes["warmup"], rep=sizes["rep"])
+
+
+def run_worker(plan: dict, out: Path, timeout_s: float) -> dict:
+    """Start the subprocess, echo what it prints, stop its whole group at the deadline."""
+    plan_path = out / "bench_plan.json"
+    plan_path.write_text(json.dumps(plan, indent=1))
+    (out / WORKER_FILE).unlink(missing_ok=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))}
+    env["PYTHONUNBUFFERED"] = "1"              # echo the student's rows as they come
+    if plan["device"] == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    proc = subprocess.Popen([sys.executable, "-m", "tools.bench", "--worker", str(plan_path)],
+                            cwd=out, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, errors="replace", start_new_session=True)
+    timed_out = []
+
+    def stop():
+        timed_out.append(True)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    timer = threading.Timer(timeout_s, stop)
+    timer.start()
+    with open(out / "bench_worker.log", "w") as log:
+        for line in proc.stdout:
+            log.write(line)
+            print("  |", line.rstrip()[:200], flush=True)
+    proc.wait()
+    timer.cancel()
+    path = out / WORKER_FILE
+    result = json.loads(path.read_text()) if path.exists() else {}
+    path.unlink(missing_ok=True)
+    plan_path.unlink(missing_ok=True)
+    result.setdefault("errors", [])
+    if timed_out:
+        result["errors"].append(f"the benchmark was stopped after {timeout_s:.0f} s; the rows "
+                                f"below are what it finished")
+    elif proc.returncode != 0:
+        result["errors"].append(f"the benchmark process exited with status {proc.returncode} "
+                                f"(see bench_worker.log)")
+    return result
+
+
+def _num(x):
+    return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
+
+
+def clean_attn_rows(rows, skipped) -> list[dict]:
+    """Keep well-formed rows (N, impl, ms, tflops, peak_gb), add the skipped ones, sort."""
+    out = []
+    for r in rows or []:
+        if isinstance(r, dict) and r.get("impl") in IMPLS and isinstance(r.get("N"), int):
+            out.append(dict(N=r["N"], impl=r["impl"], ms=_num(r.get("ms")),
+                            tflops=_num(r.get("tflops")), peak_gb=_num(r.get("peak_gb"))))
+    out += skipped
+    return sorted(out, key=lambda r: (r["N"], IMPLS.index(r["impl"])))
+
+
+def measure(args, out: Path) -> int:
+    sizes = SIZES["cpu" if args.device == "cpu" else "quick" if args.quick else "full"]
+    import torch
+
+    if args.device == "cpu":
+        info = {"cuda": False, "name": "CPU (testing the tool: Triton interpreter, tiny sizes)",
+                "profile": devices.UNKNOWN.name}
+        profile = devices.UNKNOWN
+        copy_kw, mm_kw = dict(nbytes=16 << 20), dict(n=256)
+    else:
+        info = devices.describe(torch)
+        p = torch.cuda.get_device_properties(0)
+        profile = devices.profile_for((p.major, p.minor), p.name,
+                                      getattr(p, "shared_memory_per_block_optin", None))
+        copy_kw, mm_kw = {}, {}
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"bench: {info['name']} -> profile {profile.name}", flush=True)
+    t0 = time.perf_counter()
+    ceil = dict(device=info, profile=profile.name, spec_bandwidth_gbs=profile.bandwidth_gbs,
+                copy_gbs=ceilings.copy_bandwidth_gbs(torch, device=args.device, **copy_kw),
+                matmul_tflops=ceilings.matmul_tflops(torch, device=args.device, **mm_kw),
+                formulas={"copy_gbs": "2 * bytes / time (a copy reads and writes every byte)",
+                          "matmul_tflops": "2 * n^3 / time, fp16, n = 8192 unless memory is tight",
+                          "attention_tflops": "4 * B * H * N^2 * D / time",
+                          "softmax_gbs": "2 * rows * cols * 2 bytes / time"})
+    print(f"bench: copy {ceil['copy_gbs']:.0f} GB/s (2*bytes/time), fp16 matmul "
+          f"{ceil['matmul_tflops']:.1f} TFLOP/s (2*n^3/time)", flush=True)
+    if args.device != "cpu":
+        torch.cuda.empty_cache()              # give the ceilings' buffers back before planning
+    budget = ceilings.memory_budget(torch, profile, device=args.device)
+    ceil["memory_budget_gb"] = budget / 1e9
+    plan = plan_runs(sizes, budget, Path(args.submission).resolve(), args.device, profile)
+    result = run_worker(plan, out, args.timeout)
+    attn = clean_attn_rows(result.get("attn"), plan["skipped"])
+    ceil["elapsed_s"] = time.perf_counter() - t0
+    write_outputs(out, attn, result.get("softmax", []), ceil, result.get("backends", []),
+                  result.get("tiles", []), result.get("errors", []),
+                  Path(args.submission) / "predictions.md", plan["bhd"])
+    print(f"bench: wrote {out}/measure.md, *.json and *.png in {ceil['elapsed_s']:.0f} s")
+    return 0
+
+
+# ===================================================================== predictions
+
+
+_NUMBER = re.compile(r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*([kK]?)")
+_SHAPE = re.compile(r"(\d[\d,]*\s*[kK]?)\s*[x×X*]\s*(\d[\d,]*\s*[kK]?)")
+_ATTN_ALIASES = {"naive": "naive", "eager": "naive", "sdpa": "sdpa", "mine": "mine",
+                 "yours": "mine", "flash": "mine", "flash_fwd": "mine", "triton": "mine"}
+_SOFTMAX_ALIASES = {"softmax": "softmax", "softmax (triton)": "softmax", "triton": "softmax",
+                    "fused": "softmax", "softmax_eager": "softmax_eager", "eager": "softmax_eager",
+                    "torch.softmax": "torch.softmax", "torch": "torch.softmax"}
+
+
+def parse_number(cell: str):
+    """'64', '~64 ms', '8.6 GB', '1,024', '8K' -> float; blank, '?' or '-' -> None."""
+    m = _NUMBER.search(cell or "")
+    if not m:
+        return None
+    value = float(m.group(0).rstrip("kK \t").replace(",", ""))
+    return value * 1024 if m.group(1) else value
+
+
+def _parse_shape(cell: str):
+    m = _SHAPE.search(cell or "")
+    return (int(parse_number(m.group(1))), int(parse_number(m.group(2)))) if m else None
+
+
+def _tables(text: str):
+    """Markdown tables as (header cells, data rows), lowercased and stripped of backticks."""
+    table = []
+    for line in text.splitlines() + [""]:
+        if line.strip().startswith("|"):
+            cells = line.strip().strip("|").split("|")
+            table.append([c.strip().strip("`*").strip().lower() for c in cells])
+            continue
+        if len(table) >= 2:
+            rows = [r for r in table[1:] if not all(set(c) <= set("-: ") for c in r)]
+            yield table[0], rows
+        table = []
+
+
+def parse_predictions(text: str) -> dict:
+    """The student's predictions from predictions.md.
+
+    Returns {"attn": {(N, impl): {"ms": float|None, "peak_gb": float|None}},
+             "softmax": {(rows, cols, impl): {"gbs": float|None}}}. Blank cells are None;
+    tables are recognised by their headers (N / impl / ms / GB, or shape / impl / GB/s).
+    """
+    found = {"attn": {}, "softmax": {}}
+    for header, rows in _tables(text):
+        col = {name: i for i, name in enumerate(header)}
+        impl_i = next((i for i, h in enumerate(header) if "impl" in h), None)
+        gbs_i = next((i for i, h in enumerate(header) if "gb/s" in h), None)
+        if impl_i is None:
+            continue
+        for r in rows:
+            r = r + [""] * (len(header) - len(r))
+            impl = r[impl_i]
+            if gbs_i is not None:
+                shape_i = next((i for i, h in enumerate(header) if "shape" in h or "rows" in h), 0)
+                shape = _parse_shape(r[shape_i])
+                name = _SOFTMAX_ALIASES.get(impl)
+                if shape and name:
+                    found["softmax"][(*shape, name)] = {"gbs": parse_number(r[gbs_i])}
+                continue
+            ms_i = next((i for i, h in enumerate(header) if re.search(r"\bms\b", h)), None)
+            gb_i = next((i for i, h in enumerate(header) if re.search(r"\bgb\b", h)), None)
+            n = parse_number(r[col.get("n", 0)])
+            name = _ATTN_ALIASES.get(impl)
+            if n and name:
+                found["attn"][(int(n), name)] = {
+                    "ms": parse_number(r[ms_i]) if ms_i is not None else None,
+                    "peak_gb": parse_number(r[gb_i]) if gb_i is not None else None}
+    return found
+
+
+# ===================================================================== reports
+
+
+def _f(x, digits=3):
+    """A number for a table: 3 significant digits, blank for None."""
+    if x is None:
+        return ""
+    return f"{x:.{digits}g}" if abs(x) < 10 ** digits else f"{x:.0f}"
+
+
+def _vs(measured, predicted):
+    """'71.2 (1.1x)': measured, and measured / predicted when both exist."""
+    if measured is None:
+        return ""
+    if predicted:
+        return f"{_f(measured)} ({measured / predicted:.2g}x)"
+    return _f(measured)
+
+
+def measure_markdown(attn, softmax, ceil, backends, tiles, errors, predictions_path,
+                     bhd=(1, 32, 128)) -> str:
+    B, H, D = bhd
+    dev = ceil.get("device", {})
+    lines = [f"# Measure: {dev.get('name', '?')}", ""]
+    if ceil.get("synthetic"):
+        lines += ["**SYNTHETIC numbers from `--dry-run` (a counting model of a GB10), not "
+                  "measurements.**", ""]
+    spec = ceil.get("spec_bandwidth_gbs")
+    lines += [f"Profile: {ceil.get('profile')}. Ceilings measured in this run: copy "
+              f"**{_f(ceil.get('copy_gbs'))} GB/s** (2 x bytes / time, a copy reads and writes), "
+              f"fp16 matmul **{_f(ceil.get('matmul_tflops'))} TFLOP/s** (2 n^3 / time)"
+              + (f"; spec bandwidth {spec:.0f} GB/s." if spec else "."), ""]
+    preds, text = {"attn": {}, "softmax": {}}, None
+    path = Path(predictions_path)
+    if path.exists():
+        text = path.read_text(errors="replace")
+        preds = parse_predictions(text)
+    filled = sum(v is not None for d in preds.values() for p in d.values() for v in p.values())
+    if text is None:
+        lines += [f"> No predictions: write them in `{path}` BEFORE you run the benchmark (the "
+                  f"lesson: \"write the prediction column before running anything\"), then run "
+                  f"`make bench` again.", ""]
+    elif filled == 0:
+        lines += [f"> `{path}` has no numbers yet: fill in the predicted columns first.", ""]
+    else:
+        lines += [f"Predictions: `{path}` ({filled} cells). Measured values show "
+                  f"(measured / predicted) beside them.", ""]
+    for e in errors:
+        lines += [f"> **problem:** {e}"]
+    if errors:
+        lines += [""]
+
+    lines += [f"## Attention: B = {B}, H = {H}, D = {D}, float16, forward", "",
+              "TFLOP/s = 4 B H N^2 D / time; peak GB = CUDA memory allocated beyond q, k, v "
+              "during one call.", "",
+              "| N | impl | predicted ms | measured ms | predicted peak GB | measured peak GB "
+              "| TFLOP/s | % of matmul |", "|---|---|---|---|---|---|---|---|"]
+    mm = ceil.get("matmul_tflops")
+    for r in attn:
+        p = preds["attn"].get((r["N"], r["impl"]), {})
+        pct = f"{100 * r['tflops'] / mm:.0f}%" if r.get("tflops") and mm else ""
+        measured_ms = _vs(r.get("ms"), p.get("ms")) or r.get("note", "out of memory")
+        lines.append(f"| {r['N']} | {r['impl']} | {_f(p.get('ms'))} | {measured_ms} | "
+                     f"{_f(p.get('peak_gb'))} | {_vs(r.get('peak_gb'), p.get('peak_gb'))} | "
+                     f"{_f(r.get('tflops'))} | {pct} |")
+    if not attn:
+        lines.append("| | no rows: see the problems above | | | | | | |")
+    lines += ["", "Plots: [time vs N](attn_time.png), [peak memory vs N](attn_memory.png), "
+              "[TFLOP/s vs N](attn_tflops.png).", "",
+              "![time](attn_time.png)", "![memory](attn_memory.png)", "![tflops](attn_tflops.png)",
+              ""]
+    if backends:
+        lines += [f"## SDPA backends at N = {backends[0]['N']}", "",
+                  "| backend | ms | TFLOP/s |", "|---|---|---|"]
+        for b in backends:
+            lines.append(f"| {b['backend']} | {_f(b.get('ms')) or 'not available here'} | "
+                         f"{_f(b.get('tflops'))} |")
+        lines += [""]
+    if tiles:
+        lines += [f"## flash_fwd tile shapes at N = {tiles[0]['N']} (Break It 5 last)", "",
+                  "| BLOCK_M | BLOCK_N | num_warps | num_stages | ms | TFLOP/s | error |",
+                  "|---|---|---|---|---|---|---|"]
+        for t in tiles:
+            err = (t.get("error") or "").replace("|", "/").replace("\n", " ")[:160]
+            lines.append(f"| {t['BLOCK_M']} | {t['BLOCK_N']} | {t.get('num_warps') or ''} | "
+                         f"{t.get('num_stages') or ''} | {_f(t.get('ms'))} | "
+                         f"{_f(t.get('tflops'))} | {err} |")
+        lines += [""]
+
+    copy = ceil.get("copy_gbs")
+    lines += ["## Softmax: float16 rows", "",
+              "GB/s = 2 x rows x cols x 2 bytes / time (one read and one write of the matrix; "
+              "the eager version moves more, and is charged the same bytes).", "",
+              "| shape | impl | predicted GB/s | measured GB/s | % of copy | ms |",
+              "|---|---|---|---|---|---|"]
+    for r in softmax:
+        p = preds["softmax"].get((r["rows"], r["cols"], r["impl"]), {})
+        pct = f"{100 * r['gbs'] / copy:.0f}%" if r.get("gbs") and copy else ""
+        got = _vs(r.get("gbs"), p.get("gbs")) or (r.get("error") or "")[:120]
+        lines.append(f"| {r['rows']} x {r['cols']} | {r['impl']} | {_f(p.get('gbs'))} | {got} "
+                     f"| {pct} | {_f(r.get('ms'))} |")
+    lines += ["", "![softmax](softmax_gbs.png)", ""]
+    return "\n".join(lines)
+
+
+def _series(rows, impl, key):
+    pts = [(r["N"], r[key]) for r in rows if r["impl"] == impl and r.get(key)]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def plot_all(out: Path, attn, softmax, ceil, bhd=(1, 32, 128)) -> list[Path]:
+    """Four PNGs with matplotlib's Agg backend (no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    B, H, D = bhd
+    paths = []
+
+    def figure(name, title, xlabel, ylabel, draw):
+        fig, ax = plt.subplots(figsize=(6.4, 4.4))
+        if not draw(ax):
+            ax.text(0.5, 0.5, "no measurements", ha="center", va="center",
+                    transform=ax.transAxes)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ns = sorted({r["N"] for r in attn})
+        if name.startswith("attn") and ns:             # N ticks as 512, 1K, ... 16K
+            ax.set_xticks(ns, [f"{n // 1024}K" if n >= 1024 else str(n) for n in ns])
+            ax.minorticks_off()
+        if name in ("attn_tflops.png", "softmax_gbs.png"):
+            ax.set_ylim(bottom=0)
+        ax.grid(True, which="both", alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=110)
+        plt.close(fig)
+        paths.append(out / name)
+
+    def time_plot(ax):
+        drawn = False
+        for impl in IMPLS:
+            xs, ys = _series(attn, impl, "ms")
+            if xs:
+                ax.loglog(xs, ys, "o-", label=impl, base=2)
+                drawn = True
+        anchor = next((p for impl in ("sdpa", "mine", "naive")
+                       for p in reversed(list(zip(*_series(attn, impl, "ms"))))), None)
+        if anchor:
+            ns = sorted({r["N"] for r in attn})
+            c = anchor[1] / anchor[0] ** 2
+            ax.loglog(ns, [c * n * n for n in ns], "--", color="gray", base=2,
+                      label="guide: time ∝ N²")
+        return drawn
+
+    def memory_plot(ax):
+        drawn = False
+        for impl in IMPLS:
+            xs, ys = _series(attn, impl, "peak_gb")
+            if xs:
+                ax.loglog(xs, ys, "o-", label=impl, base=2)
+                drawn = True
+        ns = sorted({r["N"] for r in attn})
+        if ns:
+            ax.loglog(ns, [2 * B * H * n * n * 2 / 1e9 for n in ns], ":", color="gray", base=2,
+                      label=f"S and P: 2·B·H·N²·2 bytes")
+        return drawn
+
+    def tflops_plot(ax):
+        drawn = False
+        for impl in IMPLS:
+            xs, ys = _series(attn, impl, "tflops")
+            if xs:
+                ax.semilogx(xs, ys, "o-", label=impl, base=2)
+                drawn = True
+        if ceil.get("matmul_tflops"):
+            ax.axhline(ceil["matmul_tflops"], color="gray", ls="--",
+                       label=f"fp16 matmul, measured: {ceil['matmul_tflops']:.0f}")
+        return drawn
+
+    def softmax_plot(ax):
+        drawn = False
+        for impl in SOFTMAX_IMPLS:
+            pts = sorted((r["bytes"] / 1e6, r["gbs"]) for r in softmax
+                         if r["impl"] == impl and r.get("gbs"))
+            if pts:
+                ax.semilogx(*zip(*pts), "o-", label=impl)
+                drawn = True
+        if ceil.get("copy_gbs"):
+            ax.axhline(ceil["copy_gbs"], color="gray", ls="--",
+                       label=f"device copy, measured: {ceil['copy_gbs']:.0f}")
+        if ceil.get("spec_bandwidth_gbs"):
+            ax.axhline(ceil["spec_bandwidth_gbs"], color="gray", ls=":",
+                       label=f"spec sheet: {ceil['spec_bandwidth_gbs']:.0f}")
+        return drawn
+
+    where = f"B={B}, H={H}, D={D}, fp16 — {ceil.get('device', {}).get('name', '')}"
+    figure("attn_time.png", f"Attention time vs N ({where})", "N", "ms (median)", time_plot)
+    figure("attn_memory.png", f"Peak extra memory vs N ({where})", "N", "GB", memory_plot)
+    figure("attn_tflops.png", f"Attention TFLOP/s = 4·B·H·N²·D / time ({where})", "N",
+           "TFLOP/s", tflops_plot)
+    figure("softmax_gbs.png", "Softmax GB/s = 2·rows·cols·2 B / time (fp16)",
+           "MB moved (read + write)", "GB/s", softmax_plot)
+    return paths
+
+
+def write_outputs(out: Path, attn, softmax, ceil, backends, tiles, errors, predictions_path,
+                  bhd=(1, 32, 128)) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for name, data in (("attn_bench.json", attn), ("softmax_bench.json", softmax),
+                       ("ceilings.json", ceil),
+                       ("tiles.json", {"backends": backends, "tiles": tiles})):
+        (out / name).write_text(json.dumps(data, indent=1, default=str))
+    try:
+        plot_all(out, attn, softmax, ceil, bhd)
+    except ImportError:
+        print("bench: matplotlib is not installed: no plots (pip install matplotlib)")
+    (out / "measure.md").write_text(measure_markdown(attn, softmax, ceil, backends, tiles,
+                                                     errors, predictions_path, bhd))
+
+
+# ===================================================================== synthetic numbers
+
+
+def synthetic():
+    """A counting model of a GB10, for --dry-run and the tests: (attn, softmax, ceil, ...)."""
+    B, H, D = 1, 32, 128
+    bw, tf = 273e9 * 0.8, 100e12
+    attn = []
+    for N in SIZES["full"]["ns"]:
+        flops = 4 * B * H * N * N * D
+        out_gb = B * H * N * D * 2 / 1e9
+        naive_ms = max(4 * B * H * N * N * 2 / bw, flops / tf) * 1e3 * 1.2
+        for impl, ms, peak in (("naive", naive_ms, 2 * B * H * N * N * 2 / 1e9 + out_gb),
+                               ("sdpa", flops / 88e12 * 1e3 + 0.02, out_gb * 1.01),
+                               ("mine", flops / 40e12 * 1e3 + 0.03, out_gb)):
+            if impl == "naive" and N == 16384:
+                attn.append(dict(N=N, impl=impl, ms=None, tflops=None, peak_gb=None,
+                                 note="not run: needs ~34.6 GB, over the 30.0 GB budget"))
+                continue
+            attn.append(dict(N=N, impl=impl, ms=ms, tflops=flops / ms / 1e9, peak_gb=peak))
+    softmax = []
+    for rows, cols in SIZES["full"]["softmax"]:
+        nbytes = 2 * rows * cols * 2
+        for impl, gbs in (("softmax", 230.0), ("softmax_eager", 52.0), ("torch.softmax", 190.0)):
+            softmax.append(dict(rows=rows, cols=cols, impl=impl, bytes=nbytes,
+                                ms=nbytes / gbs / 1e6, gbs=gbs, error=None))
+    ceil = dict(device={"name": "GB10 (synthetic)"}, profile=devices.GB10.name,
+                spec_bandwidth_gbs=273.0, copy_gbs=240.0, matmul_tflops=105.0, synthetic=True)
+    backends = [dict(N=4096, backend="CUDNN_ATTENTION", ms=None, tflops=None),
+                dict(N=4096, backend="FLASH_ATTENTION", ms=3.1, tflops=88.7)]
+    tiles = [dict(N=4096, BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3, ms=6.0,
+                  tflops=45.8, error=None),
+             dict(N=4096, BLOCK_M=256, BLOCK_N=256, num_warps=8, num_stages=3, ms=None,
+                  tflops=None, error="OutOfResources: out of resources: shared memory, "
+                                     "Required: 327680, Hardware limit: 101376")]
+    return attn, softmax, ceil, backends, tiles
+
+
+# ===================================================================== command line
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tools.bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--submission", default="exercises", help="folder with bench_attn.py, "
+                    "flash_triton.py, softmax_triton.py and predictions.md")
+    ap.add_argument("--out", default="reports/bench", help="where the report goes")
+    ap.add_argument("--quick", action="store_true", help="N up to 4096, one softmax shape")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="render the report from synthetic numbers (no GPU, no student code)")
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
+                    help="cpu: test the tool itself with tiny sizes under TRITON_INTERPRET=1")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds for the student's runs")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        return worker(args.worker)
+    out = Path(args.out)
+    if args.dry_run:
+        attn, softmax, ceil, backends, tiles = synthetic()
+        write_outputs(out, attn, softmax, ceil, backends, tiles, [],
+                      Path(args.submission) / "predictions.md")
+        print(f"bench: synthetic report (--dry-run) in {out}/measure.md")
+        return 0
+    if args.device == "cuda":
+        try:
+            import torch
+
+            has_gpu = torch.cuda.is_available() and os.environ.get("GRADER_NO_CUDA") != "1"
+        except ImportError:
+            has_gpu = False
+        if not has_gpu:
+            print(NO_GPU)
+            return 0
+    if not Path(args.submission).is_dir():
+        print(f"bench: no such folder {args.submission}", file=sys.stderr)
+        return 2
+    return measure(args, out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
