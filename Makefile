@@ -34,7 +34,10 @@ grade-gpu: .python
 	  echo "*** No CUDA GPU found on this machine: the gpu and perf layers will be reported as not run. ***"
 	@$(GRADER)
 
+INSTRUCTOR_ONLY = @test -d solutions || { echo "make $@ is for course staff: it needs solutions/ and tests/, which the student release leaves out"; exit 2; }
+
 test: .python
+	$(INSTRUCTOR_ONLY)
 	@$(PY) -m pytest tests
 
 # The lesson's benchmark: attn_bench.json, PNG plots and the Measure table (needs a GPU)
@@ -43,10 +46,12 @@ bench: .python
 
 # dist/student/: what students get (no solutions/, no hidden_tests/), checked
 release: .python
+	$(INSTRUCTOR_ONLY)
 	@$(PY) -m tools.release --out dist/student
 
 # dist/autograder.zip for Gradescope (setup.sh, run_autograder)
 gradescope: .python
+	$(INSTRUCTOR_ONLY)
 	@$(PY) -m tools.gradescope --out dist/autograder.zip
 
 clean:

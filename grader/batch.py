@@ -96,7 +96,8 @@ def grade_one(sub: Path, out: Path, args, exercises: list[str], gpu: str | None)
         cmd += ["--layers", ",".join(args.layers)]
     if args.no_hidden:
         cmd.append("--no-hidden")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
     row = {"submission": sub.name}
@@ -162,7 +163,7 @@ def grade_all(args) -> int:
 def write_gradebook(path: Path, header: list[str], rows: list[dict]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=header)
+        writer = csv.DictWriter(f, fieldnames=header, lineterminator="\n")
         writer.writeheader()
         writer.writerows(sorted(rows, key=lambda r: r["submission"]))
 

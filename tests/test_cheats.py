@@ -2,13 +2,14 @@
 
 Each cheat is one exercise file (tests/cheats/<cheat>/<exercise>.py) dropped into a copy of
 solutions/. Only its exercise and the checks aimed at it are graded (hidden checks included), so
-the corpus stays fast under the interpreter.
+the corpus stays fast under the interpreter. side_stream needs a GPU: its test is skipped here.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 
@@ -24,8 +25,6 @@ class Cheat:
     exercise: str
     caught: dict              # check id -> words its message must contain
     passes: tuple = ()        # checks it gets through (what the hidden checks are there for)
-    needs_cuda: bool = False
-    layers: tuple = field(default=())   # extra layers to run, beyond those of the checks
 
 
 CHEATS = [
@@ -56,8 +55,6 @@ CHEATS = [
     Cheat("hardcoded_lengths", "online_softmax", {
         "online_softmax.hidden_shapes": "expected"},
         passes=tuple(c.id for c in CHECKS if c.exercise == "online_softmax")),
-    Cheat("side_stream", "flash_triton", {
-        "flash_triton.gpu_real_sizes": "stream"}, needs_cuda=True),
 ]
 
 
@@ -70,20 +67,20 @@ def _cuda() -> bool:
 
 
 def test_every_cheat_folder_is_listed():
-    assert {p.name for p in CORPUS.iterdir() if p.is_dir()} == {c.name for c in CHEATS}
+    assert {p.name for p in CORPUS.iterdir() if p.is_dir()} == {c.name for c in CHEATS} | {"side_stream"}
+
+
+def grade_cheat(name: str, exercise: str, checks: list[str], tmp_path) -> dict:
+    sub = copy_solutions(tmp_path / "sub")
+    shutil.copy(CORPUS / name / f"{exercise}.py", sub / f"{exercise}.py")
+    registry = all_checks()
+    layers = sorted({registry[c].layer for c in checks})
+    return grade(sub, "--exercises", exercise, "--checks", ",".join(checks), "--layers", ",".join(layers))
 
 
 @pytest.mark.parametrize("cheat", CHEATS, ids=lambda c: c.name)
 def test_cheat_earns_nothing(cheat, tmp_path):
-    if cheat.needs_cuda and not _cuda():
-        pytest.skip("needs a CUDA GPU: streams exist only there")
-    sub = copy_solutions(tmp_path / "sub")
-    shutil.copy(CORPUS / cheat.name / f"{cheat.exercise}.py", sub / f"{cheat.exercise}.py")
-    checks = [*cheat.caught, *cheat.passes]
-    registry = all_checks()
-    layers = sorted({registry[c].layer for c in checks} | set(cheat.layers))
-    report = grade(sub, "--exercises", cheat.exercise, "--checks", ",".join(checks),
-                   "--layers", ",".join(layers))
+    report = grade_cheat(cheat.name, cheat.exercise, [*cheat.caught, *cheat.passes], tmp_path)
     results = by_id(report)
     for check_id, words in cheat.caught.items():
         r = results[check_id]
@@ -91,3 +88,18 @@ def test_cheat_earns_nothing(cheat, tmp_path):
         assert words in r["message"], f"{cheat.name}: {check_id} should say {words!r}: {r['message']}"
     for check_id in cheat.passes:
         assert results[check_id]["status"] == "passed", results[check_id]
+
+
+def test_side_stream_buys_no_speed(tmp_path):
+    """The real kernel on a side stream, returned before it finishes: the trusted clock around
+    a device-wide synchronize times all of it, so it measures like the honest kernel it is
+    (the lesson's kernel runs ~1.2-2x the fastest SDPA), never faster than SDPA."""
+    if not _cuda():
+        pytest.skip("needs a CUDA GPU: streams exist only there")
+    report = grade_cheat("side_stream", "flash_triton",
+                         ["flash_triton.gpu_real_sizes", "flash_triton.speed_vs_sdpa"], tmp_path)
+    results = by_id(report)
+    assert results["flash_triton.gpu_real_sizes"]["status"] == "passed", results   # synchronised
+    speed = results["flash_triton.speed_vs_sdpa"]
+    ratios = [float(x) for x in re.findall(r"= (\d+\.\d+)x", speed["message"])]
+    assert len(ratios) == 3 and min(ratios) > 0.8, speed["message"]

@@ -82,5 +82,5 @@ def test_missing_file_is_not_submitted(tmp_path):
     for t in report["tests"]:
         if t["exercise"] == "online_softmax":
             assert t["status"] == "error" and "not submitted" in t["message"], t
-        else:
+        elif t["exercise"] == "tiled_attention" and t["layer"] in ("cpu", "adversarial"):
             assert t["status"] == "passed", t

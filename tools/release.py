@@ -1,12 +1,14 @@
 """python -m tools.release --out dist/student: the tree students get, built and checked.
 
 It holds the exercises (stubs), the grader with its public checks, the docs, the Makefile,
-README, requirements and the tools the Makefile runs. It never holds solutions/, hidden_tests/,
-the repo's own tests/ or the instructor tools (this file, tools/gradescope.py).
+README, requirements and the tools the Makefile runs for students (tools/setup.sh,
+tools/bench.py). It never holds solutions/, hidden_tests/, the repo's own tests/ or the
+instructor tools (this file, tools/gradescope.py, tools/gpu_*).
 
 The release is refused (exit 1, with the reason) when
   - a path in it is named solutions or hidden_tests;
-  - a file in it has the same content as a file of solutions/ or hidden_tests/;
+  - a file in it has the same content as a file of solutions/ or hidden_tests/, or imports
+    from solutions/, hidden_tests/ or tests/;
   - its own grader, run in the released tree on its exercises (as `make grade` does), gives a
     point or any status but not_implemented: a stub that holds solution code.
 
@@ -19,6 +21,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,10 +29,12 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FOLDERS = ["exercises", "grader", "docs", "tools"]
+FOLDERS = ["exercises", "grader", "docs"]
 FILES = ["Makefile", "README.md", "requirements.txt", ".gitignore"]
-INSTRUCTOR_ONLY = ["tools/release.py", "tools/gradescope.py"]
+INSTRUCTOR_ONLY = {"tools/release.py", "tools/gradescope.py"}   # run by `make release/gradescope`
 SECRET = ("solutions", "hidden_tests")
+# an import of what the release leaves out: that file would fail in the student's tree
+IMPORTS_LEFT_OUT = re.compile(r"^\s*(from|import)\s+(solutions|hidden_tests|tests)\b", re.M)
 JUNK = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
 CHECK_LAYERS = "cpu,adversarial,interp"   # what `make grade` runs
 
@@ -48,12 +53,19 @@ def build(out: Path) -> list[Path]:
     for folder in FOLDERS:
         if (ROOT / folder).is_dir():
             shutil.copytree(ROOT / folder, out / folder, ignore=JUNK)
-    for name in FILES:
+    for name in FILES + makefile_tools():
         if (ROOT / name).is_file():
+            (out / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, out / name)
-    for name in INSTRUCTOR_ONLY:
-        (out / name).unlink(missing_ok=True)
     return sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
+
+
+def makefile_tools() -> list[str]:
+    """tools/ files the Makefile runs (`tools/setup.sh`, `-m tools.bench`), instructor ones aside."""
+    text = (ROOT / "Makefile").read_text()
+    used = set(re.findall(r"\btools/[\w.]+", text))
+    used |= {f"tools/{m}.py" for m in re.findall(r"-m tools\.(\w+)", text)}
+    return ["tools/__init__.py", *sorted(used - INSTRUCTOR_ONLY)]
 
 
 def _digest(path: Path) -> str | None:
@@ -75,6 +87,9 @@ def check_contents(out: Path, files: list[Path]) -> list[str]:
         twin = secret.get(_digest(out / rel))
         if twin:
             problems.append(f"{rel}: same content as {twin}")
+        if rel.suffix == ".py" and IMPORTS_LEFT_OUT.search((out / rel).read_text(errors="replace")):
+            problems.append(f"{rel}: imports from solutions/, hidden_tests/ or tests/, which the "
+                            f"release leaves out")
     return problems
 
 

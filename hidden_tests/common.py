@@ -1,0 +1,72 @@
+"""Helpers shared by the hidden checks: calls that also prove how the answer was made.
+
+`kernel_call` runs a Triton exercise's function with three probes on (grader/probes.py):
+  trace         which torch ops ran and how many Triton kernels launched
+  poison_empty  torch.empty & co. hand out NaN, so an output element never written stays NaN
+  return_args   the input tensors (and the poison right behind them) after the call
+and fails, with the reason, unless a kernel launched, nothing but allocation, views and copies
+ran around it, and the inputs and the memory behind them are as they were sent.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grader.compare import CheckFailed, values, where
+from grader.kernel_use import assert_kernel_computed
+
+
+def assert_untouched(before: list, after: list, names: list[str], what: str, seed: int) -> None:
+    """Each array in `after` (sent back by the worker) equals its pristine copy in `before`."""
+    if len(after) != len(before):
+        raise CheckFailed(f"{what}: the grader could not read the inputs back after the call")
+    for name, old, new in zip(names, before, after):
+        old = np.asarray(old, dtype=np.float64)
+        new = np.asarray(values(new), dtype=np.float64)
+        changed = ~((old == new) | (np.isnan(old) & np.isnan(new)))
+        if changed.any():
+            idx = np.unravel_index(np.argmax(changed), old.shape)
+            raise CheckFailed(
+                f"{what} [seed {seed}]: changed its input {name}: {int(changed.sum())} of "
+                f"{old.size} elements differ after the call (at {where(idx)}: was {old[idx]:.6g}, "
+                f"now {new[idx]:.6g}). The inputs belong to the caller: work on copies or new "
+                f"arrays.")
+
+
+def assert_guards_untouched(guards: list, names: list[str], what: str, seed: int) -> None:
+    """The NaN placed right behind each input tensor is still NaN: nothing was stored past it."""
+    for name, guard in zip(names, guards):
+        g = np.asarray(values(guard), dtype=np.float64)
+        if g.size and not np.isnan(g).all():
+            raise CheckFailed(f"{what} [seed {seed}]: wrote {int((~np.isnan(g)).sum())} elements "
+                              f"into the memory right behind {name}, past its end. Mask every "
+                              f"store, and store only into the output.")
+
+
+def kernel_call(sub, fn: str, args: list, pristine: dict, kernel: tuple[str, str], what: str,
+                seed: int, **kwargs):
+    """`fn(*args, **kwargs)` with the probes on; its value, once the launch, the ops and the
+    inputs are checked. args: TensorArgs; pristine: {name: the array each was built from};
+    kernel: (launch, work) for the message, e.g. ("softmax_kernel[(n_rows,)](...)", "the softmax")."""
+    r = sub.call(fn, *args, **kwargs,
+                 opts={"trace": True, "poison_empty": True, "return_args": True})
+    assert_kernel_computed(r.extras, f"{what} [seed {seed}]", *kernel)
+    names = list(pristine)
+    assert_untouched(list(pristine.values()), r.extras.get("args_after", []), names, what, seed)
+    assert_guards_untouched(r.extras.get("guards_after", []), names, what, seed)
+    return r.value
+
+
+def assert_written(got, expected, what: str, seed: int) -> None:
+    """NaN where the reference has none: the element kept the poison torch.empty handed out."""
+    g = np.asarray(values(got), dtype=np.float64)
+    if g.shape != np.shape(expected):
+        return   # assert_close reports the shape
+    unwritten = np.isnan(g) & ~np.isnan(expected)
+    if unwritten.any():
+        idx = np.unravel_index(np.argmax(unwritten), g.shape)
+        raise CheckFailed(
+            f"{what} [seed {seed}]: {int(unwritten.sum())} of {g.size} output elements were never "
+            f"written, first at {where(idx)} (the grader fills new tensors with NaN before the "
+            f"call; these still hold it). Every program must store its whole tile, masked only "
+            f"past the end of the data.")

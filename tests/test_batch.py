@@ -1,0 +1,108 @@
+"""python -m grader batch: a folder of submissions becomes one gradebook row each, with the
+same isolation as a single run, reports per submission, shards and merged gradebooks."""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+
+from grader.batch import find_submissions, visible_gpus
+from grader.registry import all_checks
+from tests.helpers import EXERCISES, ROOT, copy_solutions
+
+EXS = ("online_softmax", "tiled_attention")
+LAYERS = ("cpu", "adversarial")
+
+
+def batch(*args: str, cwd=ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "grader", "batch", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def points(exercise: str, minus: tuple = ()) -> int:
+    return sum(c.points for c in all_checks().values()
+               if c.exercise == exercise and c.layer in LAYERS and c.id not in minus)
+
+
+def read(path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_batch_gradebook(tmp_path):
+    subs = tmp_path / "subs"
+    copy_solutions(subs / "a_solutions")
+    shutil.copytree(EXERCISES, subs / "b_stubs")
+    copy_solutions(subs / "c_segfault")
+    shutil.copy(ROOT / "tests/submissions/segfault/online_softmax.py", subs / "c_segfault")
+    copy_solutions(subs / "d_cheat")
+    shutil.copy(ROOT / "tests/cheats/mutate_inputs/tiled_attention.py", subs / "d_cheat")
+    out = tmp_path / "out"
+    proc = batch(str(subs), "--out", str(out), "--jobs", "2", "--exercises", ",".join(EXS),
+                 "--layers", ",".join(LAYERS))
+    assert proc.returncode == 0, proc.stderr
+
+    on, ti = points("online_softmax"), points("tiled_attention")
+    cheat = points("tiled_attention", minus=("tiled_attention.inputs_untouched",))
+    top = str(on + ti)
+    expected = [
+        ["a_solutions", str(on), str(ti), str(on + ti), top, ""],
+        ["b_stubs", "0", "0", "0", top, ""],
+        ["c_segfault", "0", str(ti), str(ti), top, ""],
+        ["d_cheat", str(on), str(cheat), str(on + cheat), top, ""],
+    ]
+    with open(out / "gradebook.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["submission", *EXS, "total", "max", "note"]
+    assert rows[1:] == expected
+    for name in ("a_solutions", "b_stubs", "c_segfault", "d_cheat"):
+        assert (out / "reports" / f"{name}.json").is_file()
+        assert (out / "reports" / f"{name}.md").read_text().startswith("# Grade:")
+    assert "SIGSEGV" in (out / "reports" / "c_segfault.md").read_text()
+
+
+def test_shards_cover_every_submission_once(tmp_path):
+    for name in ("e", "a", "d", "c", "b", ".hidden"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "notes.txt").write_text("")
+    shards = [[p.name for p in find_submissions(tmp_path, (i, 3))] for i in range(3)]
+    assert shards == [["a", "d"], ["b", "e"], ["c"]]
+
+
+def test_merge_joins_shards_and_refuses_mismatches(tmp_path):
+    header = ["submission", "online_softmax", "total", "max", "note"]
+    for name, rows in (("s0.csv", [["bob", "3", "3", "19", ""]]),
+                       ("s1.csv", [["alice", "19", "19", "19", ""], ["carl", "", "", "", "failed"]])):
+        with open(tmp_path / name, "w", newline="") as f:
+            csv.writer(f).writerows([header, *rows])
+    merged = tmp_path / "merged.csv"
+    proc = batch("--merge", str(tmp_path / "s0.csv"), str(tmp_path / "s1.csv"), "--out", str(merged))
+    assert proc.returncode == 0, proc.stderr
+    assert [r["submission"] for r in read(merged)] == ["alice", "bob", "carl"]
+    assert read(merged)[1] == dict(zip(header, ["bob", "3", "3", "19", ""]))
+
+    proc = batch("--merge", str(tmp_path / "s0.csv"), str(tmp_path / "s0.csv"), "--out", str(merged))
+    assert proc.returncode == 2 and "bob is in both" in proc.stderr
+    with open(tmp_path / "other.csv", "w", newline="") as f:
+        csv.writer(f).writerows([["submission", "total"], ["dan", "1"]])
+    proc = batch("--merge", str(tmp_path / "s0.csv"), str(tmp_path / "other.csv"), "--out", str(merged))
+    assert proc.returncode == 2 and "same --exercises" in proc.stderr
+
+
+def test_bad_arguments(tmp_path):
+    for args, words in ((("--shard", "3/3", str(tmp_path)), "need 0 <= I < N"),
+                        ((str(tmp_path / "nope"),), "no such folder"),
+                        ((), "give SUBMISSIONS_DIR")):
+        proc = batch(*args)
+        assert proc.returncode == 2 and words in proc.stderr, proc.stderr
+
+
+def test_gpus_come_from_cuda_visible_devices(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert visible_gpus() == ["2", "3"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert visible_gpus() == []

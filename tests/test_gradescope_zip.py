@@ -1,0 +1,91 @@
+"""make gradescope: the zip, unpacked into Gradescope's folder layout in a temporary directory,
+grades an upload and writes a results.json that follows Gradescope's spec, hidden checks
+included and marked after_published."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from grader.registry import all_checks
+from tests.helpers import ROOT, SOLUTIONS
+
+ARGS = "--exercises online_softmax,tiled_attention --layers cpu,adversarial"
+
+
+@pytest.fixture(scope="module")
+def autograder(tmp_path_factory):
+    """tmp/autograder laid out as on Gradescope: source/ (the zip), run_autograder, submission/."""
+    tmp = tmp_path_factory.mktemp("gradescope")
+    zip_path = tmp / "autograder.zip"
+    proc = subprocess.run([sys.executable, "-m", "tools.gradescope", "--out", str(zip_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    root = tmp / "autograder"
+    with zipfile.ZipFile(zip_path) as zf:
+        names = zf.namelist()
+        for info in zf.infolist():   # extractall drops the permission bits
+            zf.extract(info, root / "source")
+            os.chmod(root / "source" / info.filename, info.external_attr >> 16)
+    shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
+    return root, names
+
+
+def run_autograder(root, upload: dict) -> dict:
+    """Put `upload` {relative path: source file} in submission/, run run_autograder there."""
+    shutil.rmtree(root / "submission", ignore_errors=True)
+    for rel, src in upload.items():
+        (root / "submission" / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src, root / "submission" / rel)
+    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "PYTHON": sys.executable, "GRADER_ARGS": ARGS}
+    env.pop("PYTHONPATH", None)   # the zip's grader, not the repo's
+    proc = subprocess.run([str(root / "run_autograder")], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads((root / "results" / "results.json").read_text())
+
+
+def test_zip_contents(autograder):
+    root, names = autograder
+    assert {"setup.sh", "run_autograder", "requirements.txt", "grader/__main__.py",
+            "grader/checks/test_flash_triton.py", "hidden_tests/checks.py"} <= set(names)
+    assert not any(n.startswith(("solutions/", "tests/", "exercises/")) or "__pycache__" in n
+                   for n in names)
+    for script in ("setup.sh", "run_autograder"):
+        mode = (root / "source" / script).stat().st_mode
+        assert mode & stat.S_IXUSR, f"{script} is not executable"
+        assert (root / "source" / script).read_text().startswith("#!/usr/bin/env bash")
+    subprocess.run(["bash", "-n", str(root / "source" / "setup.sh")], check=True)
+
+
+def test_results_json_follows_the_spec(autograder):
+    root, _ = autograder
+    # the upload as a student might make it: the files inside a folder
+    results = run_autograder(root, {f"lab/{p.name}": p for p in SOLUTIONS.glob("*.py")})
+    assert isinstance(results["execution_time"], int)
+    assert isinstance(results["output"], str) and results["output"]
+    tests = results["tests"]
+    graded = [t for t in tests if t["max_score"] > 0]
+    hidden = {c.id for c in all_checks().values() if c.hidden}
+    assert graded and results["score"] == sum(t["score"] for t in tests) == sum(t["max_score"] for t in graded)
+    for t in tests:
+        assert isinstance(t["name"], str) and t["name"]
+        assert isinstance(t["score"], (int, float)) and isinstance(t["max_score"], (int, float))
+        assert t["status"] in ("passed", "failed") and isinstance(t["output"], str)
+        assert t["visibility"] == ("after_published" if t["number"] in hidden else "visible"), t
+    assert {t["number"] for t in graded} & hidden, "no hidden check was graded"
+
+
+def test_an_empty_upload_scores_zero(autograder):
+    root, _ = autograder
+    results = run_autograder(root, {"README.txt": ROOT / "requirements.txt"})
+    graded = [t for t in results["tests"] if t["max_score"] > 0]
+    assert results["score"] == 0 and graded
+    assert all("not submitted" in t["output"] for t in graded)

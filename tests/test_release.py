@@ -1,0 +1,86 @@
+"""make release: dist/student holds what students need and nothing of solutions/, hidden_tests/
+or tests/; it grades itself (the stubs score 0, not implemented); and the release is refused
+when solution code or a hidden check slips in."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import ROOT, SOLUTIONS
+
+FAST = ("--layers", "cpu,adversarial", "--exercises", "online_softmax,tiled_attention")
+
+
+def release(repo, out, *args) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([sys.executable, "-m", "tools.release", "--out", str(out), *args],
+                          cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def student(tmp_path_factory):
+    out = tmp_path_factory.mktemp("release") / "student"
+    proc = release(ROOT, out, *FAST)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_release_holds_no_solutions_or_hidden_checks(student):
+    files = [p.relative_to(student) for p in student.rglob("*") if p.is_file()]
+    tops = {f.parts[0] for f in files}
+    assert {"exercises", "grader", "Makefile", "requirements.txt", "tools"} <= tops
+    assert not tops & {"solutions", "hidden_tests", "tests"}
+    assert not any(f.name in ("release.py", "gradescope.py") and f.parts[0] == "tools" for f in files)
+    assert not any("__pycache__" in f.parts for f in files)
+    secret = {p.read_bytes() for d in ("solutions", "hidden_tests") for p in (ROOT / d).rglob("*.py")
+              if p.read_bytes().strip()}
+    assert not [f for f in files if (student / f).read_bytes() in secret]
+
+
+def test_release_grades_itself(student, tmp_path):
+    """The released tree's own grader (no PYTHONPATH to this repo) and its Makefile."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    report_path = tmp_path / "stubs.json"
+    proc = subprocess.run([sys.executable, "-m", "grader", "--submission", "exercises", *FAST,
+                           "--json", str(report_path), "--quiet"],
+                          cwd=student, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(report_path.read_text())
+    ran = [t for t in report["tests"] if t["status"] != "not_run"]
+    assert report["score"] == 0 and ran
+    assert all(t["status"] == "not_implemented" for t in ran), ran
+    assert not any(t["hidden"] for t in report["tests"])
+
+    # make check, as a student would run it (tools/setup.sh skipped: .python is up to date)
+    (student / ".python").write_text(sys.executable + "\n")
+    proc = subprocess.run(["make", "-s", "check", "EX=online_softmax", "LAYERS=cpu"], cwd=student,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((student / "reports" / "grade.json").read_text())["score"] == 0
+
+
+@pytest.mark.parametrize("leak, words", [
+    ("solution file", "same content as solutions/online_softmax.py"),
+    ("edited solution", "online_softmax.safe_matches_float64 is passed, not not_implemented"),
+    ("hidden check", "same content as hidden_tests/test_online_softmax_hidden.py"),
+])
+def test_release_refuses_leaks(leak, words, tmp_path):
+    repo = tmp_path / "repo"   # a copy: the real tree is never touched
+    shutil.copytree(ROOT, repo, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "dist", "reports", "build", "__pycache__", ".python"))
+    solution = (SOLUTIONS / "online_softmax.py").read_text()
+    if leak == "solution file":
+        (repo / "exercises" / "online_softmax.py").write_text(solution)
+    elif leak == "edited solution":
+        (repo / "exercises" / "online_softmax.py").write_text(solution + "\n# all my own work\n")
+    else:
+        shutil.copy(repo / "hidden_tests" / "test_online_softmax_hidden.py", repo / "docs")
+    proc = release(repo, tmp_path / "student", *FAST)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "REFUSED" in proc.stderr and words in proc.stderr, proc.stderr

@@ -1,0 +1,108 @@
+"""python -m tools.gradescope --out dist/autograder.zip: the Gradescope autograder.
+
+Gradescope unpacks the zip into /autograder/source, runs setup.sh there once to build its
+image, then run_autograder for every submission (uploaded to /autograder/submission) and reads
+/autograder/results/results.json. The zip holds:
+
+    setup.sh          apt python3 + venv, then pip install -r requirements.txt (torch's CPU wheel)
+    run_autograder    finds the exercise files in the upload, runs `python -m grader` on them
+    grader/           the grader and its public checks
+    hidden_tests/     the instructor's checks (after_published in results.json)
+    requirements.txt, Makefile
+
+run_autograder reads three variables, so a test can run it outside Gradescope:
+AUTOGRADER_ROOT (default /autograder), PYTHON (default the venv setup.sh made, else python3)
+and GRADER_ARGS (more arguments for the grader, e.g. --layers cpu).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import zipfile
+from pathlib import Path
+
+from grader.registry import EXERCISES
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDERS = ["grader", "hidden_tests"]
+FILES = ["requirements.txt", "Makefile"]
+
+SETUP = """#!/usr/bin/env bash
+# Gradescope runs this once, as root, in /autograder/source, when it builds the image.
+set -euo pipefail
+cd "$(dirname "$0")"
+apt-get update -qq
+apt-get install -y -qq python3 python3-venv python3-pip > /dev/null
+python3 -m venv /autograder/venv
+pip=/autograder/venv/bin/pip
+# PyTorch's CPU wheel first (no GPU on Gradescope; the default wheel brings gigabytes of CUDA)
+$pip install --quiet --index-url https://download.pytorch.org/whl/cpu "$(grep -E '^torch' requirements.txt)"
+$pip install --quiet -r requirements.txt
+"""
+
+RUN = """#!/usr/bin/env bash
+# Gradescope's entry point: grade the upload in $ROOT/submission, write $ROOT/results/results.json.
+set -u
+ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
+PYTHON="${{PYTHON:-$( [ -x "$ROOT/venv/bin/python" ] && echo "$ROOT/venv/bin/python" || echo python3)}}"
+RESULTS="$ROOT/results/results.json"
+mkdir -p "$ROOT/results"
+rm -f "$RESULTS"
+# Students upload the files alone, in a folder or in a zip: take each exercise file from wherever
+# it is, the shallowest copy first, into a clean folder.
+work="$(mktemp -d)"
+for ex in {exercises}; do
+    f="$(find "$ROOT/submission" -type f -name "$ex.py" -not -path '*/__MACOSX/*' \\
+         | awk -F/ '{{ print NF "\\t" $0 }}' | sort -n | head -n 1 | cut -f 2-)"
+    if [ -n "$f" ]; then cp "$f" "$work/$ex.py"; fi
+done
+cd "$ROOT/source"
+"$PYTHON" -m grader --submission "$work" --gradescope "$RESULTS" --quiet ${{GRADER_ARGS:-}}
+if [ ! -s "$RESULTS" ]; then
+    echo '{{"score": 0, "output": "The autograder stopped before writing a result. Please tell the course staff.", "tests": []}}' > "$RESULTS"
+fi
+rm -rf "$work"
+"""
+
+
+def _add(zf: zipfile.ZipFile, name: str, data: bytes, executable: bool = False) -> None:
+    info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
+    info.external_attr = (0o755 if executable else 0o644) << 16
+    info.compress_type = zipfile.ZIP_DEFLATED
+    zf.writestr(info, data)
+
+
+def build(out: Path) -> list[str]:
+    """Write the zip; the names in it."""
+    if not (ROOT / "hidden_tests").is_dir():
+        print("gradescope: no hidden_tests/ here: the zip grades the public checks only",
+              file=sys.stderr)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.unlink(missing_ok=True)
+    with zipfile.ZipFile(out, "w") as zf:
+        _add(zf, "setup.sh", SETUP.encode(), executable=True)
+        _add(zf, "run_autograder", RUN.format(exercises=" ".join(EXERCISES)).encode(), executable=True)
+        for folder in FOLDERS:
+            for path in sorted((ROOT / folder).rglob("*")):
+                if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+                    _add(zf, path.relative_to(ROOT).as_posix(), path.read_bytes())
+        for name in FILES:
+            if (ROOT / name).is_file():
+                _add(zf, name, (ROOT / name).read_bytes())
+        return zf.namelist()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tools.gradescope", description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="dist/autograder.zip", help="the zip to write")
+    args = p.parse_args(argv)
+    names = build(Path(args.out))
+    hidden = sum(n.startswith("hidden_tests/test_") for n in names)
+    print(f"gradescope: {args.out} ({len(names)} files, {hidden} hidden check files): upload it as "
+          f"the autograder of a programming assignment ('Zip file upload')")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
