@@ -58,6 +58,7 @@ class TensorArg:
     shape: tuple | None = None
     seed: int | None = None
     scale: float = 1.0
+    absolute: bool = False     # |randn| * scale: a sign for every value (e.g. all scores < 0)
 
 
 @dataclass
@@ -129,7 +130,7 @@ def _enc(v: Any, bufs: list[bytes], depth: int) -> Any:
                   "poison": _enc(float(v.poison), bufs, depth + 1)}
         if v.array is None:
             return {"__tensorarg__": -1, "shape": [int(n) for n in v.shape], "seed": int(v.seed),
-                    "scale": float(v.scale), **common}
+                    "scale": float(v.scale), "absolute": bool(v.absolute), **common}
         arr = np.ascontiguousarray(v.array)
         bufs.append(arr.tobytes())
         return {"__tensorarg__": len(bufs) - 1, "array_dtype": arr.dtype.name,
@@ -214,7 +215,8 @@ def _dec(h: Any, bufs: list[bytes], build, depth: int) -> Any:
         poison = _dec(h["poison"], bufs, None, 0)
         if h["__tensorarg__"] == -1:
             marker = TensorArg(None, h["dtype"], h["device"], h["guard"], poison,
-                               tuple(h["shape"]), int(h["seed"]), float(h["scale"]))
+                               tuple(h["shape"]), int(h["seed"]), float(h["scale"]),
+                               bool(h.get("absolute", False)))
         else:
             arr = _array(bufs[h["__tensorarg__"]], h["array_dtype"], h["shape"])
             marker = TensorArg(arr, h["dtype"], h["device"], h["guard"], poison)

@@ -30,11 +30,16 @@ def torch():
 # ------------------------------------------------------------------------------ inputs
 
 
-def seeded_inputs(rng, shape, dtype: str, count: int = 3, scale: float = 1.0, guard: int = 0):
-    """`count` tensors of `shape`: markers for the worker and the same values here on the GPU."""
+def seeded_inputs(rng, shape, dtype: str, count: int = 3, scale=1.0, guard: int = 0,
+                  absolute: bool = False):
+    """`count` tensors of `shape`: markers for the worker and the same values here on the GPU.
+
+    scale: one number, or one per tensor (with `absolute`, a negative scale makes every value
+    negative)."""
     seeds = [int(s) for s in rng.integers(0, 2**31 - 1, size=count)]
-    markers = [seeded(shape, dtype, "cuda", s, scale, guard) for s in seeds]
-    tensors = [torch_randn(shape, dtype, "cuda", s, scale) for s in seeds]
+    scales = list(scale) if isinstance(scale, (list, tuple)) else [scale] * count
+    markers = [seeded(shape, dtype, "cuda", s, c, guard, absolute=absolute) for s, c in zip(seeds, scales)]
+    tensors = [torch_randn(shape, dtype, "cuda", s, c, absolute) for s, c in zip(seeds, scales)]
     return markers, tensors
 
 
@@ -136,6 +141,13 @@ def per_call_ms(request, first: int = 2, more: int = 10, target_ms: float = 150.
         samples.append((wall(first + more) - base) / more)
     samples.sort()
     return max(samples[1], 1e-6)   # median of three
+
+
+def refresh_ms(tensor) -> float:
+    """What negating `tensor` in place costs per call (the `refresh` in every timed request),
+    to take out of per_call_ms: it reads and writes the tensor once, which for a memory-bound
+    kernel such as softmax is as much traffic as the kernel itself."""
+    return per_call_ms(local_request(lambda *args: None, [tensor.clone()]))
 
 
 def local_request(fn, args, refresh: bool = True):

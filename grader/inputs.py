@@ -45,18 +45,23 @@ def tensor(array: np.ndarray, dtype: str, device: str = "cpu", guard: int = 0,
 
 
 def seeded(shape, dtype: str, device: str, seed: int, scale: float = 1.0, guard: int = 0,
-           poison: float = POISON) -> TensorArg:
+           poison: float = POISON, absolute: bool = False) -> TensorArg:
     """A tensor the worker draws itself (no transfer): `torch_randn` with these arguments."""
-    return TensorArg(None, dtype, device, guard, poison, tuple(shape), int(seed), float(scale))
+    return TensorArg(None, dtype, device, guard, poison, tuple(shape), int(seed), float(scale),
+                     absolute)
 
 
-def torch_randn(shape, dtype: str, device: str, seed: int, scale: float = 1.0):
-    """Standard normal values from torch's generator: the same numbers in every process."""
+def torch_randn(shape, dtype: str, device: str, seed: int, scale: float = 1.0,
+                absolute: bool = False):
+    """Standard normal values from torch's generator (|values| if `absolute`), times `scale`:
+    the same numbers in every process."""
     import torch
 
     gen = torch.Generator(device=device)
     gen.manual_seed(int(seed))
     x = torch.randn(tuple(shape), generator=gen, device=device, dtype=torch.float32)
+    if absolute:
+        x.abs_()
     if scale != 1.0:
         x.mul_(scale)
     return x.to(getattr(torch, dtype))

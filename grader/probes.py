@@ -55,7 +55,7 @@ def _build_tensor(m: codec.TensorArg):
     if m.array is None:
         from grader.inputs import torch_randn
 
-        values = torch_randn(m.shape, m.dtype, m.device, m.seed, m.scale)
+        values = torch_randn(m.shape, m.dtype, m.device, m.seed, m.scale, m.absolute)
     else:
         values = torch.from_numpy(np.ascontiguousarray(m.array)).to(m.device, dtype)
     n = int(values.numel())

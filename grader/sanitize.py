@@ -30,13 +30,23 @@ def sanitizer_path() -> str | None:
         (p for p in ("/usr/local/cuda/bin/compute-sanitizer",) if os.path.exists(p)), None)
 
 
+def _help(tool: str) -> str:
+    try:
+        return subprocess.run([tool, "--help"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
 def memcheck(submission_dir: Path, exercise: str) -> str:
     """Run the exercise's kernel under memcheck; return the summary or raise CheckFailed /
     a grader.errors exception."""
     from grader.compare import CheckFailed
 
     tool = sanitizer_path()
-    cmd = [tool, "--tool", "memcheck", "--print-limit", "5", "--error-exitcode", "99",
+    # --padding puts unallocated bytes after every allocation: without it a read past the end of
+    # k lands in v's allocation, which is valid memory, and memcheck has nothing to report
+    padding = ["--padding", "65536"] if "--padding" in _help(tool) else []
+    cmd = [tool, "--tool", "memcheck", *padding, "--print-limit", "5", "--error-exitcode", "99",
            sys.executable, "-m", "grader.sanitize", str(Path(submission_dir).resolve()), exercise]
     env = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
     env.pop("TRITON_INTERPRET", None)
@@ -47,6 +57,9 @@ def memcheck(submission_dir: Path, exercise: str) -> str:
         raise errors.StudentTimeout(f"{exercise} under compute-sanitizer did not finish within "
                                     f"{TIMEOUT_S} s") from None
     out = proc.stdout + proc.stderr
+    if os.environ.get("GRADER_SANITIZER_LOG"):   # for the record of a GPU session
+        with open(os.environ["GRADER_SANITIZER_LOG"], "a") as log:
+            log.write(f"$ {' '.join(cmd)}\n{out[-4000:]}\n")
     if proc.returncode == NOT_IMPLEMENTED_EXIT:
         raise errors.NotImplementedByStudent(f"{exercise} is not implemented yet")
     if proc.returncode == STUDENT_ERROR_EXIT:

@@ -37,9 +37,33 @@ def main(conn, cfg: dict) -> None:
     limit = cfg.get("memory_limit_bytes")
     if limit and cfg["mode"] != "cuda":  # CUDA reserves huge address ranges; rely on its OOM
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    if cfg["mode"] == "interp":
+        _patch_interpreter_index()
     os.chdir(cfg["scratch"])  # files the student writes land in scratch, not in the repo
     sys.path.insert(0, cfg["submission_dir"])
     Worker(conn, cfg).serve()
+
+
+def _patch_interpreter_index() -> None:
+    """Let `range(0, N, BLOCK_N)` run under older interpreters with NumPy >= 2.5.
+
+    Triton's interpreter (3.6, for one) turns a scalar argument into a one-element array and
+    converts it with int(array), which NumPy 2.5 refuses for arrays that are not 0-d. Later
+    Triton releases squeeze first; this does the same, for the kernel's loop bounds only."""
+    try:
+        import numpy as np
+        import triton.runtime.interpreter as interpreter
+    except ImportError:
+        return
+    original = getattr(interpreter, "_patch_lang_tensor", None)
+    if original is None:
+        return
+
+    def patch_lang_tensor(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).reshape(-1)[0]))
+
+    interpreter._patch_lang_tensor = patch_lang_tensor
 
 
 class Worker:

@@ -10,8 +10,8 @@ mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv > "$out/nvidia-smi.csv" 2>&1
 { date -u; python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"; } > "$out/versions.txt" 2>&1
-( time timeout 240 make grade-gpu IMPL=solutions REPORTS="$out/solutions" ) > "$out/solutions.log" 2>&1
+( time GRADER_SANITIZER_LOG="$out/sanitizer.log" timeout 240 make grade-gpu IMPL=solutions REPORTS="$out/solutions" ) > "$out/solutions.log" 2>&1
 ( time timeout 150 make bench IMPL=solutions REPORTS="$out" ) > "$out/bench.log" 2>&1
 ( time timeout 150 make grade-gpu REPORTS="$out/stubs" ) > "$out/stubs.log" 2>&1 &
-( time timeout 150 python3 -m tools.gpu_mutants --out "$out/gpu_mutants.md" ) > "$out/gpu_mutants.log" 2>&1
+( time GRADER_SANITIZER_LOG="$out/sanitizer.log" timeout 200 python3 -m tools.gpu_mutants --out "$out/gpu_mutants.md" ) > "$out/gpu_mutants.log" 2>&1
 wait
