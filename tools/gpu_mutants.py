@@ -27,7 +27,7 @@ GPU_CHECKS = {"softmax_triton": ["softmax_triton.gpu_real_sizes"],
 
 
 def grade_mutant(m: Mutant, work: Path) -> dict:
-    sub = work / m.name
+    sub = work / f"{m.exercise}-{m.name}"
     sub.mkdir(parents=True)
     for f in (ROOT / "solutions").glob("*.py"):
         (sub / f.name).write_text(f.read_text())
@@ -35,7 +35,7 @@ def grade_mutant(m: Mutant, work: Path) -> dict:
     checks = list(GPU_CHECKS[m.exercise])
     if "mask" in m.name:
         checks.append(f"{m.exercise}.sanitizer")
-    out = work / f"{m.name}.json"
+    out = work / f"{m.exercise}-{m.name}.json"
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "grader", "--submission", str(sub), "--exercises", m.exercise,
                     "--layers", "gpu", "--checks", ",".join(checks), "--json", str(out), "--quiet",
