@@ -105,8 +105,11 @@ def test_uses_kernel(student, rng):
 # again here (grader.gpu.seeded_inputs), references and comparisons run on the GPU here.
 
 BANDWIDTH_SHAPE = (32768, 4096)   # 256 MiB of fp16: far past any L2
-GPU_SHAPES = (("float16", (4096, 781)), ("bfloat16", (1823, 4096)), ("float32", (2000, 1000)),
-              ("float16", (65, 16384)))
+# (dtype, shape, scale): scale None draws one in [1, 6]; the last case is Break It 1 at a real
+# size: values past 88, so exp without the max overflows even in float32
+GPU_SHAPES = (("float16", (4096, 781), None), ("bfloat16", (1823, 4096), None),
+              ("float32", (2000, 1000), None), ("float16", (65, 16384), None),
+              ("float16", (1000, 781), 40.0))
 
 
 @pytest.mark.check("softmax_triton.gpu_real_sizes")
@@ -114,11 +117,12 @@ def test_gpu_real_sizes(student, rng, gpu):
     from grader import gpu as g
 
     sub = student()
-    for dtype, shape in GPU_SHAPES:
-        (marker,), (x,) = g.seeded_inputs(rng, shape, dtype, count=1, scale=float(rng.uniform(1, 6)),
+    for dtype, shape, scale in GPU_SHAPES:
+        scale = scale or float(rng.uniform(1, 6))
+        (marker,), (x,) = g.seeded_inputs(rng, shape, dtype, count=1, scale=scale,
                                           guard=block_of(shape[1]))
         r = sub.call("softmax", marker, opts={"poison_empty": True, "sync": True, "return_args": True})
-        case = f"{dtype} {shape}"
+        case = f"{dtype} {shape}, randn * {scale:.1f}"
         g.assert_close_gpu(r.value, g.softmax_reference(x), what="softmax(x)", dtype=dtype,
                            case=case, seed=rng.seed)
         g.assert_unchanged(r.extras["args_after"][0], x, f"x ({case})")
