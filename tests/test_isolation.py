@@ -84,3 +84,13 @@ def test_missing_file_is_not_submitted(tmp_path):
             assert t["status"] == "error" and "not submitted" in t["message"], t
         elif t["exercise"] == "tiled_attention" and t["layer"] in ("cpu", "adversarial"):
             assert t["status"] == "passed", t
+
+
+def test_printed_output_is_captured_and_shortened(tmp_path):
+    sub = copy_solutions(tmp_path / "sub")
+    shutil.copy(CORPUS / "chatty" / "online_softmax.py", sub / "online_softmax.py")
+    report = grade(sub, "--exercises", "online_softmax", "--layers", "cpu", "--no-hidden")
+    safe = by_id(report)["online_softmax.safe_matches_float64"]
+    assert safe["status"] == "passed", safe
+    assert "debug: softmax_safe got" in safe["output"] and "to stderr" in safe["output"]
+    assert "characters cut" in safe["output"] and len(safe["output"]) <= 2000
