@@ -27,6 +27,7 @@ WHY_MISSING = {
 class Environment:
     have: set = field(default_factory=set)       # subset of {numpy, torch, triton, cuda}
     device: str = "cpu"                          # a one-line description for reports
+    cuda_probed: bool = False                    # whether torch was asked about a GPU
 
     def missing(self, needs) -> list[str]:
         return [n for n in ("numpy", "torch", "triton", "cuda") if n in needs and n not in self.have]
@@ -55,6 +56,7 @@ def detect(want_cuda: bool = True) -> Environment:
     if want_cuda and "torch" in env.have and os.environ.get("GRADER_NO_CUDA") != "1":
         import torch
 
+        env.cuda_probed = True
         if torch.cuda.is_available():
             env.have.add("cuda")
             p = torch.cuda.get_device_properties(0)

@@ -52,7 +52,11 @@ def select_layers(env: Environment, wanted: list[str] | None) -> tuple[list[str]
     for name in LAYERS:
         reason = env.layer_reason(name)
         if wanted is not None and name not in wanted:
-            not_run[name] = "not selected (--layers)"
+            # say why it could not run anyway (no triton...), but only if that was looked at:
+            # CUDA is probed only when a GPU layer is asked for
+            looked = "cuda" not in LAYERS[name].needs or "cuda" in env.have or env.cuda_probed
+            hint = "; `make grade-gpu` runs every layer" if "cuda" in LAYERS[name].needs else ""
+            not_run[name] = reason if reason and looked else f"not selected (--layers){hint}"
         elif reason:
             not_run[name] = reason
         else:
