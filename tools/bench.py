@@ -549,13 +549,21 @@ def plot_all(out: Path, attn, softmax, ceil, bhd=(1, 32, 128)) -> list[Path]:
         plt.close(fig)
         paths.append(out / name)
 
-    def time_plot(ax):
+    def impl_lines(ax, key: str, plot) -> bool:
+        """One line per attention impl of column `key`; whether anything was drawn."""
         drawn = False
         for impl in IMPLS:
-            xs, ys = _series(attn, impl, "ms")
+            xs, ys = _series(attn, impl, key)
             if xs:
-                ax.loglog(xs, ys, "o-", label=impl, base=2)
+                plot(ax, xs, ys, impl)
                 drawn = True
+        return drawn
+
+    def loglog(ax, xs, ys, impl):
+        ax.loglog(xs, ys, "o-", label=impl, base=2)
+
+    def time_plot(ax):
+        drawn = impl_lines(ax, "ms", loglog)
         anchor = next((p for impl in ("sdpa", "mine", "naive")
                        for p in reversed(list(zip(*_series(attn, impl, "ms"))))), None)
         if anchor:
@@ -566,12 +574,7 @@ def plot_all(out: Path, attn, softmax, ceil, bhd=(1, 32, 128)) -> list[Path]:
         return drawn
 
     def memory_plot(ax):
-        drawn = False
-        for impl in IMPLS:
-            xs, ys = _series(attn, impl, "peak_gb")
-            if xs:
-                ax.loglog(xs, ys, "o-", label=impl, base=2)
-                drawn = True
+        drawn = impl_lines(ax, "peak_gb", loglog)
         ns = sorted({r["N"] for r in attn})
         if ns:
             ax.loglog(ns, [2 * B * H * n * n * 2 / 1e9 for n in ns], ":", color="gray", base=2,
@@ -579,12 +582,8 @@ def plot_all(out: Path, attn, softmax, ceil, bhd=(1, 32, 128)) -> list[Path]:
         return drawn
 
     def tflops_plot(ax):
-        drawn = False
-        for impl in IMPLS:
-            xs, ys = _series(attn, impl, "tflops")
-            if xs:
-                ax.semilogx(xs, ys, "o-", label=impl, base=2)
-                drawn = True
+        drawn = impl_lines(ax, "tflops",
+                           lambda ax, xs, ys, impl: ax.semilogx(xs, ys, "o-", label=impl, base=2))
         if ceil.get("matmul_tflops"):
             ax.axhline(ceil["matmul_tflops"], color="gray", ls="--",
                        label=f"fp16 matmul, measured: {ceil['matmul_tflops']:.0f}")
