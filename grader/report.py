@@ -171,7 +171,7 @@ def print_terminal(report: GradeReport, console=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    console = console or Console(soft_wrap=True)   # long messages wrap in the terminal, not here
     table = Table(title=f"{report.submission} on {report.device}", title_justify="left")
     if report.device_info:
         console.print(f"[dim]{device_line(report.device_info)}[/]", highlight=False)
@@ -183,17 +183,18 @@ def print_terminal(report: GradeReport, console=None) -> None:
         table.add_row(*row)
     console.print(table)
     for r in report.results:
-        if r.status in ("passed", "not_run"):
+        if r.status in ("passed", "not_run", "not_implemented"):
             continue
         console.print(f"[{STATUS_STYLE[r.status]}]{STATUS_MARK[r.status]:>7}[/] "
                       f"{r.check.id} ({_fmt(r.score)}/{_fmt(r.max_score)}) {r.check.title}",
                       highlight=False)
         for line in r.message.splitlines()[:12]:
-            console.print(f"         {line}", markup=False, highlight=False)
-        if r.status != "not_implemented":
-            console.print(f"         [cyan]hint:[/] {r.check.hint}", highlight=False)
+            console.print(f"         {line}", markup=False, highlight=False, soft_wrap=True)
+        console.print(f"         [cyan]hint:[/] {r.check.hint}", highlight=False, soft_wrap=True)
         if r.output:
-            console.print("         [dim]printed:[/] " + r.output.splitlines()[0][:150], highlight=False)
+            console.print("         [dim]printed:[/] " + r.output.splitlines()[0][:150],
+                          highlight=False, soft_wrap=True)
+    _print_todo(report, console)
     for layer, reason in report.layers_not_run.items():
         console.print(f"[dim]not run: {layer}: {reason}[/]", highlight=False)
     times = ", ".join(f"{k} {v:.1f}s" for k, v in report.layer_seconds.items())
@@ -201,6 +202,20 @@ def print_terminal(report: GradeReport, console=None) -> None:
                   f"({report.elapsed_s:.1f} s: {times})", highlight=False)
     for note in report.notes:
         console.print(f"[yellow]{note}[/]", highlight=False)
+
+
+def _print_todo(report: GradeReport, console) -> None:
+    """Checks waiting on a stub: one line per exercise, and each TODO once (not per check)."""
+    for ex in EXERCISES:
+        rs = [r for r in report.results if r.check.exercise == ex and r.status == "not_implemented"]
+        if not rs:
+            continue
+        todos = list(dict.fromkeys(r.message.split(" is not implemented yet: ", 1)[-1] for r in rs))
+        points = _fmt(sum(r.max_score for r in rs))
+        console.print(f"[{STATUS_STYLE['not_implemented']}]   TODO[/] {ex}: {len(rs)} checks "
+                      f"({points} points) wait for", highlight=False)
+        for todo in todos:
+            console.print(f"         {todo}", markup=False, highlight=False, soft_wrap=True)
 
 
 def write(report: GradeReport, json_path=None, markdown_path=None, gradescope_path=None) -> None:
