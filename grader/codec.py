@@ -59,6 +59,9 @@ class TensorArg:
     seed: int | None = None
     scale: float = 1.0
     absolute: bool = False     # |randn| * scale: a sign for every value (e.g. all scores < 0)
+    # 2-D only: each row is followed by `pad_cols` poison elements, so the tensor is a column
+    # slice of a wider one (x.stride(0) = cols + pad_cols), like x[:, :500] of a (rows, 781)
+    pad_cols: int = 0
 
 
 @dataclass
@@ -127,7 +130,7 @@ def _enc(v: Any, bufs: list[bytes], depth: int) -> Any:
         return {"__ndarray__": len(bufs) - 1, "dtype": v.dtype.name, "shape": list(v.shape)}
     if isinstance(v, TensorArg):
         common = {"dtype": v.dtype, "device": v.device, "guard": int(v.guard),
-                  "poison": _enc(float(v.poison), bufs, depth + 1)}
+                  "poison": _enc(float(v.poison), bufs, depth + 1), "pad_cols": int(v.pad_cols)}
         if v.array is None:
             return {"__tensorarg__": -1, "shape": [int(n) for n in v.shape], "seed": int(v.seed),
                     "scale": float(v.scale), "absolute": bool(v.absolute), **common}
@@ -220,6 +223,7 @@ def _dec(h: Any, bufs: list[bytes], build, depth: int) -> Any:
         else:
             arr = _array(bufs[h["__tensorarg__"]], h["array_dtype"], h["shape"])
             marker = TensorArg(arr, h["dtype"], h["device"], h["guard"], poison)
+        marker.pad_cols = int(h.get("pad_cols", 0))
         return build(marker) if build else marker
     if "__trusted__" in h:
         marker = Trusted(h["__trusted__"], h["key"], h["attr"], _dec(h["params"], bufs, None, 0))

@@ -39,9 +39,12 @@ def randn(rng, shape, dtype: str = "float32", scale: float = 1.0) -> np.ndarray:
 
 
 def tensor(array: np.ndarray, dtype: str, device: str = "cpu", guard: int = 0,
-           poison: float = POISON) -> TensorArg:
-    """A torch tensor for the worker to build; `guard` poison elements follow it in memory."""
-    return TensorArg(np.asarray(array), dtype, device, guard, poison)
+           poison: float = POISON, pad_cols: int = 0) -> TensorArg:
+    """A torch tensor for the worker to build; `guard` poison elements follow it in memory.
+
+    pad_cols (2-D): every row is followed by that many poison elements, so the tensor is a
+    column slice of a wider one and its row stride is not its width."""
+    return TensorArg(np.asarray(array), dtype, device, guard, poison, pad_cols=pad_cols)
 
 
 def seeded(shape, dtype: str, device: str, seed: int, scale: float = 1.0, guard: int = 0,

@@ -2,7 +2,8 @@
 
 Each cheat is one exercise file (tests/cheats/<cheat>/<exercise>.py) dropped into a copy of
 solutions/. Only its exercise and the checks aimed at it are graded (hidden checks included), so
-the corpus stays fast under the interpreter. side_stream needs a GPU: its test is skipped here.
+the corpus stays fast under the interpreter. side_stream and sdpa_on_cuda need a GPU: their
+tests are skipped here.
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ CHEATS = [
 ]
 
 
+GPU_ONLY = {"side_stream", "sdpa_on_cuda"}   # cheats that only make sense on a GPU
+
+
 def _cuda() -> bool:
     try:
         import torch
@@ -67,7 +71,7 @@ def _cuda() -> bool:
 
 
 def test_every_cheat_folder_is_listed():
-    assert {p.name for p in CORPUS.iterdir() if p.is_dir()} == {c.name for c in CHEATS} | {"side_stream"}
+    assert {p.name for p in CORPUS.iterdir() if p.is_dir()} == {c.name for c in CHEATS} | GPU_ONLY
 
 
 def grade_cheat(name: str, exercise: str, checks: list[str], tmp_path) -> dict:
@@ -103,3 +107,15 @@ def test_side_stream_buys_no_speed(tmp_path):
     speed = results["flash_triton.speed_vs_sdpa"]
     ratios = [float(x) for x in re.findall(r"= (\d+\.\d+)x", speed["message"])]
     assert len(ratios) == 3 and min(ratios) > 0.8, speed["message"]
+
+
+def test_pytorch_only_on_cuda_earns_nothing_there(tmp_path):
+    """An honest kernel under the interpreter that calls SDPA on CUDA (where speed is graded):
+    the gpu and perf checks record what ran on the GPU too."""
+    if not _cuda():
+        pytest.skip("needs a CUDA GPU")
+    checks = ["flash_triton.gpu_real_sizes", "flash_triton.speed_vs_sdpa"]
+    results = by_id(grade_cheat("sdpa_on_cuda", "flash_triton", checks, tmp_path))
+    for check_id in checks:
+        r = results[check_id]
+        assert r["score"] == 0 and "computed with PyTorch" in r["message"], r

@@ -174,7 +174,10 @@ def test_gpu_real_sizes(student, rng, gpu):
         markers, (q, k, v) = g.seeded_inputs(rng, (B, H, N, D), dtype, guard=GUARD_ROWS * D)
         small = N <= 4097   # send the inputs back to check them only where that is cheap
         r = sub.call("flash_fwd", *markers,
-                     opts={"poison_empty": True, "sync": True, "return_args": small})
+                     opts={"poison_empty": True, "sync": True, "return_args": small, "trace": True})
+        # on the GPU too: a wrapper that switches to PyTorch on CUDA earns nothing
+        assert_kernel_computed(r.extras, f"flash_fwd(q, k, v) ({case})", "_flash_fwd[grid](...)",
+                               "the attention")
         g.assert_close_gpu(r.value, g.attention_reference(q, k, v), what="flash_fwd(q, k, v)",
                            dtype=dtype, case=case, seed=rng.seed)
         if small:
@@ -251,11 +254,14 @@ def test_speed_vs_sdpa(student, rng, gpu, credit):
         sub.flash_fwd(*markers)   # let the student's own error surface with its message
         raise CheckFailed(f"flash_fwd failed with every tile shape tried: {prof.flash_configs}")
     bm, bn = min(tried, key=tried.get)
+    blocks = {"BLOCK_M": bm, "BLOCK_N": bn}
     fractions, lines = [], []
     for N in PERF_N:
         markers, (q, k, v) = g.seeded_inputs(rng, (B_PERF, H_PERF, N, D_PERF), "float16")
+        traced = sub.call("flash_fwd", *markers, opts={"trace": True, "discard": True}, **blocks)
+        assert_kernel_computed(traced.extras, f"flash_fwd(q, k, v) at N={N}", "_flash_fwd[grid](...)",
+                               "the attention")
         refresh = g.refresh_ms(q)   # each timed call first negates q in place (no caching)
-        blocks = {"BLOCK_M": bm, "BLOCK_N": bn}
         mine = g.per_call_ms(g.worker_request(sub, "flash_fwd", markers, blocks)) - refresh
         base, backend = _sdpa_ms(g, q, k, v)
         base -= refresh

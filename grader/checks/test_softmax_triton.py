@@ -32,12 +32,14 @@ def block_of(n_cols: int) -> int:
     return 1 << max(n_cols - 1, 0).bit_length()
 
 
-def run_softmax(sub, x: np.ndarray, dtype: str, case: str, seed: int, what: str = "softmax(x)"):
+def run_softmax(sub, x: np.ndarray, dtype: str, case: str, seed: int, what: str = "softmax(x)",
+                pad_cols: int = 0):
     """Send x (exact values in `dtype`) with a block of NaN behind it; compare every element.
 
     poison_empty: torch.empty in the wrapper hands out NaN, so an output element the kernel
-    never stores stays NaN instead of whatever the allocator had there."""
-    got = sub.call("softmax", tensor(x, dtype, guard=block_of(x.shape[1])),
+    never stores stays NaN instead of whatever the allocator had there. pad_cols: x is a column
+    slice of a wider tensor, NaN in the columns past its end (row stride = n_cols + pad_cols)."""
+    got = sub.call("softmax", tensor(x, dtype, guard=block_of(x.shape[1]), pad_cols=pad_cols),
                    opts={"poison_empty": True}).value
     assert_close(got, reference.softmax(x, axis=1), what=what, dtype=dtype, case=case, seed=seed)
 
@@ -51,6 +53,10 @@ def test_matches_float64(student, rng):
             x = randn(rng, (n_rows, n_cols), dtype, scale)
             run_softmax(sub, x, dtype, f"{dtype} ({n_rows}, {n_cols}), randn * {scale:.2f}",
                         rng.seed)
+        # a column slice x[:, :500] of a (6, 781) tensor: the row stride is 781, not 500
+        x = randn(rng, (6, 500), dtype, 2.0)
+        run_softmax(sub, x, dtype, f"{dtype} x[:, :500] of a (6, 781) tensor: row stride 781",
+                    rng.seed, pad_cols=281)
 
 
 @pytest.mark.check("softmax_triton.fp16_scaled_rows")
@@ -121,8 +127,12 @@ def test_gpu_real_sizes(student, rng, gpu):
         scale = scale or float(rng.uniform(1, 6))
         (marker,), (x,) = g.seeded_inputs(rng, shape, dtype, count=1, scale=scale,
                                           guard=block_of(shape[1]))
-        r = sub.call("softmax", marker, opts={"poison_empty": True, "sync": True, "return_args": True})
+        r = sub.call("softmax", marker,
+                     opts={"poison_empty": True, "sync": True, "return_args": True, "trace": True})
         case = f"{dtype} {shape}, randn * {scale:.1f}"
+        # on the GPU too: a wrapper that switches to PyTorch on CUDA earns nothing
+        assert_kernel_computed(r.extras, f"softmax(x) ({case})", "softmax_kernel[(n_rows,)](...)",
+                               "the max, exp, sum and divide")
         g.assert_close_gpu(r.value, g.softmax_reference(x), what="softmax(x)", dtype=dtype,
                            case=case, seed=rng.seed)
         g.assert_unchanged(r.extras["args_after"][0], x, f"x ({case})")
@@ -154,6 +164,9 @@ def test_bandwidth(student, rng, gpu, credit):
     rows, cols = BANDWIDTH_SHAPE
     (marker,), (x,) = g.seeded_inputs(rng, (rows, cols), "float16", count=1)
     moved = 2 * x.numel() * x.element_size()          # read every element once, write it once
+    traced = sub.call("softmax", marker, opts={"trace": True, "discard": True})
+    assert_kernel_computed(traced.extras, f"softmax(x) on {rows} x {cols}",
+                           "softmax_kernel[(n_rows,)](...)", "the max, exp, sum and divide")
     refresh = g.refresh_ms(x)     # each timed call first negates x in place (no caching): take it out
     mine = max(g.per_call_ms(g.worker_request(sub, "softmax", [marker])) - refresh, 1e-4)
     eager = max(g.per_call_ms(g.local_request(_eager, [x.clone()])) - refresh, 1e-4)

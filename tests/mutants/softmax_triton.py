@@ -31,4 +31,8 @@ MUTANTS = [
     Mutant("eager_after_launch", "softmax_triton",
            find=_LAUNCH, replace=_LAUNCH.replace("return out", "return softmax_eager(x)"),
            checks=("softmax_triton.uses_kernel",), idea="softmax_kernel"),
+    # rows addressed by their width, not their stride: right for contiguous input only
+    Mutant("row_stride_ignored", "softmax_triton",
+           find=_LOAD, replace=_LOAD.replace("row * row_stride", "row * n_cols"),
+           checks=("softmax_triton.matches_float64",), idea="row stride"),
 ]
