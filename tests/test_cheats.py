@@ -118,4 +118,5 @@ def test_pytorch_only_on_cuda_earns_nothing_there(tmp_path):
     results = by_id(grade_cheat("sdpa_on_cuda", "flash_triton", checks, tmp_path))
     for check_id in checks:
         r = results[check_id]
-        assert r["score"] == 0 and "computed with PyTorch" in r["message"], r
+        assert r["score"] == 0, r
+        assert "launched no Triton kernel" in r["message"] or "computed with PyTorch" in r["message"], r
