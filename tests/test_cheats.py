@@ -2,8 +2,8 @@
 
 Each cheat is one exercise file (tests/cheats/<cheat>/<exercise>.py) dropped into a copy of
 solutions/. Only its exercise and the checks aimed at it are graded (hidden checks included), so
-the corpus stays fast under the interpreter. side_stream and sdpa_on_cuda need a GPU: their
-tests are skipped here.
+the corpus stays fast under the interpreter. side_stream and sdpa_on_cuda (made from the
+solution by one edit) need a GPU: their tests are skipped here.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pytest
 
 from grader.registry import CHECKS, all_checks
 from tests.helpers import ROOT, by_id, copy_solutions, grade
+from tests.mutants import Mutant
 
 CORPUS = ROOT / "tests" / "cheats"
 
@@ -59,7 +60,7 @@ CHEATS = [
 ]
 
 
-GPU_ONLY = {"side_stream", "sdpa_on_cuda"}   # cheats that only make sense on a GPU
+GPU_ONLY = {"side_stream"}   # a cheat that only makes sense on a GPU
 
 
 def _cuda() -> bool:
@@ -109,14 +110,25 @@ def test_side_stream_buys_no_speed(tmp_path):
     assert len(ratios) == 3 and min(ratios) > 0.8, speed["message"]
 
 
+# The honest kernel under the interpreter, PyTorch's SDPA on CUDA, where speed is graded: made
+# from the solution by one edit, so the corpus does not carry a second copy of the kernel.
+SDPA_ON_CUDA = Mutant(
+    "sdpa_on_cuda", "flash_triton", find="    B, H, N, D = q.shape\n    assert k.shape",
+    replace=("    if q.is_cuda:   # the perf layer races cuDNN: be cuDNN\n"
+             "        return torch.nn.functional.scaled_dot_product_attention(q, k, v)\n"
+             "    B, H, N, D = q.shape\n    assert k.shape"),
+    checks=("flash_triton.gpu_real_sizes", "flash_triton.speed_vs_sdpa"), idea="")
+
+
 def test_pytorch_only_on_cuda_earns_nothing_there(tmp_path):
-    """An honest kernel under the interpreter that calls SDPA on CUDA (where speed is graded):
-    the gpu and perf checks record what ran on the GPU too."""
+    """The gpu and perf checks record what ran on the GPU too."""
     if not _cuda():
         pytest.skip("needs a CUDA GPU")
-    checks = ["flash_triton.gpu_real_sizes", "flash_triton.speed_vs_sdpa"]
-    results = by_id(grade_cheat("sdpa_on_cuda", "flash_triton", checks, tmp_path))
-    for check_id in checks:
+    source = (ROOT / "solutions" / "flash_triton.py").read_text()
+    sub = copy_solutions(tmp_path / "sub", {"flash_triton.py": SDPA_ON_CUDA.apply(source)})
+    results = by_id(grade(sub, "--exercises", "flash_triton", "--checks", ",".join(SDPA_ON_CUDA.checks),
+                          "--layers", "gpu,perf"))
+    for check_id in SDPA_ON_CUDA.checks:
         r = results[check_id]
         assert r["score"] == 0, r
         assert "launched no Triton kernel" in r["message"] or "computed with PyTorch" in r["message"], r
