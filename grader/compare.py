@@ -20,8 +20,6 @@ TOLERANCES = {
     "float16": (3e-3, 3e-3),      # output rounding 2^-11 plus p cast to fp16 before the dot
     "bfloat16": (2e-2, 2e-2),     # 8-bit mantissa: rounding 2^-8 on p and on the output
 }
-# float32 tl.dot on a GPU runs in TF32 (10-bit mantissa): ~3e-4 relative
-TF32 = (2e-3, 2e-3)
 
 
 class CheckFailed(AssertionError):

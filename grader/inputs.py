@@ -12,9 +12,6 @@ import numpy as np
 
 from grader.codec import TensorArg
 
-# Sizes that are not multiples of the usual block sizes, with powers of two as one case among several
-AWKWARD_N = (1, 17, 113, 1000)
-AWKWARD_COLS = (1, 130, 781, 1000)
 POISON = float("nan")
 
 
