@@ -75,29 +75,19 @@ class GpuContext:
     def __init__(self, plugin):
         import torch
 
-        from grader import devices
+        from grader import ceilings, devices
 
         self.info = devices.describe(torch)
         p = torch.cuda.get_device_properties(0)
         self.profile = devices.profile_for((p.major, p.minor), p.name, self.info["smem_per_block"])
-        self._plugin = plugin
-        self._ceilings: dict = {}
-        plugin.device_info.update(self.info)
-        for name in ("copy_gbs", "matmul_tflops"):   # measured up front: the report shows them
-            self.ceiling(name)
+        # measured once, up front, in this process: the report's header shows them
+        self.ceilings = {"copy_gbs": round(float(ceilings.copy_bandwidth_gbs(torch)), 1),
+                         "matmul_tflops": round(float(ceilings.matmul_tflops(torch)), 1)}
+        plugin.device_info.update(self.info, **self.ceilings)
 
     def ceiling(self, name: str) -> float:
-        """"copy_gbs" or "matmul_tflops", measured on first use and shown in the report."""
-        if name not in self._ceilings:
-            import torch
-
-            from grader import ceilings
-
-            measure = {"copy_gbs": ceilings.copy_bandwidth_gbs,
-                       "matmul_tflops": ceilings.matmul_tflops}[name]
-            self._ceilings[name] = round(float(measure(torch)), 1)
-            self._plugin.device_info[name] = self._ceilings[name]
-        return self._ceilings[name]
+        """"copy_gbs" or "matmul_tflops"."""
+        return self.ceilings[name]
 
 
 @pytest.fixture(scope="session")

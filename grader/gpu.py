@@ -21,10 +21,10 @@ from grader.inputs import seeded, torch_randn
 MIB = 1 << 20
 
 
-def torch():
-    import torch as _torch
+def _torch():
+    import torch
 
-    return _torch
+    return torch
 
 
 # ------------------------------------------------------------------------------ inputs
@@ -51,7 +51,7 @@ def attention_reference(q, k, v, rows_per_chunk: int | None = None):
 
     float32 with a max-subtracted softmax is ~1e-6 relative: far below fp16/bf16 tolerances,
     and without the N x N float64 matrix that a float64 reference would need at N = 16K."""
-    t = torch()
+    t = _torch()
     B, H, N, D = q.shape
     if rows_per_chunk is None:   # keep each (B, H, rows, N) float32 score block near 1 GiB
         rows_per_chunk = max(1, min(N, (1 << 30) // max(1, B * H * N * 4)))
@@ -66,7 +66,7 @@ def attention_reference(q, k, v, rows_per_chunk: int | None = None):
 
 
 def softmax_reference(x):
-    return torch().softmax(x.double(), dim=-1)
+    return _torch().softmax(x.double(), dim=-1)
 
 
 # --------------------------------------------------------------------------- comparison
@@ -77,7 +77,7 @@ def assert_close_gpu(got, expected, *, what: str, dtype: str, case: str = "", se
     """grader.compare.assert_close for large outputs: the same rules and message, on the GPU.
 
     got: TensorValue from the worker; expected: reference tensor on the GPU."""
-    t = torch()
+    t = _torch()
     context = "".join([f" ({case})" if case else "", f" [seed {seed}]" if seed is not None else ""])
     if got.dtype != dtype:
         raise CheckFailed(f"{what}{context}: expected dtype {dtype}, got {got.dtype}")
@@ -107,7 +107,7 @@ def assert_close_gpu(got, expected, *, what: str, dtype: str, case: str = "", se
 
 def assert_unchanged(after, before, what: str) -> None:
     """An input the student received must hold the same values after the call."""
-    t = torch()
+    t = _torch()
     g = t.from_numpy(after.array).to(before.device)
     if not t.equal(g.to(before.dtype) if g.dtype != before.dtype else g, before):
         diff = (g.float() != before.float())
@@ -153,7 +153,7 @@ def refresh_ms(tensor) -> float:
 def local_request(fn, args, refresh: bool = True):
     """A `request(repeat)` for a function run here (the PyTorch baselines), shaped like the
     worker's: one call, then `repeat` more with q negated before each, then synchronize."""
-    t = torch()
+    t = _torch()
 
     def request(repeat: int):
         fn(*args)

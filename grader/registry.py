@@ -8,6 +8,7 @@ scoring is written anywhere else. Public checks add up to 100 points; instructor
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,7 +185,7 @@ def hidden_checks() -> list[Check]:
     spec = importlib.util.spec_from_file_location("hidden_tests_checks", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return [Check(c.id, c.layer, c.points, c.title, c.hint, hidden=True) for c in module.CHECKS]
+    return [dataclasses.replace(c, hidden=True) for c in module.CHECKS]
 
 
 def all_checks(include_hidden: bool = True) -> dict[str, Check]:

@@ -18,10 +18,13 @@ class Mutant:
     replace: str
     checks: tuple          # registry ids that must lose points
     idea: str              # a word or phrase the hint of each of those checks must contain
+    also: tuple = ()       # further (find, replace) pairs, for a mistake that takes several edits
 
     def apply(self, source: str) -> str:
-        count = source.count(self.find)
-        if count != 1:
-            raise AssertionError(f"mutant {self.name}: expected the text once in "
-                                 f"solutions/{self.exercise}.py, found it {count} times: {self.find!r}")
-        return source.replace(self.find, self.replace)
+        for find, replace in ((self.find, self.replace), *self.also):
+            count = source.count(find)
+            if count != 1:
+                raise AssertionError(f"mutant {self.name}: expected the text once in "
+                                     f"solutions/{self.exercise}.py, found it {count} times: {find!r}")
+            source = source.replace(find, replace)
+        return source

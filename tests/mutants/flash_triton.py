@@ -1,20 +1,4 @@
-from dataclasses import dataclass
-
 from tests.mutants import Mutant
-
-
-@dataclass(frozen=True)
-class _Edits(Mutant):
-    """A mistake that takes more than one edit: `also` holds further (find, replace) pairs."""
-
-    also: tuple = ()
-
-    def apply(self, source: str) -> str:
-        source = super().apply(source)
-        for find, replace in self.also:
-            source = Mutant(self.name, self.exercise, find, replace, (), "").apply(source)
-        return source
-
 
 K_MASK = ",\n                    mask=cols[None, :] < N, other=0.0)"
 V_MASK = ",\n                    mask=cols[:, None] < N, other=0.0)"
@@ -26,9 +10,8 @@ MUTANTS = [
            replace="acc = acc + tl.dot(p.to(v.dtype), v)",
            checks=("flash_triton.max_in_last_block",), idea="alpha"),
     # Break It 3, first half: K and V tiles read past the end of the tensor
-    _Edits("kv_loads_unmasked", "flash_triton", find=K_MASK, replace=")",
-           also=((V_MASK, ")"),),
-           checks=("flash_triton.guard_bands",), idea="mask"),
+    Mutant("kv_loads_unmasked", "flash_triton", find=K_MASK, replace=")",
+           checks=("flash_triton.guard_bands",), idea="mask", also=((V_MASK, ")"),)),
     # only V matters on the CPU: the -inf of the tl.where hides what an unmasked K reads
     Mutant("v_load_unmasked", "flash_triton", find=V_MASK, replace=")",
            checks=("flash_triton.guard_bands",), idea="mask"),
