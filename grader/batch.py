@@ -30,7 +30,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from grader.__main__ import Parser, names
+from grader.cli import Parser, names
 from grader.registry import EXERCISES, LAYERS, ROOT
 
 SUBMISSION_TIMEOUT_S = 4 * 3600   # backstop per submission; the grader limits every call itself

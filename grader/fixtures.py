@@ -16,7 +16,8 @@ import os
 import numpy as np
 import pytest
 
-from grader.plugin import PLUGIN_KEY, Credit
+from grader.plugin import PLUGIN_KEY
+from grader.results import Credit
 from grader.registry import EXERCISES
 
 LAYER_MODE = {"gpu": "cuda", "perf": "cuda"}   # other layers use the exercise's own mode
@@ -69,13 +70,13 @@ def environment(request):
 
 
 class GpuContext:
-    """The GPU as the trusted process sees it: its description, its profile (grader.devices),
+    """The GPU as the trusted process sees it: its description, its profile (grader.judge.devices),
     and ceilings measured once per run in this process (copy GB/s, fp16 matmul TFLOP/s)."""
 
     def __init__(self, plugin):
         import torch
 
-        from grader import ceilings, devices
+        from grader.judge import ceilings, devices
 
         self.info = devices.describe(torch)
         p = torch.cuda.get_device_properties(0)

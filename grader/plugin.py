@@ -16,50 +16,15 @@ selected or cannot run here, and after the test maps the outcome to a status:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 
 import pytest
 
 from grader import errors
 from grader.environment import Environment
 from grader.registry import EXERCISES, Check
+from grader.results import NOT_SELECTED, Credit, Result, Selection
 
 
-@dataclass
-class Result:
-    check: Check
-    status: str
-    score: float
-    message: str = ""
-    output: str = ""          # what the student code printed during the check, shortened
-    duration_s: float = 0.0
-
-    @property
-    def max_score(self) -> float:
-        return 0.0 if self.status == "not_run" else self.check.points
-
-
-@dataclass
-class Credit:
-    """Partial credit for graded-by-degree checks (perf): `credit.set(0.5, "1.9x of SDPA")`."""
-
-    fraction: float = 1.0
-    note: str = ""
-
-    def set(self, fraction: float, note: str = "") -> None:
-        self.fraction = max(0.0, min(1.0, float(fraction)))
-        self.note = note
-
-
-@dataclass
-class Selection:
-    exercises: list[str]
-    layers: list[str]
-    layer_reasons: dict = field(default_factory=dict)   # layer -> why it does not run
-    only_checks: list[str] | None = None                 # --checks: run just these ids
-
-
-NOT_SELECTED = "exercise not selected"
 PLUGIN_KEY = pytest.StashKey["GradePlugin"]()
 
 

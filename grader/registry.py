@@ -39,6 +39,9 @@ class Check:
     title: str
     hint: str                 # the lesson idea to revisit when it fails
     hidden: bool = False
+    # ids of more specific checks whose idea explains this one's failure: when one of them fails
+    # too, the report lists this check under it ("probably the same cause"), not as its own lead
+    follows: tuple = ()
 
     @property
     def exercise(self) -> str:

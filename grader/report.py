@@ -9,9 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from grader.plugin import NOT_SELECTED
 from grader.registry import EXERCISES, LAYERS
-from grader.run import GradeReport
+from grader.results import NOT_SELECTED, GradeReport
 
 STATUS_MARK = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "timeout": "TIMEOUT",
                "crashed": "CRASH", "not_implemented": "TODO", "not_run": "-"}
@@ -24,7 +23,7 @@ def _fmt(x: float) -> str:
 
 
 def device_line(info: dict) -> str:
-    """The GPU (grader.devices.describe) and the ceilings measured in this run, for headers."""
+    """The GPU (grader.judge.devices.describe) and the ceilings measured in this run, for headers."""
     cap = info.get("capability") or ["?", "?"]
     parts = [f"{info.get('name')} (sm_{cap[0]}{cap[1]})", f"{info.get('sms')} SMs",
              f"{info.get('total_memory_gb', 0):.0f} GB",

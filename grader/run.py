@@ -2,7 +2,7 @@
 
 The checks are pytest tests (grader/checks/test_<exercise>.py, plus hidden_tests/ when present)
 run in this process by `pytest.main` with `grader.plugin.GradePlugin`; student code runs only
-in the workers that the checks reach through `grader.submission`.
+in the workers that the checks reach through `grader.sandbox.launcher`.
 """
 
 from __future__ import annotations
@@ -11,39 +11,18 @@ import contextlib
 import io
 import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import registry
 from grader.environment import Environment, detect
-from grader.plugin import GradePlugin, Result, Selection
+from grader.plugin import GradePlugin
 from grader.registry import EXERCISES, LAYERS, ROOT
-from grader.submission import Workers
+from grader.results import GradeReport, Result, Selection
+from grader.sandbox.launcher import Workers
 
 CHECKS_DIR = ROOT / "grader" / "checks"
 HIDDEN_DIR = ROOT / "hidden_tests"
 CHECK_TIMEOUT_S = 900   # backstop per check; calls into student code have their own limits
-
-
-@dataclass
-class GradeReport:
-    submission: str
-    device: str
-    results: list[Result]
-    elapsed_s: float
-    layers_run: list[str]
-    layers_not_run: dict[str, str]
-    layer_seconds: dict[str, float] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    device_info: dict = field(default_factory=dict)   # GPU details and ceilings measured in the run
-
-    @property
-    def score(self) -> float:
-        return round(sum(r.score for r in self.results), 3)
-
-    @property
-    def max_score(self) -> float:
-        return round(sum(r.max_score for r in self.results), 3)
 
 
 def select_layers(env: Environment, wanted: list[str] | None) -> tuple[list[str], dict[str, str]]:

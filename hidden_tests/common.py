@@ -1,6 +1,6 @@
 """Helpers shared by the hidden checks: calls that also prove how the answer was made.
 
-`kernel_call` runs a Triton exercise's function with three probes on (grader/probes.py):
+`kernel_call` runs a Triton exercise's function with three probes on (grader/sandbox/probes.py):
   trace         which torch ops ran and how many Triton kernels launched
   poison_empty  torch.empty & co. hand out NaN, so an output element never written stays NaN
   return_args   the input tensors (and the poison right behind them) after the call
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.compare import CheckFailed, values, where
-from grader.kernel_use import assert_kernel_computed
+from grader.judge.compare import CheckFailed, values, where
+from grader.judge.kernel_use import assert_kernel_computed
 
 
 def assert_untouched(before: list, after: list, names: list[str], what: str, seed: int) -> None:

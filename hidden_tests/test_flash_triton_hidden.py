@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from grader import reference
-from grader.compare import assert_close
-from grader.inputs import randn, tensor
+from grader.judge import reference
+from grader.judge.compare import assert_close
+from grader.judge.inputs import randn, tensor
 from hidden_tests.common import assert_written, kernel_call
 
 # (B, H, N, D), blocks

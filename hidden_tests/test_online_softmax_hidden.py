@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from grader import reference
+from grader.judge import reference
 from grader.checks.test_online_softmax import assert_state
-from grader.compare import assert_close
-from grader.inputs import randn
+from grader.judge.compare import assert_close
+from grader.judge.inputs import randn
 from hidden_tests.common import assert_untouched
 
 LENGTHS = (2, 333, 2049, 5003)

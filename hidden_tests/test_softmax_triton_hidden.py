@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from grader import reference
+from grader.judge import reference
 from grader.checks.test_softmax_triton import block_of
-from grader.compare import assert_close
-from grader.inputs import randn, tensor
+from grader.judge.compare import assert_close
+from grader.judge.inputs import randn, tensor
 from hidden_tests.common import assert_written, kernel_call
 
 SHAPES = ((3, 257), (6, 65), (2, 2000), (1, 4096))

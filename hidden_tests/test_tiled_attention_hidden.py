@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from grader import reference
-from grader.compare import assert_close
-from grader.inputs import randn
+from grader.judge import reference
+from grader.judge.compare import assert_close
+from grader.judge.inputs import randn
 from hidden_tests.common import assert_untouched
 
 # (N, d, Br, Bc)

@@ -17,7 +17,7 @@ import types
 import pytest
 import torch
 
-from grader import ceilings, devices
+from grader.judge import ceilings, devices
 from tests.helpers import EXERCISES, ROOT, SOLUTIONS
 from tools import bench
 

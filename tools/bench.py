@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from grader import ceilings, devices  # noqa: E402
+from grader.judge import ceilings, devices  # noqa: E402
 
 IMPLS = ("naive", "sdpa", "mine")
 SOFTMAX_IMPLS = ("softmax", "softmax_eager", "torch.softmax")

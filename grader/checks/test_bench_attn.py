@@ -2,7 +2,7 @@
 Build It's bench_attn.py, Break It 4 "Lie with a benchmark").
 
 No GPU is needed: the worker runs on CPU tensors. The timers are given a trusted workload
-(`grader.workloads.AsyncWork`) that behaves like a kernel launch with a known duration: the call
+(`grader.sandbox.workloads.AsyncWork`) that behaves like a kernel launch with a known duration: the call
 returns at once, the work finishes `ms` later, and the first call pays a compile. What each timer
 reports is compared with those known durations, and with the grader's own clock around the call.
 Sweeps get trusted implementations (`Attention`, `OutOfMemoryAbove`) and tiny shapes; their rows
@@ -17,9 +17,9 @@ import numbers
 
 import pytest
 
-from grader.codec import Trusted
-from grader.compare import CheckFailed
-from grader.inputs import randn, tensor
+from grader.sandbox.codec import Trusted
+from grader.judge.compare import CheckFailed
+from grader.judge.inputs import randn, tensor
 
 BACKENDS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH")
 CUDA_ONLY = ("EFFICIENT_ATTENTION", "CUDNN_ATTENTION")   # no CPU kernel in any torch build
@@ -260,7 +260,7 @@ def test_oom_recorded(student, rng):
 
 @pytest.mark.check("bench_attn.gpu_sweep")
 def test_gpu_sweep(student, gpu):
-    from grader import ceilings
+    from grader.judge import ceilings
 
     sub = student()
     B, H, D = 1, 8, 64

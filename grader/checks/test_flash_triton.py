@@ -20,10 +20,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader import reference
-from grader.compare import CheckFailed, assert_close, assert_shape
-from grader.inputs import randn, round_to, tensor
-from grader.kernel_use import assert_kernel_computed
+from grader.judge import reference
+from grader.judge.compare import CheckFailed, assert_close, assert_shape
+from grader.judge.inputs import randn, round_to, tensor
+from grader.judge.kernel_use import assert_kernel_computed
 
 
 def _qkv(rng, shape, dtype="float16", scale=1.0):
@@ -154,7 +154,7 @@ def test_uses_kernel(student, rng):
 
 # ------------------------------------------------------------------------------- gpu, perf
 # Real sizes on CUDA (mode "cuda"). Inputs are drawn by torch's generator in the worker and
-# again here (grader.gpu.seeded_inputs), so N = 16K needs no transfer of inputs; the reference
+# again here (grader.judge.gpu.seeded_inputs), so N = 16K needs no transfer of inputs; the reference
 # (float32, a block of query rows at a time) and the comparison run on the GPU here.
 
 # (B, H, N, D, dtype): the lesson's shape up to 16K, then ragged N, several D, bf16, B and H > 1
@@ -166,7 +166,7 @@ GUARD_ROWS = 256   # poison behind each input: more than any tile an unmasked lo
 
 @pytest.mark.check("flash_triton.gpu_real_sizes")
 def test_gpu_real_sizes(student, rng, gpu):
-    from grader import gpu as g
+    from grader.judge import gpu as g
 
     sub = student()
     for B, H, N, D, dtype in GPU_CASES:
@@ -197,7 +197,7 @@ def test_gpu_real_sizes(student, rng, gpu):
 
 @pytest.mark.check("flash_triton.sanitizer")
 def test_sanitizer(student, gpu):
-    from grader import sanitize
+    from grader.sandbox import sanitize
 
     if sanitize.sanitizer_path() is None:
         pytest.skip("compute-sanitizer is not installed on this machine (it comes with the CUDA toolkit)")
@@ -230,8 +230,8 @@ def _sdpa_ms(g, q, k, v) -> tuple[float, str]:
 @pytest.mark.check("flash_triton.speed_vs_sdpa")
 def test_speed_vs_sdpa(student, rng, gpu, credit):
     from grader import errors
-    from grader import gpu as g
-    from grader.devices import flash_smem_bytes, linear_credit
+    from grader.judge import gpu as g
+    from grader.judge.devices import flash_smem_bytes, linear_credit
 
     sub = student()
     prof = gpu.profile
@@ -279,7 +279,7 @@ def test_speed_vs_sdpa(student, rng, gpu, credit):
 
 @pytest.mark.check("flash_triton.memory_flat")
 def test_memory_flat(student, rng, gpu, credit):
-    from grader import gpu as g
+    from grader.judge import gpu as g
 
     sub = student()
     passed, lines = 0, []

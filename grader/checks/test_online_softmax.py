@@ -11,9 +11,9 @@ import math
 import numpy as np
 import pytest
 
-from grader import reference
-from grader.compare import CheckFailed, assert_close
-from grader.inputs import chunks, randn
+from grader.judge import reference
+from grader.judge.compare import CheckFailed, assert_close
+from grader.judge.inputs import chunks, randn
 
 LENGTHS = (1, 7, 1000, 4097)
 SCALES = (1, 10, 100)

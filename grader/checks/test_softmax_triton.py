@@ -15,10 +15,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader import reference
-from grader.compare import CheckFailed, assert_close, assert_shape
-from grader.inputs import randn, round_to, tensor
-from grader.kernel_use import assert_kernel_computed
+from grader.judge import reference
+from grader.judge.compare import CheckFailed, assert_close, assert_shape
+from grader.judge.inputs import randn, round_to, tensor
+from grader.judge.kernel_use import assert_kernel_computed
 
 # (n_rows, n_cols): 781 and 1000 are not powers of two, 130 leaves half of its 256-lane block
 # padded, 1 is a block of one lane, 1024 fills its block exactly
@@ -108,7 +108,7 @@ def test_uses_kernel(student, rng):
 
 # ------------------------------------------------------------------------------- gpu, perf
 # Real sizes on CUDA (mode "cuda"). Inputs are drawn by torch's generator in the worker and
-# again here (grader.gpu.seeded_inputs), references and comparisons run on the GPU here.
+# again here (grader.judge.gpu.seeded_inputs), references and comparisons run on the GPU here.
 
 BANDWIDTH_SHAPE = (32768, 4096)   # 256 MiB of fp16: far past any L2
 # (dtype, shape, scale): scale None draws one in [1, 6]; the last case is Break It 1 at a real
@@ -120,7 +120,7 @@ GPU_SHAPES = (("float16", (4096, 781), None), ("bfloat16", (1823, 4096), None),
 
 @pytest.mark.check("softmax_triton.gpu_real_sizes")
 def test_gpu_real_sizes(student, rng, gpu):
-    from grader import gpu as g
+    from grader.judge import gpu as g
 
     sub = student()
     for dtype, shape, scale in GPU_SHAPES:
@@ -140,7 +140,7 @@ def test_gpu_real_sizes(student, rng, gpu):
 
 @pytest.mark.check("softmax_triton.sanitizer")
 def test_sanitizer(student, gpu):
-    from grader import sanitize
+    from grader.sandbox import sanitize
 
     if sanitize.sanitizer_path() is None:
         pytest.skip("compute-sanitizer is not installed on this machine (it comes with the CUDA toolkit)")
@@ -156,10 +156,10 @@ def _eager(x):
 
 @pytest.mark.check("softmax_triton.bandwidth")
 def test_bandwidth(student, rng, gpu, credit):
-    from grader import gpu as g
+    from grader.judge import gpu as g
 
     sub = student()
-    from grader.devices import linear_credit
+    from grader.judge.devices import linear_credit
 
     rows, cols = BANDWIDTH_SHAPE
     (marker,), (x,) = g.seeded_inputs(rng, (rows, cols), "float16", count=1)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader import reference
-from grader.compare import CheckFailed, assert_close
-from grader.inputs import randn, round_to
+from grader.judge import reference
+from grader.judge.compare import CheckFailed, assert_close
+from grader.judge.inputs import randn, round_to
 
 DTYPES = ("float32", "float64")
 # (N, d, Br, Bc): N = 1; N < Br; N a multiple of neither block; Br < Bc and Br > Bc

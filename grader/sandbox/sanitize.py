@@ -6,7 +6,7 @@ separate process under compute-sanitizer, with PyTorch's caching allocator off s
 is its own allocation and a read past its end falls outside any allocation. The process that
 runs student code is that child, never the grader.
 
-    python -m grader.sanitize <submission_dir> <exercise>      (run by memcheck, not by hand)
+    python -m grader.sandbox.sanitize <submission_dir> <exercise>      (run by memcheck, not by hand)
 """
 
 from __future__ import annotations
@@ -40,19 +40,19 @@ def _help(tool: str) -> str:
 def memcheck(submission_dir: Path, exercise: str) -> str:
     """Run the exercise's kernel under memcheck; return the summary or raise CheckFailed /
     a grader.errors exception."""
-    from grader.compare import CheckFailed
+    from grader.judge.compare import CheckFailed
 
     tool = sanitizer_path()
     # --padding puts unallocated bytes after every allocation: without it a read past the end of
     # k lands in v's allocation, which is valid memory, and memcheck has nothing to report
     padding = ["--padding", "65536"] if "--padding" in _help(tool) else []
     cmd = [tool, "--tool", "memcheck", *padding, "--print-limit", "5", "--error-exitcode", "99",
-           sys.executable, "-m", "grader.sanitize", str(Path(submission_dir).resolve()), exercise]
+           sys.executable, "-m", "grader.sandbox.sanitize", str(Path(submission_dir).resolve()), exercise]
     env = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
     env.pop("TRITON_INTERPRET", None)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, env=env,
-                              cwd=Path(__file__).resolve().parent.parent)
+                              cwd=Path(__file__).resolve().parents[2])
     except subprocess.TimeoutExpired:
         raise errors.StudentTimeout(f"{exercise} under compute-sanitizer did not finish within "
                                     f"{TIMEOUT_S} s") from None

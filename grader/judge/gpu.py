@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import time
 
-from grader.compare import TOLERANCES, CheckFailed, where
-from grader.inputs import seeded, torch_randn
+from grader.judge.compare import TOLERANCES, CheckFailed, where
+from grader.judge.inputs import seeded, torch_randn
 
 MIB = 1 << 20
 
@@ -74,7 +74,7 @@ def softmax_reference(x):
 
 def assert_close_gpu(got, expected, *, what: str, dtype: str, case: str = "", seed=None,
                      atol: float | None = None, rtol: float | None = None) -> float:
-    """grader.compare.assert_close for large outputs: the same rules and message, on the GPU.
+    """grader.judge.compare.assert_close for large outputs: the same rules and message, on the GPU.
 
     got: TensorValue from the worker; expected: reference tensor on the GPU."""
     t = _torch()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.codec import TensorArg
+from grader.sandbox.codec import TensorArg
 
 POISON = float("nan")
 

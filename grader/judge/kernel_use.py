@@ -1,7 +1,7 @@
 """Did the wrapper compute with its Triton kernel, or with PyTorch?
 
 The worker records, below the dispatcher, every aten op that ran during the call and counts
-Triton launches (`opts={"trace": True}`, grader/probes.py). A wrapper may allocate, view and copy
+Triton launches (`opts={"trace": True}`, grader/sandbox/probes.py). A wrapper may allocate, view and copy
 around its launch; any other op computes (torch.softmax shows as _softmax, SDPA as
 _scaled_dot_product_*, matmul as mm/bmm, the eager softmax as max/sub/exp/sum/div).
 Arithmetic done in NumPy dispatches no torch op and is not seen here.
@@ -9,7 +9,7 @@ Arithmetic done in NumPy dispatches no torch op and is not seen here.
 
 from __future__ import annotations
 
-from grader.compare import CheckFailed
+from grader.judge.compare import CheckFailed
 
 # aten ops a wrapper may run around the launch: allocation, views, copies and dtype casts (the
 # interpreter itself adds new_empty/set_/copy_ to move arguments). Anything else computes.

@@ -25,18 +25,18 @@ import tracemalloc as _tracemalloc
 
 import numpy as np
 
-from grader import codec
+from grader.sandbox import codec
 
 # state of the call being decoded/run (the worker runs one call at a time)
 _built_tensors: list = []   # (view, guard) for each TensorArg, in argument order
-_trusted: dict = {}         # key -> object from grader.workloads
+_trusted: dict = {}         # key -> object from grader.sandbox.workloads
 
 
 def build_marker(marker):
     """Make the worker-side object for a TensorArg or Trusted marker."""
     if isinstance(marker, codec.TensorArg):
         return _build_tensor(marker)
-    from grader import workloads
+    from grader.sandbox import workloads
 
     obj = _trusted.get(marker.key) if marker.key else None
     if obj is None:
@@ -51,7 +51,7 @@ def _build_tensor(m: codec.TensorArg):
 
     dtype = getattr(torch, m.dtype)
     if m.array is None:
-        from grader.inputs import torch_randn
+        from grader.judge.inputs import torch_randn
 
         values = torch_randn(m.shape, m.dtype, m.device, m.seed, m.scale, m.absolute)
     else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.codec import TensorValue
+from grader.sandbox.codec import TensorValue
 
 # dtype of the output → (atol, rtol) against float64
 TOLERANCES = {

@@ -22,7 +22,7 @@ import os
 import statistics
 import time
 
-from grader import devices
+from grader.judge import devices
 
 MiB = 1 << 20
 GiB = 1 << 30

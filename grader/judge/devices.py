@@ -8,7 +8,7 @@ device itself reports always wins over the table.
 
 The figures are leads, not measurements we own: they come from vendor spec sheets, published
 benchmarks, the lesson, and one reference run of this lab on an H200 (docs/SPARK.md). The perf
-checks compare against ceilings measured in the same run (grader/ceilings.py), never against
+checks compare against ceilings measured in the same run (grader/judge/ceilings.py), never against
 these spec numbers.
 """
 
@@ -85,7 +85,7 @@ class Profile:
     eager_speedup_full: float = 2.0
     eager_speedup_zero: float = 1.0
     # naive attention runs only if its estimated bytes fit in this fraction of free memory, minus
-    # the reserve (grader/ceilings.py: fits).
+    # the reserve (grader/judge/ceilings.py: fits).
     memory_fraction: float = 0.8
     memory_reserve_bytes: int = 1 << 30
     notes: str = ""

@@ -1,9 +1,9 @@
 """The worker: the only process that imports and runs student code.
 
-Started by `grader.submission` (one per exercise and mode), it loads `<submission>/<exercise>.py`
+Started by `grader.sandbox.launcher` (one per exercise and mode), it loads `<submission>/<exercise>.py`
 by path, then answers call requests over a pipe until told to stop. Nothing it sends back is
 trusted: verdicts are made by the process that started it, from the values it returns (decoded by
-`grader.codec`, never unpickled). What student code prints goes to a capture file that the
+`grader.sandbox.codec`, never unpickled). What student code prints goes to a capture file that the
 trusted side reads, also after a crash.
 
 Modes: "cpu" (NumPy exercises), "interp" (Triton kernels on the CPU, TRITON_INTERPRET=1),
@@ -21,7 +21,7 @@ import sys
 import time
 import traceback
 
-from grader import codec, probes
+from grader.sandbox import codec, probes
 
 
 def main(conn, cfg: dict) -> None:

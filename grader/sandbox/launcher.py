@@ -23,7 +23,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader import codec, errors
+from grader.sandbox import codec
+from grader import errors
 
 # GRADER_TIMEOUT_SCALE stretches (slow machine) or shrinks (the repo's own tests) every limit
 _SCALE = float(os.environ.get("GRADER_TIMEOUT_SCALE", "1"))
@@ -129,7 +130,7 @@ class Submission:
         cfg = {"exercise": self.exercise, "path": str(self.path), "mode": self.mode,
                "submission_dir": str(self.directory), "scratch": str(self.scratch),
                "capture_path": self.capture_path, "memory_limit_bytes": MEMORY_LIMIT_BYTES}
-        from grader import worker
+        from grader.sandbox import worker
 
         self._proc = ctx.Process(target=worker.main, args=(child, cfg), daemon=True,
                                  name=f"worker-{self.exercise}-{self.mode}")

@@ -1,0 +1,68 @@
+"""Plain result types of a grading run: what the plugin records and the reports read.
+
+No pytest and no student code here, so every module can import them without a cycle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from grader.registry import Check
+
+
+@dataclass
+class Result:
+    check: Check
+    status: str
+    score: float
+    message: str = ""
+    output: str = ""          # what the student code printed during the check, shortened
+    duration_s: float = 0.0
+
+    @property
+    def max_score(self) -> float:
+        return 0.0 if self.status == "not_run" else self.check.points
+
+
+@dataclass
+class Credit:
+    """Partial credit for graded-by-degree checks (perf): `credit.set(0.5, "1.9x of SDPA")`."""
+
+    fraction: float = 1.0
+    note: str = ""
+
+    def set(self, fraction: float, note: str = "") -> None:
+        self.fraction = max(0.0, min(1.0, float(fraction)))
+        self.note = note
+
+
+@dataclass
+class Selection:
+    exercises: list[str]
+    layers: list[str]
+    layer_reasons: dict = field(default_factory=dict)   # layer -> why it does not run
+    only_checks: list[str] | None = None                 # --checks: run just these ids
+
+
+NOT_SELECTED = "exercise not selected"
+
+
+@dataclass
+class GradeReport:
+    submission: str
+    device: str
+    results: list[Result]
+    elapsed_s: float
+    layers_run: list[str]
+    layers_not_run: dict[str, str]
+    layer_seconds: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    device_info: dict = field(default_factory=dict)   # GPU details and ceilings measured in the run
+
+    @property
+    def score(self) -> float:
+        return round(sum(r.score for r in self.results), 3)
+
+    @property
+    def max_score(self) -> float:
+        return round(sum(r.max_score for r in self.results), 3)
