@@ -55,7 +55,7 @@ def to_json(report: GradeReport) -> dict:
             {"name": r.check.id, "title": r.check.title, "exercise": r.check.exercise,
              "layer": r.check.layer, "score": r.score, "max_score": r.max_score,
              "status": r.status, "message": r.message,
-             "hint": "" if r.status in ("passed", "not_run") else r.check.hint,
+             "hint": r.hint, "hint_from_failure": bool(r.failure_hint),
              "hidden": r.check.hidden, "output": r.output, "duration_s": round(r.duration_s, 3)}
             for r in report.results
         ],
@@ -75,7 +75,7 @@ def to_gradescope(report: GradeReport) -> dict:
     for r in report.results:
         text = r.message
         if r.status not in ("passed", "not_run"):
-            text = f"[{r.status}] {r.message}\nHint: {r.check.hint}"
+            text = f"[{r.status}] {r.message}\nHint: {r.hint}"
         if r.output:
             text += f"\n\nYour code printed:\n{r.output}"
         tests.append({
@@ -155,7 +155,7 @@ def to_markdown(report: GradeReport) -> str:
         out += ["## What to fix", ""]
         for r in failing:
             out += [f"### {STATUS_MARK[r.status]} `{r.check.id}` ({_fmt(r.score)}/{_fmt(r.max_score)})",
-                    "", "```", r.message, "```", "", f"**Hint:** {r.check.hint}", ""]
+                    "", "```", r.message, "```", "", f"**Hint:** {r.hint}", ""]
             if r.output:
                 out += ["Your code printed:", "", "```", r.output, "```", ""]
     for note in report.notes:
@@ -189,7 +189,7 @@ def print_terminal(report: GradeReport, console=None) -> None:
                       highlight=False)
         for line in r.message.splitlines()[:12]:
             console.print(f"         {line}", markup=False, highlight=False, soft_wrap=True)
-        console.print(f"         [cyan]hint:[/] {r.check.hint}", highlight=False, soft_wrap=True)
+        console.print(f"         [cyan]hint:[/] {r.hint}", highlight=False, soft_wrap=True)
         if r.output:
             console.print("         [dim]printed:[/] " + r.output.splitlines()[0][:150],
                           highlight=False, soft_wrap=True)

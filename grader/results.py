@@ -18,6 +18,14 @@ class Result:
     message: str = ""
     output: str = ""          # what the student code printed during the check, shortened
     duration_s: float = 0.0
+    failure_hint: str = ""    # the hint this failure's evidence gave (CheckFailed.hint), if any
+
+    @property
+    def hint(self) -> str:
+        """What to revisit: the failure's own hint, else the registry's; none for a pass."""
+        if self.status in ("passed", "not_run"):
+            return ""
+        return self.failure_hint or self.check.hint
 
     @property
     def max_score(self) -> float:

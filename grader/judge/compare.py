@@ -23,7 +23,15 @@ TOLERANCES = {
 
 
 class CheckFailed(AssertionError):
-    """A wrong answer (status failed)."""
+    """A wrong answer (status failed).
+
+    hint: what this failure's evidence points at ("the error starts where the row max moves
+    into a later key block: is acc rescaled by alpha?"). The report shows it instead of the
+    registry's general hint, which is only the fallback."""
+
+    def __init__(self, message: str = "", hint: str = ""):
+        super().__init__(message)
+        self.hint = hint
 
 
 def dtype_name(x) -> str:
