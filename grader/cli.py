@@ -1,8 +1,15 @@
-"""Command line: python -m grader [--submission DIR] [--exercises NAMES] [--layers NAMES]
-                               [--json FILE] [--markdown FILE] [--gradescope FILE] [--no-hidden]
+"""Command line: python -I grader/__main__.py [--submission DIR] [--exercises NAMES] [--layers NAMES]
+        [--json FILE] [--markdown FILE] [--gradescope FILE] [--no-hidden] [--sandbox | --no-sandbox]
+        [--completion-marker FILE]       (or python -m grader ...)
 
-Exit status 0 whenever a report was written, whatever the score; 2 with a one-line reason for
-bad arguments or a missing folder.
+Exit status 0 when the reports were written, whatever the score; 2 with a one-line reason for bad
+arguments, a missing folder or a report path that cannot be written (checked before grading);
+3 when writing a report failed after grading.
+
+--completion-marker FILE: read a nonce from the first line of stdin before any student code runs,
+and once every report is written, write FILE: the nonce, then the SHA-256 of each report
+(`sha256sum` lines). run_autograder and batch accept a report only when the grader exited 0 and
+this marker holds their nonce and the report's hash.
 """
 
 from __future__ import annotations
@@ -11,6 +18,13 @@ import argparse
 import sys
 from pathlib import Path
 
+# everything the reports need is imported before any student code runs (no late import a
+# submission could shadow or replace): rich, the report modules, json, hashlib
+import rich.console  # noqa: F401
+import rich.progress  # noqa: F401
+import rich.table  # noqa: F401
+
+from grader import report
 from grader.registry import EXERCISES, LAYERS
 
 
@@ -43,7 +57,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", metavar="FILE", help="write the Markdown report here")
     p.add_argument("--gradescope", metavar="FILE", help="write Gradescope's results.json here")
     p.add_argument("--no-hidden", action="store_true", help="skip hidden_tests/ even if present")
-    p.add_argument("--quiet", action="store_true", help="no terminal report")
+    p.add_argument("--sandbox", action=argparse.BooleanOptionalAction, default=None,
+                   help="run student code under OS isolation (default: on when run as root); "
+                        "--no-sandbox: process isolation only")
+    p.add_argument("--completion-marker", metavar="FILE",
+                   help="read a nonce from stdin; write it with the reports' SHA-256 to FILE last")
+    p.add_argument("--quiet", action="store_true", help="no terminal report, no progress")
     return p
 
 
@@ -61,14 +80,34 @@ def main(argv: list[str] | None = None) -> int:
     if not submission.is_dir():
         print(f"grader: no such folder: {submission}", file=sys.stderr)
         return 2
+    paths = [p for p in (args.json, args.markdown, args.gradescope, args.completion_marker) if p]
+    try:
+        for path in paths:
+            report.check_path(path)
+    except report.ReportPathError as e:
+        print(f"grader: {e}", file=sys.stderr)
+        return 2
+    nonce = None
+    if args.completion_marker:
+        nonce = sys.stdin.readline().strip()
+        if not nonce:
+            print("grader: --completion-marker needs a nonce on the first line of stdin", file=sys.stderr)
+            return 2
 
-    from grader import report
     from grader.run import grade
+    from grader.progress import progress_display
 
-    result = grade(submission, args.exercises, args.layers, include_hidden=not args.no_hidden,
-                   only_checks=args.checks)
-    report.write(result, args.json, args.markdown, args.gradescope)
+    with progress_display(enabled=not args.quiet, submission=submission) as progress:
+        result = grade(submission, args.exercises, args.layers, include_hidden=not args.no_hidden,
+                       only_checks=args.checks, sandbox=args.sandbox, progress=progress)
+    # every worker has stopped: only now are reports written
     if not args.quiet:
-        report.print_terminal(result)
+        report.print_terminal(result, details=args.markdown)
+    try:
+        written = report.write(result, args.json, args.markdown, args.gradescope)
+        if nonce is not None:
+            report.seal(args.completion_marker, nonce, written)
+    except report.ReportPathError as e:
+        print(f"grader: {e}", file=sys.stderr)
+        return 3
     return 0
-

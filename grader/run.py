@@ -3,6 +3,10 @@
 The checks are pytest tests (grader/checks/test_<exercise>.py, plus hidden_tests/ when present)
 run in this process by `pytest.main` with `grader.plugin.GradePlugin`; student code runs only
 in the workers that the checks reach through `grader.sandbox.launcher`.
+
+pytest here loads no plugin by itself (no entry-point autoload, no conftest.py, no cache) and
+imports the check files without putting their folders on sys.path (--import-mode=importlib):
+what runs in this process is the grader, its checks and the plugins named below, nothing else.
 """
 
 from __future__ import annotations
@@ -12,6 +16,9 @@ import io
 import os
 import time
 from pathlib import Path
+from typing import Callable
+
+import pytest
 
 from grader import registry
 from grader.environment import Environment, detect
@@ -23,19 +30,33 @@ from grader.sandbox.launcher import Workers
 CHECKS_DIR = ROOT / "grader" / "checks"
 HIDDEN_DIR = ROOT / "hidden_tests"
 CHECK_TIMEOUT_S = 900   # backstop per check; calls into student code have their own limits
+GPU_LAYERS = ("gpu", "perf")
+PLUGINS = ["grader.fixtures", "pytest_timeout"]   # named, since entry points are not loaded
+
+# progress(check, done, total): called before each selected check runs (see grader.cli)
+Progress = Callable[[registry.Check, int, int], None]
 
 
-def select_layers(env: Environment, wanted: list[str] | None) -> tuple[list[str], dict[str, str]]:
-    """Layers to run, and the reason for each one that does not."""
+def layers_of(checks, exercises) -> set[str]:
+    """The layers that hold at least one check of these exercises."""
+    return {c.layer for c in checks.values() if c.exercise in exercises}
+
+
+def select_layers(env: Environment, wanted: list[str] | None,
+                  relevant: set[str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """Layers to run, and the reason for each one that does not.
+
+    Only layers that hold checks of the selected exercises (`relevant`) are mentioned; a layer
+    left out by the command gets the short reason "not selected", or the reason it could not
+    run here anyway when that is known (CUDA is probed only when a GPU layer is asked for)."""
     run, not_run = [], {}
     for name in LAYERS:
+        if relevant is not None and name not in relevant:
+            continue
         reason = env.layer_reason(name)
         if wanted is not None and name not in wanted:
-            # say why it could not run anyway (no triton...), but only if that was looked at:
-            # CUDA is probed only when a GPU layer is asked for
             looked = "cuda" not in LAYERS[name].needs or "cuda" in env.have or env.cuda_probed
-            hint = "; `make grade-gpu` runs every layer" if "cuda" in LAYERS[name].needs else ""
-            not_run[name] = reason if reason and looked else f"not selected (--layers){hint}"
+            not_run[name] = reason if reason and looked else "not selected"
         elif reason:
             not_run[name] = reason
         else:
@@ -44,20 +65,25 @@ def select_layers(env: Environment, wanted: list[str] | None) -> tuple[list[str]
 
 
 def grade(submission: Path, exercises: list[str] | None = None, layers: list[str] | None = None,
-          include_hidden: bool = True, only_checks: list[str] | None = None) -> GradeReport:
-    import pytest
-
+          include_hidden: bool = True, only_checks: list[str] | None = None,
+          sandbox: bool | None = None, progress: Progress | None = None) -> GradeReport:
+    """Grade `submission`. `sandbox`: True/False asks for OS isolation or not; None leaves the
+    launcher's default (on when root). It reaches the launcher as GRADER_SANDBOX=1/0."""
     start = time.perf_counter()
     submission = Path(submission).resolve()
     exercises = exercises or list(EXERCISES)
     if only_checks:
         exercises = [e for e in exercises if any(c.split(".")[0] == e for c in only_checks)]
-    wants_gpu = layers is None or bool({"gpu", "perf"} & set(layers))
-    env = detect(want_cuda=wants_gpu)
-    layers_run, layers_not_run = select_layers(env, layers)
     hidden = include_hidden and HIDDEN_DIR.is_dir()
     checks = registry.all_checks(include_hidden=hidden)
+    relevant = layers_of(checks, exercises)
+    # torch is imported here only to ask about a GPU, and only when a selected check needs one
+    wants_gpu = bool(relevant & set(GPU_LAYERS)) and (layers is None or bool(set(GPU_LAYERS) & set(layers)))
+    env = detect(want_cuda=wants_gpu)
+    layers_run, layers_not_run = select_layers(env, layers, relevant)
     selection = Selection(exercises, layers_run, layers_not_run, only_checks)
+    if sandbox is not None:
+        os.environ["GRADER_SANDBOX"] = "1" if sandbox else "0"
     workers = Workers(submission)
     plugin = GradePlugin(checks, selection, env, workers)
 
@@ -65,23 +91,52 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
     if hidden:
         files += [str(p) for e in exercises for p in sorted(HIDDEN_DIR.glob(f"test_{e}*.py"))]
     args = [*files, "-c", str(ROOT / "grader" / "pytest.ini"), "--rootdir", str(ROOT),
-            "-p", "grader.fixtures", "-p", "no:cacheprovider", "-p", "no:randomly",
+            "--import-mode=importlib", "--noconftest",
+            *(a for p in PLUGINS for a in ("-p", p)), "-p", "no:cacheprovider",
             "-q", "--no-header", "-rN", f"--timeout={CHECK_TIMEOUT_S}"]
+    plugins = [plugin] + ([ProgressPlugin(plugin, progress)] if progress else [])
     log = io.StringIO()
     notes = []
+    autoload = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     try:
         with contextlib.redirect_stdout(log):
-            code = pytest.main(args, plugins=[plugin])
+            code = pytest.main(args, plugins=plugins)
         if code not in (0, 1, 5):   # 2-4: interrupted, internal or usage error
             notes.append(f"pytest stopped early (exit {int(code)}): {log.getvalue()[-800:]}")
     finally:
         workers.close()
+        if autoload is None:
+            os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
 
     results = [plugin.results.get(c.id) or _missing(c, selection, env, plugin)
                for c in checks.values() if c.exercise in EXERCISES]
-    return GradeReport(str(_relative(submission)), env.device, results,
-                       round(time.perf_counter() - start, 2), layers_run, layers_not_run,
-                       plugin.layer_seconds, notes, plugin.device_info)
+    report = GradeReport(str(_relative(submission)), env.device, results,
+                         round(time.perf_counter() - start, 2), layers_run, layers_not_run,
+                         plugin.layer_seconds, notes, plugin.device_info)
+    return report
+
+
+class ProgressPlugin:
+    """Tells `progress` which check is about to run, and how many of the selected ones ran."""
+
+    def __init__(self, grading: GradePlugin, progress: Progress):
+        self.grading = grading
+        self.progress = progress
+        self.items: dict[str, registry.Check] = {}
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, session, config, items):
+        for item in items:
+            if not item.get_closest_marker("skip"):
+                with contextlib.suppress(Exception):
+                    self.items[item.nodeid] = self.grading.check_of(item)
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        if nodeid in self.items:
+            done = list(self.items).index(nodeid)
+            with contextlib.suppress(Exception):
+                self.progress(self.items[nodeid], done, len(self.items))
 
 
 def _missing(check, selection: Selection, env: Environment, plugin: GradePlugin) -> Result:

@@ -1,0 +1,79 @@
+"""The machine-read reports: the JSON report and Gradescope's results.json."""
+
+from __future__ import annotations
+
+from grader.report import summary
+from grader.report.summary import clean, output_of
+from grader.results import GradeReport
+
+
+def to_json(report: GradeReport) -> dict:
+    return {
+        "score": report.score,
+        "max_score": report.max_score,
+        "summary": summary.total_line(report),
+        "totals": summary.totals(report),
+        "submission": report.submission,
+        "device": report.device,
+        "isolation": summary.isolation(report),
+        "elapsed_s": report.elapsed_s,
+        "layers_run": report.layers_run,
+        "layers_not_run": report.layers_not_run,
+        "layer_seconds": {k: round(v, 2) for k, v in report.layer_seconds.items()},
+        "device_info": report.device_info,
+        "notes": report.notes,
+        "failures": summary.failures(report),
+        "tests": [
+            {"name": r.check.id, "title": r.check.title, "exercise": r.check.exercise,
+             "layer": r.check.layer, "score": r.score, "max_score": r.max_score,
+             "status": r.status, "message": clean(r.message),
+             "hint": r.hint, "hint_from_failure": bool(r.failure_hint),
+             "hidden": r.check.hidden, "output": output_of(r), "duration_s": round(r.duration_s, 3)}
+            for r in report.results
+        ],
+    }
+
+
+def to_gradescope(report: GradeReport) -> dict:
+    """Gradescope's results.json: score, execution_time, output, tests[].
+
+    Checks that could not run on the autograder's machine are listed with max_score 0 and the
+    reason, so a student sees they were not counted against them. Hidden checks are shown
+    after publication and never with what the code printed under them."""
+    leads = {c: g["lead"] for g in summary.failures(report) for c in g["same_cause"]}
+    tests = []
+    for r in report.results:
+        cid = r.check.id
+        text = clean(r.message)
+        if r.status not in ("passed", "not_run"):
+            text = f"[{r.status}] {text}\nHint: {r.hint}"
+            if cid in leads:
+                text += f"\nProbably the same cause as {leads[cid]}."
+        printed = output_of(r)
+        if printed:
+            text += f"\n\nYour code printed:\n{printed}"
+        tests.append({
+            "name": f"{r.check.exercise}: {r.check.title} [{r.check.layer}]",
+            "name_format": "text",
+            "number": r.check.id,
+            "score": r.score,
+            "max_score": r.max_score,
+            "status": "passed" if r.status == "passed" else "failed",
+            "output": text.strip(),
+            "output_format": "text",
+            "tags": [r.check.exercise, r.check.layer] + (["hidden"] if r.check.hidden else []),
+            "visibility": "after_published" if r.check.hidden else "visible",
+        })
+    lines = [summary.total_line(report), f"Graded on {report.device}."]
+    if summary.not_run_line(report):
+        lines.append(summary.not_run_line(report) + ".")
+    if summary.isolation(report):
+        lines.append(f"Isolation: {summary.isolation(report)}.")
+    return {
+        "score": report.score,
+        "execution_time": int(round(report.elapsed_s)),
+        "output": "\n".join(lines),
+        "output_format": "text",
+        "stdout_visibility": "hidden",
+        "tests": tests,
+    }

@@ -1,0 +1,98 @@
+"""The Markdown report (reports/grade.md): the terminal's summary first, then per-check detail.
+
+Student text goes into code fences longer than any backtick run it holds, or is escaped inline,
+so it can neither close a fence nor fake a heading, a link or a PASS row.
+"""
+
+from __future__ import annotations
+
+import re
+
+from grader.report import summary, table
+from grader.report.summary import clean, fmt
+from grader.report.terminal import STATUS_MARK, device_line
+from grader.results import GradeReport
+
+_INLINE = re.compile(r"([\\`*_\[\]<>|#~!])")
+
+
+def inline(text: str) -> str:
+    """One line of student text, safe inside a table cell or a sentence."""
+    return _INLINE.sub(r"\\\1", clean(text).replace("\n", " "))
+
+
+def fenced(text: str) -> list[str]:
+    runs = [len(m) for m in re.findall(r"`+", text)] or [0]
+    fence = "`" * max(3, max(runs) + 1)
+    return [fence, clean(text), fence]
+
+
+def to_markdown(report: GradeReport) -> str:
+    t = summary.totals(report)
+    out = [f"# Grade: {fmt(report.score)} / {fmt(report.max_score)}", "",
+           f"**{summary.total_line(report)}**", ""]
+    header = table.header(report)
+    out += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(row) + " |" for row in table.rows(report)] + [""]
+    by_id = {r.check.id: r for r in report.results}
+    groups = summary.failures(report)
+    todo = summary.todos(report)
+    if groups and any(by_id[g["lead"]].status != "not_implemented" for g in groups):
+        out += ["## Fix first", ""]
+        for g in groups:
+            r = by_id[g["lead"]]
+            if r.status == "not_implemented":
+                continue
+            line = f"1. **{STATUS_MARK[r.status]} `{r.check.id}`** ({fmt(r.score)}/{fmt(r.max_score)}): {r.check.title}"
+            if g["same_cause"]:
+                line += "; probably the same cause: " + ", ".join(f"`{c}`" for c in g["same_cause"])
+            out.append(line)
+        out.append("")
+    if todo:
+        out += ["## Still to write", ""]
+        for ex, count, points, items in todo:
+            out.append(f"- **{ex}** ({count} checks, {fmt(points)} points wait for):")
+            out += [f"  - {inline(i)}" for i in items]
+        out.append("")
+    facts = [f"- submission: `{inline(report.submission)}`", f"- device: {report.device}"]
+    if report.device_info:
+        facts.append(f"- measured: {device_line(report.device_info)}")
+    if summary.isolation(report):
+        facts.append(f"- isolation: {summary.isolation(report)}")
+    if summary.not_run_line(report):
+        facts.append(f"- {summary.not_run_line(report)}")
+    facts.append(f"- time: {report.elapsed_s:.1f} s ("
+                 + ", ".join(f"{k} {v:.1f} s" for k, v in report.layer_seconds.items()) + ")")
+    out += facts + [""]
+    for note in report.notes:
+        out += [f"> {inline(note)}", ""]
+
+    # ---------------------------------------------------------------- detail
+    shown = summary.selected(report)
+    for hidden in (False, True):
+        rs = [r for r in shown if r.check.hidden == hidden]
+        if not rs:
+            continue
+        out += ["## Hidden checks (instructors' runs only)" if hidden else "## Checks", ""]
+        out += ["| | check | layer | points | message |", "|---|---|---|---|---|"]
+        for r in rs:
+            msg = clean(r.message).strip().split("\n")[0] if r.message else ""
+            out.append(f"| {STATUS_MARK[r.status]} | `{r.check.id}` | {r.check.layer} | "
+                       f"{fmt(r.score)}/{fmt(r.max_score)} | {inline(msg[:300])} |")
+        out.append("")
+    repeats = summary.repeats(report.results)
+    detail = [by_id[c] for g in groups for c in [g["lead"], *g["same_cause"]]
+              if by_id[c].status != "not_implemented"]
+    if detail:
+        out += ["## Failures in detail", ""]
+        for r in detail:
+            out += [f"### {STATUS_MARK[r.status]} `{r.check.id}` ({fmt(r.score)}/{fmt(r.max_score)})", ""]
+            if r.check.id in repeats:
+                out += [f"Same error as `{repeats[r.check.id]}` (above).", ""]
+            else:
+                out += fenced(r.message) + [""]
+            out += [f"**Hint:** {r.hint}", ""]
+            printed = summary.output_of(r)
+            if printed:
+                out += ["Your code printed:", ""] + fenced(printed) + [""]
+    return "\n".join(out)

@@ -1,0 +1,156 @@
+"""What every report says first, computed once: the labelled total, what did not run, the
+failures grouped by cause, and student text made safe to show.
+
+Student text (what the code printed, exception messages) reaches a terminal, Markdown and
+Gradescope: `clean` drops the control characters that could move the cursor or colour a line;
+each report escapes its own markup on top. Output printed under a hidden check is never shown.
+"""
+
+from __future__ import annotations
+
+import re
+
+from grader.registry import EXERCISES
+from grader.results import NOT_SELECTED, GradeReport, Result
+
+GPU_LAYERS = ("gpu", "perf")
+FAILING = ("failed", "error", "timeout", "crashed", "not_implemented")
+HIDDEN_OUTPUT = "(what the code printed under a hidden check is not shown)"
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def fmt(x: float) -> str:
+    return f"{round(x, 3):g}"
+
+
+def clean(text: str) -> str:
+    """Student text without terminal control characters (ESC, CR, BS, bidi overrides...)."""
+    return _CONTROL.sub("?", str(text).replace("\r\n", "\n").replace("\t", "    "))
+
+
+def output_of(r: Result) -> str:
+    """What the student code printed under this check, as a report may show it."""
+    if not r.output:
+        return ""
+    return HIDDEN_OUTPUT if r.check.hidden else clean(r.output)
+
+
+def isolation(report: GradeReport) -> str:
+    return getattr(report, "isolation", "") or ""
+
+
+def selected(report: GradeReport) -> list[Result]:
+    """Results of the selected exercises (a `make check` shows its exercise only)."""
+    return [r for r in report.results if r.message != NOT_SELECTED]
+
+
+def exercises_shown(report: GradeReport) -> list[str]:
+    names = {r.check.exercise for r in selected(report)}
+    return [e for e in EXERCISES if e in names]
+
+
+# ---------------------------------------------------------------------------------- total
+
+
+def totals(report: GradeReport) -> dict:
+    """Points by kind: public and hidden, run here, and public points of layers not run here."""
+    rs = selected(report)
+    public = [r for r in rs if not r.check.hidden]
+    hidden = [r for r in rs if r.check.hidden]
+    not_run = [r for r in public if r.status == "not_run"]
+    gpu_only = all(r.check.layer in GPU_LAYERS for r in not_run)
+    return {
+        "score": report.score, "max_score": report.max_score,
+        "public": [round(sum(r.score for r in public), 3), round(sum(r.max_score for r in public), 3)],
+        "hidden": ([round(sum(r.score for r in hidden), 3), round(sum(r.max_score for r in hidden), 3)]
+                   if hidden else None),
+        "not_run_points": round(sum(r.check.points for r in not_run), 3),
+        "not_run_on": "a GPU" if gpu_only else "machines that can run the layers not run here",
+    }
+
+
+def total_line(report: GradeReport) -> str:
+    """E.g. "Total: 0 / 76 public points on this machine; 24 more on a GPU (`make grade-gpu`);
+    hidden checks only in instructors' runs"."""
+    t = totals(report)
+    shown = exercises_shown(report)
+    scope = "" if len(shown) == len(EXERCISES) else f" of {', '.join(shown)}"
+    if t["hidden"]:
+        (ps, pm), (hs, hm) = t["public"], t["hidden"]
+        line = (f"Total: {fmt(t['score'])} / {fmt(t['max_score'])}{scope} on this machine = "
+                f"public {fmt(ps)}/{fmt(pm)} + hidden {fmt(hs)}/{fmt(hm)} (instructors' checks)")
+    else:
+        line = (f"Total: {fmt(t['public'][0])} / {fmt(t['public'][1])} public points{scope} on "
+                f"this machine")
+    if t["not_run_points"]:
+        more = f"{fmt(t['not_run_points'])} more on {t['not_run_on']}"
+        line += f"; {more}" + (" (`make grade-gpu`)" if t["not_run_on"] == "a GPU" else "")
+    if not t["hidden"]:
+        line += "; hidden checks only in instructors' runs"
+    return line
+
+
+def not_run_line(report: GradeReport) -> str:
+    """Layers and exercises left out, in one line: layers with the same reason share it."""
+    by_reason: dict[str, list[str]] = {}
+    for layer, reason in report.layers_not_run.items():
+        by_reason.setdefault(reason, []).append(layer)
+    parts = []
+    for reason, layers in by_reason.items():
+        if reason == "not selected" and set(layers) <= set(GPU_LAYERS):
+            reason = "not selected; `make grade-gpu` runs them"
+        parts.append(f"{', '.join(layers)} ({reason})")
+    skipped = [e for e in EXERCISES if e not in exercises_shown(report)]
+    if skipped and exercises_shown(report):
+        parts.append(f"exercises {', '.join(skipped)} (not selected)")
+    return ("not run: " + "; ".join(parts)) if parts else ""
+
+
+# ------------------------------------------------------------------------------- failures
+
+
+def failures(report: GradeReport) -> list[dict]:
+    """Failing checks grouped by cause: [{"lead": id, "same_cause": [ids]}], in report order.
+
+    A failing check whose `Check.follows` names another failing check goes under that check's
+    lead ("probably the same cause"); the rest lead by themselves, in registry order."""
+    failing = {r.check.id: r for r in report.results if r.status in FAILING}
+    order = [r.check.id for r in report.results if r.check.id in failing]
+
+    def lead_of(cid: str, seen: tuple = ()) -> str:
+        for other in getattr(failing[cid].check, "follows", ()) or ():
+            if other in failing and other != cid and other not in seen:
+                return lead_of(other, seen + (cid,))
+        return cid
+
+    leads = {cid: lead_of(cid) for cid in order}
+    return [{"lead": cid, "same_cause": [c for c in order if c != cid and leads[c] == cid]}
+            for cid in order if leads[cid] == cid]
+
+
+def repeats(results: list[Result]) -> dict[str, str]:
+    """check id -> the earlier check with the same long message (a traceback shown once)."""
+    first: dict[str, str] = {}
+    same = {}
+    for r in results:
+        msg = r.message.strip()
+        if r.status not in FAILING or (msg.count("\n") < 2 and len(msg) < 300):
+            continue
+        key = msg.split("\n", 1)[1] if msg.count("\n") >= 2 else msg   # body: the traceback
+        if key in first:
+            same[r.check.id] = first[key]
+        else:
+            first[key] = r.check.id
+    return same
+
+
+def todos(report: GradeReport) -> list[tuple[str, int, float, list[str]]]:
+    """Per exercise with stubs left: (exercise, checks waiting, their points, each TODO once)."""
+    out = []
+    for ex in EXERCISES:
+        rs = [r for r in report.results if r.check.exercise == ex and r.status == "not_implemented"]
+        if rs:
+            items = list(dict.fromkeys(clean(r.message.split(" is not implemented yet: ", 1)[-1])
+                                       for r in rs))
+            out.append((ex, len(rs), sum(r.max_score for r in rs), items))
+    return out
