@@ -8,7 +8,9 @@
 SUBMISSION ?= $(if $(IMPL),$(IMPL),exercises)
 REPORTS ?= reports
 PY = $(shell cat .python)
-GRADER = $(PY) -m grader --submission $(SUBMISSION) --json $(REPORTS)/grade.json --markdown $(REPORTS)/grade.md
+# -I: nothing in the current folder or the submission can shadow the grader's imports
+RUN_GRADER = $(PY) -I grader/__main__.py --submission $(SUBMISSION)
+GRADER = $(RUN_GRADER) --json $(REPORTS)/grade.json --markdown $(REPORTS)/grade.md
 CPU_LAYERS = cpu,adversarial,interp
 
 .PHONY: setup grade grade-gpu check test bench release gradescope clean help
@@ -27,10 +29,11 @@ grade: .python
 
 check: .python
 	@test -n "$(EX)" || { echo "usage: make check EX=<exercise> [IMPL=solutions]"; exit 2; }
-	@$(GRADER) --exercises $(EX) $(if $(LAYERS),--layers $(LAYERS),)
+	@$(RUN_GRADER) --json $(REPORTS)/check_$(EX).json --markdown $(REPORTS)/check_$(EX).md \
+	  --exercises $(EX) $(if $(LAYERS),--layers $(LAYERS),)
 
 grade-gpu: .python
-	@$(PY) -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null || \
+	@$(PY) -I -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null || \
 	  echo "*** No CUDA GPU found on this machine: the gpu and perf layers will be reported as not run. ***"
 	@$(GRADER)
 

@@ -5,8 +5,9 @@
     python -m grader batch --merge A.csv B.csv ... [--out gradebook.csv]
 
 Each sub-folder of SUBMISSIONS_DIR is one submission (its name is the gradebook's key). Each is
-graded by its own `python -m grader` process, so it gets the same isolation as a single run and
-a grader problem with one submission costs only that row. Written under DIR (default batch/):
+graded by its own grader process (`python -I grader/__main__.py --sandbox`), so it gets the same
+isolation as a single run and a grader problem with one submission costs only that row; its
+reports count only when that process completed them (see grade_one). Written under DIR (default batch/):
 
     reports/<name>.json, reports/<name>.md    each submission's reports
     gradebook.csv                             submission, one column per exercise, total, max, note
@@ -21,10 +22,14 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import json
 import os
 import queue
+import secrets
+import shutil
 import subprocess
+import tempfile
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -51,6 +56,9 @@ def parser() -> argparse.ArgumentParser:
                    help="grade only every N-th submission, starting at the I-th (0-based)")
     p.add_argument("--timeout", type=float, default=SUBMISSION_TIMEOUT_S, metavar="S",
                    help=f"seconds per submission before it is stopped (default {SUBMISSION_TIMEOUT_S})")
+    p.add_argument("--sandbox", action=argparse.BooleanOptionalAction, default=True,
+                   help="grade each submission under OS isolation (default; --no-sandbox: "
+                        "process isolation only, for a trusted set of submissions)")
     p.add_argument("--merge", nargs="+", metavar="CSV", help="join these gradebooks instead of grading")
     return p
 
@@ -86,35 +94,62 @@ def columns(exercises: list[str]) -> list[str]:
 
 
 def grade_one(sub: Path, out: Path, args, exercises: list[str], gpu: str | None) -> dict:
-    """Grade one submission in its own grader process; its gradebook row."""
+    """Grade one submission in its own grader process; its gradebook row.
+
+    Fail closed: the grader writes into a private folder (0700) of its own and hands over a
+    completion marker holding a nonce that only this process knows (sent on the grader's
+    stdin). The reports move into reports/ only when the grader exited 0 and the marker holds
+    the nonce and the reports' SHA-256; otherwise the row says grading failed."""
     reports = out / "reports"
-    report_json = reports / f"{sub.name}.json"
-    cmd = [sys.executable, "-m", "grader", "--submission", str(sub.resolve()), "--quiet",
-           "--json", str(report_json), "--markdown", str(reports / f"{sub.name}.md"),
-           "--exercises", ",".join(exercises)]
+    final = {"json": reports / f"{sub.name}.json", "md": reports / f"{sub.name}.md"}
+    for path in final.values():
+        path.unlink(missing_ok=True)
+    private = Path(tempfile.mkdtemp(prefix=".grading-", dir=out))   # mode 0700
+    made = {"json": private / "report.json", "md": private / "report.md"}
+    marker = private / "complete"
+    nonce = secrets.token_hex(16)
+    cmd = [sys.executable, "-I", str(ROOT / "grader" / "__main__.py"), "--submission", str(sub.resolve()),
+           "--quiet", "--json", str(made["json"]), "--markdown", str(made["md"]),
+           "--completion-marker", str(marker), "--exercises", ",".join(exercises),
+           "--sandbox" if args.sandbox else "--no-sandbox"]
     if args.layers:
         cmd += ["--layers", ",".join(args.layers)]
     if args.no_hidden:
         cmd.append("--no-hidden")
-    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
+    env = dict(os.environ)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
     row = {"submission": sub.name}
-    report_json.unlink(missing_ok=True)
     try:
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=args.timeout)
-        failed = proc.returncode != 0 or not report_json.exists()
-        why = f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or [''])[-1][:200]}"
-    except subprocess.TimeoutExpired:
-        failed, why = True, f"stopped after {args.timeout:.0f} s"
-    if failed:
-        return {**row, "note": f"grader failed ({why}); grade this submission alone"}
-    report = json.loads(report_json.read_text())
+        try:
+            proc = subprocess.run(cmd, cwd=private, env=env, input=nonce + "\n", capture_output=True,
+                                  text=True, timeout=args.timeout)
+            why = f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or [''])[-1][:200]}"
+            ok = proc.returncode == 0 and completed(marker, nonce, made.values())
+        except subprocess.TimeoutExpired:
+            ok, why = False, f"stopped after {args.timeout:.0f} s"
+        if not ok:
+            return {**row, "note": f"grading failed ({why}); grade this submission alone"}
+        report = json.loads(made["json"].read_text())
+        for key, path in made.items():
+            os.replace(path, final[key])
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
     for ex in exercises:
         row[ex] = _fmt(sum(t["score"] for t in report["tests"] if t["exercise"] == ex))
     return {**row, "total": _fmt(report["score"]), "max": _fmt(report["max_score"]), "note": ""}
+
+
+def completed(marker: Path, nonce: str, reports) -> bool:
+    """The grader's completion marker holds this nonce and the SHA-256 of every report."""
+    try:
+        lines = marker.read_text().splitlines()
+        digests = dict(reversed(line.split("  ", 1)) for line in lines[1:])
+        return (bool(lines) and secrets.compare_digest(lines[0], nonce)
+                and all(not Path(p).is_symlink() and digests.get(str(Path(p).resolve()))
+                        == hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in reports))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
 
 
 def _fmt(x: float) -> str:

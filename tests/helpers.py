@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -14,19 +13,19 @@ ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"
 EXERCISES = ROOT / "exercises"
 CPU_LAYERS = "cpu,adversarial,interp"
+GRADER = [sys.executable, "-I", str(ROOT / "grader" / "__main__.py")]   # the command make runs
 
 
 def grade(submission: Path, *args: str, cwd: Path | None = None, timeout: float = 900,
           json_path: Path | None = None) -> dict:
     """Run `python -m grader` on `submission` and return its JSON report.
 
-    Runs in a subprocess, as a student or CI would, so a grader crash shows as a failed test."""
+    Runs in a subprocess started as make starts it (`python -I grader/__main__.py`: nothing in
+    the cwd can shadow an import), so a grader crash shows as a failed test."""
     out = json_path or Path(tempfile.mkdtemp(prefix="report-")) / "report.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "grader", "--submission", str(submission), "--json", str(out),
-         "--quiet", *args],
-        cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout,
-        env={**os.environ, "PYTHONPATH": str(ROOT)})
+        [*GRADER, "--submission", str(submission), "--json", str(out), "--quiet", *args],
+        cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, f"grader exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
     assert "Traceback" not in proc.stderr, proc.stderr
     return json.loads(out.read_text())

@@ -5,7 +5,8 @@ image, then run_autograder for every submission (uploaded to /autograder/submiss
 /autograder/results/results.json. The zip holds:
 
     setup.sh          apt python3 + venv, then pip install -r requirements.txt (torch's CPU wheel)
-    run_autograder    finds the exercise files in the upload, runs `python -m grader` on them
+    run_autograder    finds the exercise files in the upload, grades them under the OS sandbox,
+                      and keeps results.json only when the grader completed (a nonce check)
     grader/           the grader and its public checks
     hidden_tests/     the instructor's checks (after_published in results.json)
     requirements.txt, Makefile
@@ -43,26 +44,42 @@ $pip install --quiet -r requirements.txt
 
 RUN = """#!/usr/bin/env bash
 # Gradescope's entry point: grade the upload in $ROOT/submission, write $ROOT/results/results.json.
+# Fail closed: the grader writes into a private folder, and its results.json is moved into place
+# only when the grader exited 0 and left a completion marker holding this run's nonce (handed
+# over on stdin, never on a command line or in a file) and the SHA-256 of that results.json.
+# Anything else (a crash, a kill, a forged file) gives a result that says grading failed.
 set -u
 ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
 PYTHON="${{PYTHON:-$( [ -x "$ROOT/venv/bin/python" ] && echo "$ROOT/venv/bin/python" || echo python3)}}"
 RESULTS="$ROOT/results/results.json"
 mkdir -p "$ROOT/results"
-rm -f "$RESULTS"
+rm -rf "$RESULTS"            # nothing that was there before this run counts, file or folder
+private="$(cd "$(mktemp -d)" && pwd -P)"   # 0700: student code (another user) cannot reach it
+work="$(mktemp -d)"
+chmod 755 "$work"
 # Students upload the files alone, in a folder or in a zip: take each exercise file from wherever
 # it is, the shallowest copy first, into a clean folder.
-work="$(mktemp -d)"
 for ex in {exercises}; do
     f="$(find "$ROOT/submission" -type f -name "$ex.py" -not -path '*/__MACOSX/*' \\
          | awk -F/ '{{ print NF "\\t" $0 }}' | sort -n | head -n 1 | cut -f 2-)"
     if [ -n "$f" ]; then cp "$f" "$work/$ex.py"; fi
 done
+nonce="$(od -An -tx1 -N16 /dev/urandom | tr -d ' \\n')"
 cd "$ROOT/source"
-"$PYTHON" -m grader --submission "$work" --gradescope "$RESULTS" --quiet ${{GRADER_ARGS:-}}
-if [ ! -s "$RESULTS" ]; then
-    echo '{{"score": 0, "output": "The autograder stopped before writing a result. Please tell the course staff.", "tests": []}}' > "$RESULTS"
+printf '%s\\n' "$nonce" | "$PYTHON" -I grader/__main__.py --submission "$work" --sandbox --quiet \\
+    --gradescope "$private/results.json" --completion-marker "$private/complete" ${{GRADER_ARGS:-}}
+status=$?
+rm -rf "$RESULTS"
+if [ "$status" -eq 0 ] && [ -f "$private/complete" ] && [ ! -L "$private/results.json" ] \\
+   && [ "$(head -n 1 "$private/complete")" = "$nonce" ] \\
+   && tail -n +2 "$private/complete" | grep -qF "  $private/results.json" \\
+   && tail -n +2 "$private/complete" | sha256sum --check --status; then
+    mv -f "$private/results.json" "$RESULTS"
+else
+    echo "run_autograder: the grader did not complete (exit $status): writing a failed result" >&2
+    printf '%s\\n' '{{"score": 0, "output": "Grading failed: the autograder did not complete, so this result is not a grade. Please tell the course staff.", "tests": []}}' > "$RESULTS"
 fi
-rm -rf "$work"
+rm -rf "$work" "$private"
 """
 
 
