@@ -113,7 +113,9 @@ def failures(report: GradeReport) -> list[dict]:
     """Failing checks grouped by cause: [{"lead": id, "same_cause": [ids]}], in report order.
 
     A failing check whose `Check.follows` names another failing check goes under that check's
-    lead ("probably the same cause"); the rest lead by themselves, in registry order."""
+    lead ("probably the same cause"); the rest lead by themselves, in registry order, except
+    that each exercise's first lead comes before any exercise's second: two mistakes in two
+    exercises both show at the top."""
     failing = {r.check.id: r for r in report.results if r.status in FAILING}
     order = [r.check.id for r in report.results if r.check.id in failing]
 
@@ -124,8 +126,12 @@ def failures(report: GradeReport) -> list[dict]:
         return cid
 
     leads = {cid: lead_of(cid) for cid in order}
+    heads = [cid for cid in order if leads[cid] == cid]
+    rank = {cid: sum(failing[h].check.exercise == failing[cid].check.exercise for h in heads[:i])
+            for i, cid in enumerate(heads)}
+    heads.sort(key=lambda cid: (rank[cid], order.index(cid)))
     return [{"lead": cid, "same_cause": [c for c in order if c != cid and leads[c] == cid]}
-            for cid in order if leads[cid] == cid]
+            for cid in heads]
 
 
 def repeats(results: list[Result]) -> dict[str, str]:

@@ -18,7 +18,7 @@ from grader.report import summary, table
 from grader.report.summary import clean, fmt
 from grader.results import GradeReport
 
-SCREEN = 40       # lines the whole report may take
+SCREEN = 39       # rows the report may take: 40 with the "Grading ..." line printed before it
 INDENT = " " * 8
 STATUS_MARK = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "timeout": "TIMEOUT",
                "crashed": "CRASH", "not_implemented": "TODO", "not_run": "-"}
