@@ -3,8 +3,9 @@
 #   make grade IMPL=solutions  grade another folder (or SUBMISSION=path/to/folder)
 #   make check EX=flash_triton one exercise
 #   make grade-gpu             every layer, GPU correctness and speed included
-#   make test                  the repo's own tests
-#   make bench | release | gradescope   benchmark plots, student release, Gradescope zip
+#   make gpuinfo | bench       the GPU's capability and limits; benchmark plots and Measure table
+#   make test                  the repo's own tests (course staff)
+#   make release | gradescope  student release, Gradescope zip (course staff)
 SUBMISSION ?= $(if $(IMPL),$(IMPL),exercises)
 REPORTS ?= reports
 PY = $(shell cat .python)
@@ -13,7 +14,7 @@ RUN_GRADER = $(PY) -I grader/__main__.py --submission $(SUBMISSION)
 GRADER = $(RUN_GRADER) --json $(REPORTS)/grade.json --markdown $(REPORTS)/grade.md
 CPU_LAYERS = cpu,adversarial,interp
 
-.PHONY: setup grade grade-gpu check test bench release gradescope clean help
+.PHONY: setup grade grade-gpu check gpuinfo test bench release gradescope clean help
 help:
 	@sed -n '2,8p' Makefile | sed 's/^# //'
 
@@ -42,6 +43,10 @@ INSTRUCTOR_ONLY = @test -d solutions || { echo "make $@ is for course staff: it 
 test: .python
 	$(INSTRUCTOR_ONLY)
 	@$(PY) -m pytest tests
+
+# The lesson's gpuinfo.py (given code): capability, SMs, shared memory per block, L2
+gpuinfo: .python
+	@$(PY) gpuinfo.py
 
 # The lesson's benchmark: attn_bench.json, PNG plots and the Measure table (needs a GPU)
 bench: .python

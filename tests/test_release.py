@@ -47,7 +47,7 @@ def test_release_grades_itself(student, tmp_path):
     """The released tree's own grader (no PYTHONPATH to this repo) and its Makefile."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     report_path = tmp_path / "stubs.json"
-    proc = subprocess.run([sys.executable, "-m", "grader", "--submission", "exercises", *FAST,
+    proc = subprocess.run([sys.executable, "-I", "grader/__main__.py", "--submission", "exercises", *FAST,
                            "--json", str(report_path), "--quiet"],
                           cwd=student, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
@@ -62,13 +62,24 @@ def test_release_grades_itself(student, tmp_path):
     proc = subprocess.run(["make", "-s", "check", "EX=online_softmax", "LAYERS=cpu"], cwd=student,
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads((student / "reports" / "grade.json").read_text())["score"] == 0
+    assert json.loads((student / "reports" / "check_online_softmax.json").read_text())["score"] == 0
+    assert not (student / "reports" / "grade.json").exists()   # make check has its own report
+
+
+def test_release_ships_the_students_readme_and_given_code(student):
+    readme = (student / "README.md").read_text()
+    assert "make grade" in readme and "make test" in readme
+    assert "staff -->" not in readme and "INSTRUCTORS" not in readme
+    assert not (student / "docs" / "INSTRUCTORS.md").exists() and not (student / "docs" / "gpu").exists()
+    assert (student / "gpuinfo.py").read_text() == (ROOT / "gpuinfo.py").read_text()
+    assert "gpuinfo.py" in (student / "docs" / "SPARK.md").read_text()
 
 
 @pytest.mark.parametrize("leak, words", [
     ("solution file", "same content as solutions/online_softmax.py"),
     ("edited solution", "online_softmax.safe_matches_float64 is passed, not not_implemented"),
     ("hidden check", "same content as hidden_tests/test_online_softmax_hidden.py"),
+    ("doc names a solution", "docs/SPARK.md:1: names 'solutions/'"),
 ])
 def test_release_refuses_leaks(leak, words, tmp_path):
     repo = tmp_path / "repo"   # a copy: the real tree is never touched
@@ -79,8 +90,11 @@ def test_release_refuses_leaks(leak, words, tmp_path):
         (repo / "exercises" / "online_softmax.py").write_text(solution)
     elif leak == "edited solution":
         (repo / "exercises" / "online_softmax.py").write_text(solution + "\n# all my own work\n")
-    else:
+    elif leak == "hidden check":
         shutil.copy(repo / "hidden_tests" / "test_online_softmax_hidden.py", repo / "docs")
+    else:
+        spark = repo / "docs" / "SPARK.md"
+        spark.write_text("See solutions/flash_triton.py.\n" + spark.read_text())
     proc = release(repo, tmp_path / "student", *FAST)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "REFUSED" in proc.stderr and words in proc.stderr, proc.stderr

@@ -1,14 +1,16 @@
 """python -m tools.release --out dist/student: the tree students get, built and checked.
 
-It holds the exercises (stubs), the grader with its public checks, the docs, the Makefile,
-README, requirements and the tools the Makefile runs for students (tools/setup.sh,
-tools/bench.py). It never holds solutions/, hidden_tests/, the repo's own tests/ or the
-instructor tools (this file, tools/gradescope.py, tools/gpu_*).
+It holds the exercises (stubs), the grader with its public checks, the docs (not the staff's
+docs/INSTRUCTORS.md and docs/gpu/), the Makefile, the students' README (its staff paragraph
+taken out), the lesson's gpuinfo.py, requirements and the tools the Makefile runs for students
+(tools/setup.sh, tools/bench.py). It never holds solutions/, hidden_tests/, the repo's own
+tests/ or the instructor tools (this file, tools/gradescope.py, tools/gpu_*).
 
 The release is refused (exit 1, with the reason) when
   - a path in it is named solutions or hidden_tests;
   - a file in it has the same content as a file of solutions/ or hidden_tests/, or imports
     from solutions/, hidden_tests/ or tests/;
+  - the README or docs/SPARK.md names or links a file the release leaves out;
   - its own grader, run in the released tree on its exercises (as `make grade` does), gives a
     point or any status but not_implemented: a stub that holds solution code.
 
@@ -30,7 +32,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = ["exercises", "grader", "docs"]
-FILES = ["Makefile", "README.md", "requirements.txt", ".gitignore"]
+FILES = ["Makefile", "README.md", "requirements.txt", ".gitignore", "gpuinfo.py"]
+STAFF_DOCS = {"docs/INSTRUCTORS.md", "docs/gpu"}   # the staff's pages and GPU record stay behind
+# the README's staff paragraph, between these markers, is taken out of the students' copy
+STAFF_BLOCK = re.compile(r"\n?<!-- staff -->.*?<!-- /staff -->\n?", re.S)
+# what a shipped README or doc must not point students to: files the release leaves out
+LEFT_OUT_REFERENCE = re.compile(r"(?<![\w.-])(solutions|hidden_tests|tests)/|docs/gpu\b|INSTRUCTORS\.md")
 INSTRUCTOR_ONLY = {"tools/release.py", "tools/gradescope.py"}   # run by `make release/gradescope`
 SECRET = ("solutions", "hidden_tests")
 # an import of what the release leaves out: that file would fail in the student's tree
@@ -53,10 +60,16 @@ def build(out: Path) -> list[Path]:
     for folder in FOLDERS:
         if (ROOT / folder).is_dir():
             shutil.copytree(ROOT / folder, out / folder, ignore=JUNK)
+    for staff in STAFF_DOCS:
+        target = out / staff
+        shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
     for name in FILES + makefile_tools():
         if (ROOT / name).is_file():
             (out / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, out / name)
+    readme = out / "README.md"
+    if readme.is_file():
+        readme.write_text(STAFF_BLOCK.sub("\n", readme.read_text()))
     return sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
 
 
@@ -90,14 +103,27 @@ def check_contents(out: Path, files: list[Path]) -> list[str]:
         if rel.suffix == ".py" and IMPORTS_LEFT_OUT.search((out / rel).read_text(errors="replace")):
             problems.append(f"{rel}: imports from solutions/, hidden_tests/ or tests/, which the "
                             f"release leaves out")
+    for rel in student_docs(files):
+        text = (out / rel).read_text(errors="replace")
+        for m in LEFT_OUT_REFERENCE.finditer(text):
+            line = text[: m.start()].count("\n") + 1
+            problems.append(f"{rel}:{line}: names {m.group(0)!r}, which the release leaves out")
+        for link in re.findall(r"\]\(([^)#\s]+)", text):
+            if "://" not in link and not (out / rel).parent.joinpath(link).exists():
+                problems.append(f"{rel}: links to {link}, which the release does not hold")
     return problems
+
+
+def student_docs(files: list[Path]) -> list[Path]:
+    """The pages written for students: the README and the GPU pages they are sent to."""
+    return [rel for rel in files if rel.as_posix() in ("README.md", "docs/SPARK.md")]
 
 
 def check_stubs(out: Path, layers: str, exercises: str | None) -> list[str]:
     """Problems: the released grader, on the released exercises, must give 0 and only TODOs."""
     with tempfile.TemporaryDirectory() as tmp:
         report_path = Path(tmp) / "stubs.json"
-        cmd = [sys.executable, "-m", "grader", "--submission", "exercises", "--layers", layers,
+        cmd = [sys.executable, "-I", "-B", "grader/__main__.py", "--submission", "exercises", "--layers", layers,
                "--json", str(report_path), "--quiet", "--no-hidden"]
         if exercises:
             cmd += ["--exercises", exercises]
