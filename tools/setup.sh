@@ -10,8 +10,25 @@ PYTHON=${PYTHON:-python3}
 need="import numpy, scipy, pytest, pytest_timeout, rich, matplotlib, torch"
 if [ "$(uname -s)" = "Linux" ]; then need="$need, triton"; fi
 
+# Say so when torch or triton differ from the versions requirements.txt pins (the tested pair).
+warn_versions() {
+    "$1" -c '
+import re, sys
+pins = dict(re.findall(r"^(torch|triton)==([\w.]+)", open("requirements.txt").read(), re.M))
+for name, want in pins.items():
+    try:
+        have = __import__(name).__version__
+    except Exception:
+        continue
+    if have.split("+")[0] != want:
+        print(f"setup: warning: {name} {have} here, but the lab is tested with {name}=={want} "
+              "(requirements.txt); README.md, Versions, gives the supported range", file=sys.stderr)
+' || true
+}
+
 if [ -z "$FORCE_VENV" ] && "$PYTHON" -c "$need" 2>/dev/null; then
     command -v "$PYTHON" > .python
+    warn_versions "$PYTHON"
     echo "setup: using $(cat .python): it already has numpy, torch$( [ "$(uname -s)" = Linux ] && echo ', triton'), pytest, rich" >&2
     exit 0
 fi
@@ -26,4 +43,5 @@ fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt >&2
 .venv/bin/python -c "$need" || { echo "setup: the install did not complete; see the messages above" >&2; exit 1; }
 echo "$(pwd)/.venv/bin/python" > .python
+warn_versions .venv/bin/python
 echo "setup: done; the lab runs with .venv/bin/python" >&2
