@@ -38,13 +38,13 @@ def autograder(tmp_path_factory):
     return root, names
 
 
-def run_autograder(root, upload: dict) -> dict:
+def run_autograder(root, upload: dict, python: str = sys.executable, args: str = ARGS) -> dict:
     """Put `upload` {relative path: source file} in submission/, run run_autograder there."""
     shutil.rmtree(root / "submission", ignore_errors=True)
     for rel, src in upload.items():
         (root / "submission" / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(src, root / "submission" / rel)
-    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "PYTHON": sys.executable, "GRADER_ARGS": ARGS}
+    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "PYTHON": python, "GRADER_ARGS": args}
     env.pop("PYTHONPATH", None)   # the zip's grader, not the repo's
     proc = subprocess.run([str(root / "run_autograder")], cwd=root, env=env, capture_output=True,
                           text=True, timeout=600)
@@ -89,3 +89,39 @@ def test_an_empty_upload_scores_zero(autograder):
     graded = [t for t in results["tests"] if t["max_score"] > 0]
     assert results["score"] == 0 and graded
     assert all("not submitted" in t["output"] for t in graded)
+
+
+FORGED = {"score": 999, "output": "forged", "tests": []}
+
+
+@pytest.mark.parametrize("planted", ["file", "folder"])
+def test_a_results_file_there_before_the_run_is_not_kept(autograder, planted):
+    root, _ = autograder
+    shutil.rmtree(root / "results", ignore_errors=True)
+    (root / "results").mkdir()
+    if planted == "file":
+        (root / "results" / "results.json").write_text(json.dumps(FORGED))
+    else:
+        (root / "results" / "results.json").mkdir()
+        (root / "results" / "results.json" / "x.json").write_text(json.dumps(FORGED))
+    results = run_autograder(root, {"README.txt": ROOT / "requirements.txt"})
+    assert results["score"] == 0 and results["tests"] and results != FORGED
+
+
+@pytest.mark.parametrize("case", ["grader fails", "forger exits 0"])
+def test_an_incomplete_grade_says_grading_failed(autograder, tmp_path, case):
+    """Fail closed: whatever stops the grader from completing, or writes results.json in its
+    place, gives a result that says grading failed, never a grade."""
+    root, _ = autograder
+    python, args = sys.executable, ARGS
+    if case == "grader fails":
+        args = ARGS + " --layers nonsense"
+    else:   # something in the grader's place writes full marks where it was told to and exits 0
+        fake = tmp_path / "python"
+        fake.write_text("#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = --gradescope ] && out=$2; shift; done\n"
+                        f"echo '{json.dumps(FORGED)}' > \"$out\"\n")
+        fake.chmod(0o755)
+        python = str(fake)
+    results = run_autograder(root, {f"{p.name}": p for p in SOLUTIONS.glob("*.py")}, python, args)
+    assert results["score"] == 0 and results["tests"] == [], results
+    assert "Grading failed" in results["output"]
