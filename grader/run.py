@@ -114,6 +114,7 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
     report = GradeReport(str(_relative(submission)), env.device, results,
                          round(time.perf_counter() - start, 2), layers_run, layers_not_run,
                          plugin.layer_seconds, notes, plugin.device_info)
+    report.isolation = getattr(workers, "isolation", "")   # the level the workers ran at
     return report
 
 
