@@ -113,9 +113,10 @@ def failures(report: GradeReport) -> list[dict]:
     """Failing checks grouped by cause: [{"lead": id, "same_cause": [ids]}], in report order.
 
     A failing check whose `Check.follows` names another failing check goes under that check's
-    lead ("probably the same cause"); the rest lead by themselves, in registry order, except
-    that each exercise's first lead comes before any exercise's second: two mistakes in two
-    exercises both show at the top."""
+    lead ("probably the same cause"). Within an exercise, the lead that explains the most
+    failures comes first, then registry order; each exercise's first lead comes before any
+    exercise's second, so two mistakes in two exercises both show at the top. With no `follows`
+    at all, failures lead by themselves in registry order (one exercise at a time)."""
     failing = {r.check.id: r for r in report.results if r.status in FAILING}
     order = [r.check.id for r in report.results if r.check.id in failing]
 
@@ -126,12 +127,16 @@ def failures(report: GradeReport) -> list[dict]:
         return cid
 
     leads = {cid: lead_of(cid) for cid in order}
-    heads = [cid for cid in order if leads[cid] == cid]
-    rank = {cid: sum(failing[h].check.exercise == failing[cid].check.exercise for h in heads[:i])
-            for i, cid in enumerate(heads)}
-    heads.sort(key=lambda cid: (rank[cid], order.index(cid)))
-    return [{"lead": cid, "same_cause": [c for c in order if c != cid and leads[c] == cid]}
-            for cid in heads]
+    same = {cid: [c for c in order if c != cid and leads[c] == cid] for cid in order if leads[cid] == cid}
+    # within an exercise, the lead that explains most failures first, then registry order
+    per_exercise: dict[str, list[str]] = {}
+    for cid in sorted(same, key=lambda c: (-len(same[c]), order.index(c))):
+        per_exercise.setdefault(failing[cid].check.exercise, []).append(cid)
+    exercises = list(EXERCISES)
+    heads = sorted(same, key=lambda c: (per_exercise[failing[c].check.exercise].index(c),
+                                        exercises.index(failing[c].check.exercise)
+                                        if failing[c].check.exercise in exercises else len(exercises)))
+    return [{"lead": cid, "same_cause": same[cid]} for cid in heads]
 
 
 def repeats(results: list[Result]) -> dict[str, str]:
