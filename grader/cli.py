@@ -28,6 +28,19 @@ from grader import report
 from grader.registry import EXERCISES, LAYERS
 
 
+def warm_up() -> None:
+    """Render a throwaway report table once, so that rich's lazily imported parts (boxes,
+    wrapping, cell widths) are loaded now, before any student code runs."""
+    import io
+
+    console = rich.console.Console(file=io.StringIO(), width=100, force_terminal=True)
+    grid = rich.table.Table(title="warm-up")
+    grid.add_column("x")
+    grid.add_row(report.terminal.Text("[/x] é 表"))
+    console.print(grid)
+    console.print(report.terminal.Text("x"), soft_wrap=True)
+
+
 def names(value: str, known, what: str) -> list[str]:
     items = [v.strip() for v in value.split(",") if v.strip()]
     unknown = [v for v in items if v not in known]
@@ -94,9 +107,10 @@ def main(argv: list[str] | None = None) -> int:
             print("grader: --completion-marker needs a nonce on the first line of stdin", file=sys.stderr)
             return 2
 
-    from grader.run import grade
     from grader.progress import progress_display
+    from grader.run import grade
 
+    warm_up()
     with progress_display(enabled=not args.quiet, submission=submission) as progress:
         result = grade(submission, args.exercises, args.layers, include_hidden=not args.no_hidden,
                        only_checks=args.checks, sandbox=args.sandbox, progress=progress)

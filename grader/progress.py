@@ -9,6 +9,7 @@ import os
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 
@@ -28,7 +29,8 @@ def progress_display(enabled: bool, submission):
     bar = None
     if _live():
         bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                       TimeElapsedColumn(), console=Console(file=sys.stderr), transient=True)
+                       TimeElapsedColumn(), console=Console(file=sys.stderr), transient=True,
+                       redirect_stdout=False, redirect_stderr=False)   # grade() redirects stdout itself
 
     def progress(check, done: int, total: int) -> None:
         if not state["header"]:
@@ -39,7 +41,7 @@ def progress_display(enabled: bool, submission):
                 state["task"] = bar.add_task("", total=total)
         if bar is not None:
             bar.update(state["task"], completed=done,
-                       description=f"{check.exercise} [{check.layer}] {check.id.split('.', 1)[1]}")
+                       description=escape(f"{check.exercise} [{check.layer}] {check.id.split('.', 1)[1]}"))
 
     try:
         yield progress

@@ -90,3 +90,24 @@ def test_gradescope_follows_the_spec(tmp_path):
         assert t["visibility"] in ("hidden", "after_due_date", "after_published", "visible")
     graded = [t for t in results["tests"] if t["max_score"] > 0]
     assert graded and all("not implemented" in t["output"] for t in graded)
+
+
+def test_sandbox_flags_reach_grade():
+    from grader.cli import parser
+
+    assert parser().parse_args([]).sandbox is None            # the launcher's default: on as root
+    assert parser().parse_args(["--sandbox"]).sandbox is True
+    assert parser().parse_args(["--no-sandbox"]).sandbox is False
+
+
+def test_progress_on_a_terminal_and_one_header_line_in_logs(tmp_path):
+    args = ("--submission", str(SOLUTIONS), "--exercises", "online_softmax", "--layers", "cpu")
+    proc = run_cli(*args)
+    assert proc.returncode == 0 and proc.stdout.splitlines()[0].startswith("Grading ")
+    assert "\x1b" not in proc.stdout + proc.stderr            # logs stay plain
+    script = subprocess.run(["script", "-qec", " ".join([*GRADER, *args]), "/dev/null"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    if script.returncode == 127 or "not found" in script.stderr:
+        pytest.skip("no `script` here to give the grader a terminal")
+    assert script.returncode == 0, script.stdout + script.stderr
+    assert "Total:" in script.stdout and "Traceback" not in script.stdout
