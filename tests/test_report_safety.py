@@ -144,6 +144,8 @@ def test_traceback_repeated_under_several_checks_is_printed_once():
     md = report.to_markdown(make_report(results))
     assert md.count("Traceback (most recent call last)") == 1
     assert "Same error as" in md
+    gradescope = json.dumps(report.to_gradescope(make_report(results)))
+    assert gradescope.count("Traceback (most recent call last)") == 1
 
 
 def test_total_says_what_it_counts_and_not_run_is_one_line():

@@ -41,10 +41,13 @@ def to_gradescope(report: GradeReport) -> dict:
     reason, so a student sees they were not counted against them. Hidden checks are shown
     after publication and never with what the code printed under them."""
     leads = {c: g["lead"] for g in summary.failures(report) for c in g["same_cause"]}
+    repeats = summary.repeats(report.results)
     tests = []
     for r in report.results:
         cid = r.check.id
         text = clean(r.message)
+        if cid in repeats:   # a traceback shown under several checks: in full only once
+            text = f"{text.strip().splitlines()[0]}\n(the same error as {repeats[cid]}: its output has the rest)"
         if r.status not in ("passed", "not_run"):
             text = f"[{r.status}] {text}\nHint: {r.hint}"
             if cid in leads:

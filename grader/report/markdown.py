@@ -54,7 +54,7 @@ def to_markdown(report: GradeReport) -> str:
             out.append(f"- **{ex}** ({count} checks, {fmt(points)} points wait for):")
             out += [f"  - {inline(i)}" for i in items]
         out.append("")
-    facts = [f"- submission: `{inline(report.submission)}`", f"- device: {report.device}"]
+    facts = [f"- submission: {inline(report.submission)}", f"- device: {report.device}"]
     if report.device_info:
         facts.append(f"- measured: {device_line(report.device_info)}")
     if summary.isolation(report):
