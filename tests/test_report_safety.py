@@ -27,7 +27,7 @@ from rich.console import Console
 
 from grader import report
 from grader.batch import completed
-from grader.registry import CHECKS, Check
+from grader.registry import CHECKS
 from grader.report import summary
 from grader.results import NOT_SELECTED, GradeReport, Result
 from tests.helpers import GRADER, ROOT, SOLUTIONS

@@ -28,7 +28,6 @@ def fenced(text: str) -> list[str]:
 
 
 def to_markdown(report: GradeReport) -> str:
-    t = summary.totals(report)
     out = [f"# Grade: {fmt(report.score)} / {fmt(report.max_score)}", "",
            f"**{summary.total_line(report)}**", ""]
     header = table.header(report)
