@@ -86,9 +86,8 @@ def print_terminal(report: GradeReport, console: Console | None = None, details:
         tail.append(screen.line((not_run, "dim"), rows=2))
     if summary.isolation(report):
         tail.append(screen.line((f"isolation: {summary.isolation(report)}", "dim")))
-    times = ", ".join(f"{k} {v:.1f}s" for k, v in report.layer_seconds.items())
-    tail.append(screen.line((summary.total_line(report), "bold"), f"  ({report.elapsed_s:.1f} s: {times})",
-                            rows=2))
+    tail.append(screen.line((summary.total_line(report), "bold"), f"  ({report.elapsed_s:.0f} s)",
+                            rows=2))   # time per layer: in the Markdown report
     for note in report.notes:
         tail.append(screen.line((clean(note), "yellow"), rows=2))
     budget = SCREEN - table_rows - sum(screen.rows_of(t) for t in head + tail)
