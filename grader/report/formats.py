@@ -49,7 +49,7 @@ def to_gradescope(report: GradeReport) -> dict:
         if cid in repeats:   # a traceback shown under several checks: in full only once
             text = f"{text.strip().splitlines()[0]}\n(the same error as {repeats[cid]}: its output has the rest)"
         if r.status not in ("passed", "not_run"):
-            text = f"[{r.status}] {text}\nHint: {r.hint}"
+            text = f"[{r.status}] {text}\nHint: {clean(r.hint)}"
             if cid in leads:
                 text += f"\nProbably the same cause as {leads[cid]}."
         printed = output_of(r)

@@ -90,7 +90,7 @@ def to_markdown(report: GradeReport) -> str:
                 out += [f"Same error as `{repeats[r.check.id]}` (above).", ""]
             else:
                 out += fenced(r.message) + [""]
-            out += [f"**Hint:** {r.hint}", ""]
+            out += [f"**Hint:** {inline(r.hint)}", ""]
             printed = summary.output_of(r)
             if printed:
                 out += ["Your code printed:", ""] + fenced(printed) + [""]

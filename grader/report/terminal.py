@@ -114,7 +114,7 @@ def _block(r, group: list, by_id: dict, repeats: dict, screen: Screen, full: boo
     elif r.message:
         out.append(screen.line(INDENT, clean(r.message).strip().split("\n")[0], rows=2 if full else 1))
     if r.hint:
-        out.append(screen.line(INDENT, ("hint: ", "cyan"), r.hint,
+        out.append(screen.line(INDENT, ("hint: ", "cyan"), clean(r.hint),
                                rows=2 if full else 1))
     printed = summary.output_of(by_id[r.check.id])
     if printed and full:
