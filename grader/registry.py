@@ -103,19 +103,34 @@ CHECKS: list[Check] = [
     # ---------------------------------------------------------------- tiled_attention (16)
     _C("tiled_attention.naive_matches_float64", "cpu", 2, "naive_attention matches a float64 reference",
        "Attention: S = Q K^T / sqrt(d), P = safe softmax of each row of S, O = P V."),
-    _C("tiled_attention.ragged_sizes", "cpu", 5, "tiled_attention on ragged sizes, Br != Bc, d = 64 and 128",
+    _C("tiled_attention.tiled_matches_float64", "cpu", 3, "tiled_attention matches a float64 reference (N a multiple of Br and Bc)",
        "The block rule: per query block keep m, l, acc; for each key block s = q k^T * scale, "
        "m_new = max(m, rowmax(s)), p = exp(s - m_new), alpha = exp(m - m_new), l = l*alpha + "
-       "rowsum(p), acc = acc*alpha + p v; at the end O = acc / l. Slices past N are shorter."),
-    _C("tiled_attention.memory_is_tiled", "cpu", 4, "peak memory stays near Br*Bc + N*d, never N x N",
+       "rowsum(p), acc = acc*alpha + p v; at the end O = acc / l."),
+    _C("tiled_attention.ragged_sizes", "cpu", 3, "tiled_attention on ragged sizes: N = 1, N < Br, N a multiple of neither block, Br != Bc",
+       "Slices past N are shorter: the last query block has N - i rows and the last key block "
+       "N - j keys. Slice with Q[i:i + Br], never assume a full block.",
+       follows=("tiled_attention.tiled_matches_float64",)),
+    _C("tiled_attention.memory_is_tiled", "cpu", 3, "peak memory stays near the output plus a few Br x Bc tiles, also outside tracemalloc",
        "Tiling: never build anything bigger than a Br x Bc score tile; S and P exist only a "
        "tile at a time (that is the whole point of FlashAttention), and the only N-sized array "
-       "is the output."),
-    _C("tiled_attention.max_in_last_block", "adversarial", 3, "correct when the row max sits in the last key block",
+       "is the output.",
+       follows=("tiled_attention.tiled_matches_float64", "tiled_attention.ragged_sizes")),
+    _C("tiled_attention.max_in_last_block", "adversarial", 2, "correct when the row max sits in the last key block",
        "Break It 2: right until the row max moves into a later key block. Is acc rescaled by "
-       "alpha, as l is?"),
-    _C("tiled_attention.large_scores", "adversarial", 2, "scores large enough to overflow exp without the running max",
-       "The running max is what keeps exp from overflowing: p = exp(s - m_new), never exp(s)."),
+       "alpha, as l is?",
+       follows=("tiled_attention.tiled_matches_float64", "tiled_attention.ragged_sizes")),
+    _C("tiled_attention.large_scores", "adversarial", 2, "scores large enough to overflow exp without the max subtracted (naive and tiled)",
+       "The running max is what keeps exp from overflowing: p = exp(s - m_new), never exp(s); "
+       "naive_attention subtracts each row's max.",
+       follows=("tiled_attention.naive_matches_float64", "tiled_attention.tiled_matches_float64",
+                "tiled_attention.ragged_sizes", "tiled_attention.max_in_last_block")),
+    _C("tiled_attention.negative_scores", "adversarial", 1, "rows whose scores are all far below 0 (naive and tiled)",
+       "The running max starts at -inf, not 0, and the softmax subtracts each row's own max: "
+       "with every score far below 0, exp(s) underflows to 0 and l = 0.",
+       follows=("tiled_attention.naive_matches_float64", "tiled_attention.tiled_matches_float64",
+                "tiled_attention.ragged_sizes", "tiled_attention.max_in_last_block",
+                "tiled_attention.large_scores")),
     # ---------------------------------------------------------------- softmax_triton (18)
     _C("softmax_triton.matches_float64", "interp", 5, "softmax matches float64 on awkward shapes, float32 and float16",
        "One program per row: load with mask = cols < n_cols, subtract the max, exp, sum, "

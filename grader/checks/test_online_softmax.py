@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 
+from grader import errors
 from grader.judge import reference
 from grader.judge.compare import EPS, Cases, CheckFailed, assert_close, state_rtol
 from grader.judge.inputs import chunks, randn
@@ -47,13 +48,17 @@ def assert_state(got, expected: tuple[float, float], what: str, seed: int, rtol:
     big = float(np.abs(np.asarray(x, dtype=np.float64)).max()) if x is not None and np.size(x) else abs(em) if math.isfinite(em) else 0.0
     m_tol = rtol * abs(em) + 2 * big * EPS["float32"] if math.isfinite(em) else 0.0
     if not (m == em or abs(m - em) <= m_tol):
-        raise CheckFailed(f"{what}: expected m = {em!r}, got m = {m!r} [seed {seed}]")
+        raise CheckFailed(f"{what}: expected m = {em!r}, got m = {m!r} [seed {seed}]",
+                          hint="m must be the largest value seen: is m updated at every step "
+                               "(m = m_new), and does it start at -inf?")
     l_at_ref = l * math.exp(m - em) if math.isfinite(em) and math.isfinite(m) else l
     l_rtol = rtol + 4 * big * EPS["float32"]
     if not math.isclose(l_at_ref, el, rel_tol=l_rtol, abs_tol=1e-12):
         raise CheckFailed(f"{what}: expected l = {el!r} (sum of exp(x - m)), got l = {l!r} "
                           f"(m = {m!r}), {abs(l_at_ref - el) / max(abs(el), 1e-300):.2g} relative "
-                          f"error against rtol={l_rtol:.2g} [seed {seed}]")
+                          f"error against rtol={l_rtol:.2g} [seed {seed}]",
+                          hint="m is right and l is not: every sum measured against an older "
+                               "max must be rescaled by exp(m_old - m_new) before it is added.")
 
 
 def _softmax_cases(sub, fn: str, rng, credit) -> None:
@@ -168,7 +173,13 @@ def test_empty_input(student, rng):
     for dtype in ("float64", "float32"):
         x = np.zeros(0, dtype=dtype)
         what = f"online_max_sum(x) of an empty {dtype} x"
-        m, l = _state(sub.online_max_sum(x), what)
+        try:
+            value = sub.online_max_sum(x)
+        except errors.StudentRaised as e:
+            raise CheckFailed(f"{what}: expected the empty state (-inf, 0.0), but the call raised "
+                              f"({e})", hint="Start from the empty state m = -inf, l = 0.0, not "
+                              "from x[0]: it is what n = 0 returns.") from None
+        m, l = _state(value, what)
         if not (m == float("-inf") and l == 0.0):
             raise CheckFailed(
                 f"{what}: expected the empty state (-inf, 0.0), got ({m!r}, {l!r})",

@@ -1,0 +1,65 @@
+"""Peak memory of a worker, measured from outside it: the kernel's count, not the student's.
+
+tracemalloc runs inside the worker and sees only what Python's and NumPy's allocators report; an
+anonymous mmap, a C extension or memory allocated at import escapes it. This module reads the
+worker's resident memory from /proc, in the trusted process:
+
+    base = fresh_baseline(sub)             # VmRSS of a fresh worker that imported an empty module
+    with peak_rss(sub) as peak:            # clear_refs resets VmHWM to the current RSS
+        r = sub.call("tiled_attention", ...)
+    peak["bytes"] - base                   # what the student's module and call hold at the peak
+
+Memory is absolute: the peak is judged against a fresh process's baseline, so whatever the
+student's module allocated at import, or kept from earlier calls, counts as well.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from pathlib import Path
+
+_BASELINES: dict[str, int] = {}
+
+
+def status_bytes(pid: int, field: str) -> int:
+    """A `kB` line of /proc/<pid>/status (VmRSS, VmHWM) in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"/proc/{pid}/status has no {field}")
+
+
+def reset_peak(pid: int) -> None:
+    """Reset the peak resident set (VmHWM) to the current one (Linux >= 4.0)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def available() -> bool:
+    return Path("/proc/self/clear_refs").exists()
+
+
+@contextlib.contextmanager
+def peak_rss(sub):
+    """VmHWM of `sub`'s worker over the block (the peak resident bytes): result["bytes"]."""
+    pid = sub.worker_pid
+    reset_peak(pid)
+    result = {"pid": pid, "before": status_bytes(pid, "VmRSS")}
+    yield result
+    result["bytes"] = status_bytes(pid, "VmHWM")
+
+
+def fresh_baseline(sub) -> int:
+    """VmRSS of a fresh worker like `sub`'s (same exercise name and mode) whose module is empty:
+    the memory no submission can avoid. Measured once per grading run and mode."""
+    from grader.sandbox.launcher import Submission
+
+    if sub.mode not in _BASELINES:
+        with tempfile.TemporaryDirectory(prefix="grader-baseline-") as tmp:
+            (Path(tmp) / f"{sub.exercise}.py").write_text("")
+            empty = Submission(sub.exercise, Path(tmp), sub.mode, Path(tmp) / "scratch")
+            try:
+                _BASELINES[sub.mode] = status_bytes(empty.worker_pid, "VmRSS")
+            finally:
+                empty.close()
+    return _BASELINES[sub.mode]
