@@ -83,7 +83,6 @@ def _naive(sub, Q, K, V, case: str, seed: int):
                  case=f"N={Q.shape[0]}, d={Q.shape[1]}, {Q.dtype.name}, {case}", seed=seed)
 
 
-# memory_is_tiled comes first: the worker is then fresh, with nothing left from earlier checks
 @pytest.mark.check("tiled_attention.memory_is_tiled")
 def test_memory_is_tiled(student, rng):
     """N = 2011 with Br = Bc = 16 and d = 16: N is much larger than a tile, so a strip of N
@@ -92,16 +91,18 @@ def test_memory_is_tiled(student, rng):
       tracemalloc in the worker: Python and NumPy allocations (evidence from inside);
       VmHWM of the worker, reset before the call and read by this process (grader/judge/memory.py):
       everything resident, an anonymous mmap included, against a fresh worker's baseline, so
-      memory allocated at import counts."""
+      memory allocated at import counts. The call runs in a fresh worker of its own."""
     sub = student()
     N, d, Br, Bc, dtype = 2011, 16, 16, 16, "float32"
     Q, K, V = _max_in_first_key(rng, N, d, dtype)
     what = f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})"
     case = f"N={N}, d={d}, {dtype}"
     item = np.dtype(dtype).itemsize
-    baseline = memory.fresh_baseline(sub) if memory.available() else None
-    with memory.peak_rss(sub) if baseline is not None else _nothing() as rss:
-        res = sub.call("tiled_attention", Q, K, V, Br=Br, Bc=Bc, opts={"tracemalloc": True})
+    # a worker of its own, fresh: memory kept by earlier calls does not count, import does
+    with memory.fresh_worker(sub) as fresh:
+        baseline = memory.fresh_baseline(fresh) if memory.available() else None
+        with memory.peak_rss(fresh) if baseline is not None else _nothing() as rss:
+            res = fresh.call("tiled_attention", Q, K, V, Br=Br, Bc=Bc, opts={"tracemalloc": True})
     assert_close(res.value, reference.attention(Q, K, V), what=what, input_dtype=dtype, terms=N,
                  case=case, seed=rng.seed)
     # the output may be float64 for float32 input (the policy in grader/judge/compare.py)

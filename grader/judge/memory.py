@@ -4,13 +4,17 @@ tracemalloc runs inside the worker and sees only what Python's and NumPy's alloc
 anonymous mmap, a C extension or memory allocated at import escapes it. This module reads the
 worker's resident memory from /proc, in the trusted process:
 
-    base = fresh_baseline(sub)             # VmRSS of a fresh worker that imported an empty module
-    with peak_rss(sub) as peak:            # clear_refs resets VmHWM to the current RSS
-        r = sub.call("tiled_attention", ...)
-    peak["bytes"] - base                   # what the student's module and call hold at the peak
+    with fresh_worker(sub) as fresh:           # a new worker: nothing left from earlier checks
+        base = fresh_baseline(fresh)           # VmRSS of a fresh worker that imported an empty module
+        with peak_rss(fresh) as peak:          # clear_refs resets VmHWM to the current RSS
+            r = fresh.call("tiled_attention", ...)
+    peak["bytes"] - base                       # what the student's module and call hold at the peak
 
 Memory is absolute: the peak is judged against a fresh process's baseline, so whatever the
-student's module allocated at import, or kept from earlier calls, counts as well.
+student's module allocated at import counts as well. The call runs in a worker of its own, fresh
+for it: memory the C allocator kept from earlier checks' calls (glibc does not hand a freed heap
+back at once; 16 MB stayed after naive_attention at N = 1000) would otherwise count against
+the student.
 """
 
 from __future__ import annotations
@@ -47,6 +51,17 @@ def peak_rss(sub):
     result = {"pid": pid, "before": status_bytes(pid, "VmRSS")}
     yield result
     result["bytes"] = status_bytes(pid, "VmHWM")
+
+
+@contextlib.contextmanager
+def fresh_worker(sub):
+    """A new worker for `sub`'s exercise, made like `sub`, for one measurement; closed after."""
+    fresh = type(sub)(sub.exercise, sub.directory, sub.mode,
+                      sub.scratch.parent / f"{sub.scratch.name}-memory")
+    try:
+        yield fresh
+    finally:
+        fresh.close()
 
 
 def fresh_baseline(sub) -> int:

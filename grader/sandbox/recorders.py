@@ -140,13 +140,19 @@ class ReadRecorder:
         return getattr(ufunc, method)(*inputs, **kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
+        looks = func in _METADATA_ONLY   # np.result_type(x, ...), np.shape(x): no values read
+
         def unwrap(a):
             if isinstance(a, ReadRecorder):
-                return a._whole(f"np.{func.__name__}(x)")
+                return a._a if looks else a._whole(f"np.{func.__name__}(x)")
             if isinstance(a, (list, tuple)):
                 return type(a)(unwrap(b) for b in a)
             return a
         return func(*unwrap(list(args)), **kwargs)
+
+    @property
+    def flat(self):
+        return iter(self)
 
     def __float__(self):
         return float(self._whole("float(x)"))
@@ -162,6 +168,8 @@ def _method(name: str):
     return method
 
 
+_METADATA_ONLY = {np.result_type, np.shape, np.ndim, np.size, np.iscomplexobj, np.isrealobj,
+                  np.empty_like, np.zeros_like, np.ones_like, np.can_cast, np.min_scalar_type}
 _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "pow": "**", "matmul": "@",
             "floordiv": "//", "mod": "%", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==",
             "ne": "!=", "neg": "-x", "pos": "+x", "abs": "abs(x)"}
