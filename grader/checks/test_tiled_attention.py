@@ -225,8 +225,9 @@ def test_max_in_last_block(student, rng):
 
 
 @pytest.mark.check("tiled_attention.large_scores")
-def test_large_scores(student, rng):
+def test_large_scores(student, rng, credit):
     sub = student()
+    cases = Cases(credit)
     # float32 exp overflows above 88.7, float64 above 709.8. Integer Q and K with d = 64 make
     # every score an exact multiple of 1/8 (scale = 1/8), so float32 loses nothing to rounding
     # the scores and the usual tolerance holds at scores in the hundreds.
@@ -245,38 +246,42 @@ def test_large_scores(student, rng):
         Q[:, 0] = K[:, 0] = offset
         inputs.append((Q, K, V, f"every score near {offset * offset // 8}"))
         for Q, K, V, case in inputs:
-            try:
-                _tiled(sub, Q, K, V, Br, Bc, case, rng.seed)
-                _naive(sub, Q, K, V, case, rng.seed)
-            except CheckFailed as e:
-                raise CheckFailed(str(e), hint=hint if _blew_up(e) else OFF_BUT_FINITE) from None
+            for fn in (_tiled, _naive):
+                with cases.case(f"{fn.__name__[1:]}_attention, N={N}, d={d}, {dtype}, {case}",
+                                seed=rng.seed):
+                    try:
+                        fn(sub, Q, K, V, *((Br, Bc) if fn is _tiled else ()), case, rng.seed)
+                    except CheckFailed as e:
+                        raise CheckFailed(str(e), hint=hint if _blew_up(e) else OFF_BUT_FINITE) from None
+    cases.finish()
 
 
 @pytest.mark.check("tiled_attention.negative_scores")
-def test_negative_scores(student, rng):
+def test_negative_scores(student, rng, credit):
     sub = student()
+    cases = Cases(credit)
     # Every score of row i is near -o_i: Q[i, 0] = sqrt(d) * o_i against K[:, 0] = -1, the other
     # coordinates in {-1, 0, 1} (spread ~0.66). With o_i from 22 to 140 in float32 (exp
     # underflows below -103) and from 700 to 1100 in float64 (below -745), exp(s - 0) is 0 or
     # subnormal in many rows: a running max that starts at 0, or no max at all, gives l = 0
     # and NaN there. exp(s - m) with the row's own max is 1 at the max, whatever the scores.
     N, d, Br, Bc = 257, 64, 32, 48
+    hints = {_tiled: "Start the running max at -inf (m = np.full(br, -np.inf)), not at 0: when "
+                     "every score is far below 0, exp(s - 0) underflows to 0, l stays 0 and "
+                     "acc / l is NaN.",
+             _naive: "Safe softmax: subtract each row's own max before exp; without it, scores "
+                     "far below 0 underflow to 0 and the row sum is 0."}
     for dtype, low, high in (("float32", 22, 140), ("float64", 700, 1100)):
         Q, K = (rng.integers(-1, 2, (N, d)).astype(np.float64) for _ in range(2))
         Q[:, 0] = np.sqrt(d) * rng.integers(low, high + 1, N)
         K[:, 0] = -1.0
         Q, K, V = Q.astype(dtype), K.astype(dtype), randn(rng, (N, d), dtype)
         case = f"every score of each row between -{high} and -{low}"
-        try:
-            _tiled(sub, Q, K, V, Br, Bc, case, rng.seed)
-        except CheckFailed as e:
-            raise CheckFailed(str(e), hint=OFF_BUT_FINITE if not _blew_up(e) else
-                              "Start the running max at -inf (m = np.full(br, -np.inf)), not at "
-                              "0: when every score is far below 0, exp(s - 0) underflows to 0, "
-                              "l stays 0 and acc / l is NaN.") from None
-        try:
-            _naive(sub, Q, K, V, case, rng.seed)
-        except CheckFailed as e:
-            raise CheckFailed(str(e), hint=OFF_BUT_FINITE if not _blew_up(e) else
-                              "Safe softmax: subtract each row's own max before exp; without "
-                              "it, scores far below 0 underflow to 0 and the row sum is 0.") from None
+        for fn in (_tiled, _naive):
+            with cases.case(f"{fn.__name__[1:]}_attention, N={N}, d={d}, {dtype}, {case}",
+                            seed=rng.seed):
+                try:
+                    fn(sub, Q, K, V, *((Br, Bc) if fn is _tiled else ()), case, rng.seed)
+                except CheckFailed as e:
+                    raise CheckFailed(str(e), hint=hints[fn] if _blew_up(e) else OFF_BUT_FINITE) from None
+    cases.finish()

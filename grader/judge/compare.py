@@ -186,7 +186,9 @@ class Cases:
         label, first = self.raised[0]
         if len(self.raised) == self.total:
             raise type(first)(f"every case raised; the first ({label}): {first}") from None
-        names = "; ".join(label for label, _ in self.raised)
+        names = "; ".join(label for label, _ in self.raised[:3])
+        if len(self.raised) > 3:
+            names += f"; and {len(self.raised) - 3} more"
         self.credit.set((self.total - len(self.raised)) / self.total,
                         f"{len(self.raised)} of {self.total} cases raised an exception and earn "
                         f"nothing ({names}); the first: {first}")
