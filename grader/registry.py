@@ -90,7 +90,7 @@ CHECKS: list[Check] = [
        "Start from the empty state m = -inf, l = 0.0, not from x[0]: n = 0 returns it unchanged."),
     _C("online_softmax.no_overflow", "adversarial", 1, "[1000, 1001, 1002] gives no inf or nan",
        "Safe softmax: subtract the row max before exp, so no exponent is positive and "
-       "nothing overflows (exp(1000) is inf even in float64).",
+       "nothing overflows (exp(1000) is inf even in float64, and inf / inf is NaN).",
        follows=("online_softmax.online_max_sum",)),
     _C("online_softmax.single_element", "adversarial", 1, "a single element has softmax 1 and state (x, 1)",
        "A single element: m = x[0], l = exp(0) = 1, softmax [1.0]. Does a loop or a slice skip it?",
@@ -112,9 +112,9 @@ CHECKS: list[Check] = [
        "N - j keys. Slice with Q[i:i + Br], never assume a full block.",
        follows=("tiled_attention.tiled_matches_float64",)),
     _C("tiled_attention.memory_is_tiled", "cpu", 3, "peak memory stays near the output plus a few Br x Bc tiles, also outside tracemalloc",
-       "Tiling: never build anything bigger than a Br x Bc score tile; S and P exist only a "
-       "tile at a time (that is the whole point of FlashAttention), and the only N-sized array "
-       "is the output.",
+       "Tiling: never build anything bigger than a Br x Bc score tile (no N x N scores, no "
+       "row of N scores); S and P exist only a tile at a time (that is the whole point of "
+       "FlashAttention), and the only N-sized array is the output.",
        follows=("tiled_attention.tiled_matches_float64", "tiled_attention.ragged_sizes")),
     _C("tiled_attention.max_in_last_block", "adversarial", 2, "correct when the row max sits in the last key block",
        "Break It 2: right until the row max moves into a later key block. Is acc rescaled by "

@@ -126,8 +126,8 @@ def test_memory_is_tiled(student, rng):
             f"(the output + 4 tile steps + 8 KiB), got {peak} bytes as tracemalloc saw it: "
             f"{extra} bytes beyond the output, {cause}. {sizes}",
             hint="Tiling: build one (Br, Bc) score tile at a time from q = Q[i:i+Br] and "
-                 "k = K[j:j+Bc]; never a whole row of N scores, a Br x N strip, or a copy of "
-                 "Q, K or V. The only N-sized array is the output.")
+                 "k = K[j:j+Bc]; never the N x N scores, a whole row of N scores, a Br x N "
+                 "strip, or a copy of Q, K or V. The only N-sized array is the output.")
     if peak < output:  # the output itself is allocated during the call
         raise CheckFailed(
             f"{what} ({case}) [seed {rng.seed}]: tracemalloc saw a peak of {peak} bytes, less "
