@@ -98,7 +98,8 @@ def test_online_max_sum(student, rng, credit):
 def test_one_pass(student, rng, credit):
     """online_max_sum gets an array that logs its reads (grader/sandbox/recorders.py): a whole
     read (x.max(), np.exp(x), x - m, np.asarray(x)) covers all of x; element-wise or chunk-wise
-    reading in order is one pass; going back to the start is a second pass."""
+    reading in order is one pass; going back to the start is a second pass. Not seen: two passes
+    over a copy made first with np.asarray(x) (that copy is a plain ndarray)."""
     sub = student()
     cases = Cases(credit)
     for n, dtype in ((1000, "float64"), (333, "float32"), (7, "float64")):
@@ -106,7 +107,15 @@ def test_one_pass(student, rng, credit):
         case = f"n={n}, {dtype}, randn * 10"
         what = f"online_max_sum(x) ({case}) [seed {rng.seed}]"
         with cases.case(case, seed=rng.seed):
-            r = sub.call("online_max_sum", Trusted("read_recorder", params={"values": x, "dtype": dtype}))
+            try:
+                r = sub.call("online_max_sum",
+                             Trusted("read_recorder", params={"values": x, "dtype": dtype}))
+            except errors.StudentRaised as e:
+                raise CheckFailed(
+                    f"{what}: raised when given the grader's recording array: {e}",
+                    hint="Here x is an array-like that logs how it is read (len, dtype, x[i], "
+                         "iteration, slices, np.asarray(x) and NumPy functions all work on it; "
+                         "isinstance(x, np.ndarray) is False). np.asarray(x) gives an ndarray.") from None
             assert_state(r.value, reference.max_sum(x), what, rng.seed, state_rtol(dtype, n), x)
             reads = (r.extras.get("reads") or [{}])[0]
             passes = int(reads.get("passes", 0))

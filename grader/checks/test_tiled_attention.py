@@ -200,8 +200,9 @@ def test_ragged_sizes(student, rng, credit):
 
 
 @pytest.mark.check("tiled_attention.max_in_last_block")
-def test_max_in_last_block(student, rng):
+def test_max_in_last_block(student, rng, credit):
     sub = student()
+    cases = Cases(credit)
     # (N, d, Br, Bc): the last key block is short (8, 1 and 40 keys)
     for dtype in DTYPES:
         for N, d, Br, Bc in ((200, 64, 32, 48), (113, 128, 64, 16), (1000, 64, 64, 64)):
@@ -215,13 +216,16 @@ def test_max_in_last_block(student, rng):
             Q[:, 0] = 1.0
             K[-boosted:, 0] += round(10 * np.sqrt(d))
             Q, K, V = Q.astype(dtype), K.astype(dtype), randn(rng, (N, d), dtype)
-            try:
-                _tiled(sub, Q, K, V, Br, Bc, f"row max in the last key block (last {boosted} keys)",
-                       rng.seed)
-            except CheckFailed as e:
-                raise CheckFailed(str(e), hint="Break It 2: right until the row max moves into a "
-                                  "later key block. Is acc rescaled by alpha = exp(m - m_new), "
-                                  "as l is?") from None
+            with cases.case(f"N={N}, d={d}, {dtype}, Br={Br}, Bc={Bc}", seed=rng.seed):
+                try:
+                    _tiled(sub, Q, K, V, Br, Bc,
+                           f"Br={Br}, Bc={Bc}, row max in the last key block (last {boosted} keys)",
+                           rng.seed)
+                except CheckFailed as e:
+                    raise CheckFailed(str(e), hint="Break It 2: right until the row max moves into "
+                                      "a later key block. Is acc rescaled by alpha = "
+                                      "exp(m - m_new), as l is?") from None
+    cases.finish()
 
 
 @pytest.mark.check("tiled_attention.large_scores")
