@@ -13,7 +13,7 @@ CHECKS = [
        "names the case that differed (length, dtype, scale, which call).",
        follows=("online_softmax.safe_matches_float64", "online_softmax.online_max_sum",
                 "online_softmax.online_matches_float64", "online_softmax.low_precision_input",
-                "online_softmax.single_element")),
+                "online_softmax.single_element", "online_softmax.no_overflow")),
     _C("online_softmax.inputs_untouched", "adversarial", 1, "x is unchanged after every call",
        "The inputs belong to the caller: work on copies or new arrays (x -= x.max() changes the "
        "caller's array). The message says which function changed x, where, and how.",

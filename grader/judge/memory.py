@@ -23,7 +23,7 @@ import contextlib
 import tempfile
 from pathlib import Path
 
-_BASELINES: dict[str, int] = {}
+_BASELINES: dict[str, int | None] = {}
 
 
 def status_bytes(pid: int, field: str) -> int:
@@ -43,14 +43,25 @@ def available() -> bool:
     return Path("/proc/self/clear_refs").exists()
 
 
+class Unmeasurable(Exception):
+    """The worker's peak could not be read or reset, where a fresh worker's could: something in
+    the submission changed its process (PR_SET_DUMPABLE, for one). Checks count it as failed."""
+
+
 @contextlib.contextmanager
 def peak_rss(sub):
     """VmHWM of `sub`'s worker over the block (the peak resident bytes): result["bytes"]."""
     pid = sub.worker_pid
-    reset_peak(pid)
-    result = {"pid": pid, "before": status_bytes(pid, "VmRSS")}
+    try:
+        reset_peak(pid)
+        result = {"pid": pid, "before": status_bytes(pid, "VmRSS")}
+    except OSError as e:
+        raise Unmeasurable(f"could not reset the worker's peak memory ({e})") from None
     yield result
-    result["bytes"] = status_bytes(pid, "VmHWM")
+    try:
+        result["bytes"] = status_bytes(pid, "VmHWM")
+    except OSError as e:
+        raise Unmeasurable(f"could not read the worker's peak memory ({e})") from None
 
 
 @contextlib.contextmanager
@@ -64,17 +75,24 @@ def fresh_worker(sub):
         fresh.close()
 
 
-def fresh_baseline(sub) -> int:
+def fresh_baseline(sub) -> int | None:
     """VmRSS of a fresh worker like `sub`'s (same exercise name and mode) whose module is empty:
-    the memory no submission can avoid. Measured once per grading run and mode."""
+    the memory no submission can avoid. Measured once per grading run and mode. None where this
+    machine does not let the grader reset a worker's peak (then only tracemalloc is evidence)."""
     from grader.sandbox.launcher import Submission
 
+    if not available():
+        return None
     if sub.mode not in _BASELINES:
         with tempfile.TemporaryDirectory(prefix="grader-baseline-") as tmp:
             (Path(tmp) / f"{sub.exercise}.py").write_text("")
             empty = Submission(sub.exercise, Path(tmp), sub.mode, Path(tmp) / "scratch")
             try:
-                _BASELINES[sub.mode] = status_bytes(empty.worker_pid, "VmRSS")
+                pid = empty.worker_pid
+                reset_peak(pid)
+                _BASELINES[sub.mode] = status_bytes(pid, "VmRSS")
+            except OSError:
+                _BASELINES[sub.mode] = None
             finally:
                 empty.close()
     return _BASELINES[sub.mode]
