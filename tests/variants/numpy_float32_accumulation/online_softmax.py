@@ -1,3 +1,4 @@
+# Correct variant (tests/variants): everything accumulated in float32 whatever the input dtype; must score full marks.
 """Online softmax: the running max and running sum that FlashAttention is built on (reference).
 
 Lesson sections "Softmax, the safe way" and "Online softmax: keep a running max and a running sum";

@@ -1,3 +1,4 @@
+# Correct variant (tests/variants): float64 outputs whatever the input dtype; must score full marks.
 """Tiled attention in NumPy: FlashAttention's forward pass without the GPU (reference).
 
 Lesson sections "From a sum to an output row" and "FlashAttention's forward pass"; this is the

@@ -1,3 +1,4 @@
+# Wrong on purpose (tests/wrong): naive_attention without the max subtraction: right on scores near 0, inf/inf = NaN once exp overflows (issue 11).
 """Tiled attention in NumPy: FlashAttention's forward pass without the GPU (reference).
 
 Lesson sections "From a sum to an output row" and "FlashAttention's forward pass"; this is the

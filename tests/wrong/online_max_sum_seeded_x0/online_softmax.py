@@ -1,3 +1,4 @@
+# Wrong on purpose (tests/wrong): online_max_sum seeded with x[0]: right for n >= 1, but the stub promises (-inf, 0.0) for n = 0.
 """Online softmax: the running max and running sum that FlashAttention is built on (reference).
 
 Lesson sections "Softmax, the safe way" and "Online softmax: keep a running max and a running sum";

@@ -1,3 +1,4 @@
+# Wrong on purpose (tests/wrong): Two vectorised passes instead of one online pass: the right (m, l) by the lesson's other algorithm.
 """Online softmax: the running max and running sum that FlashAttention is built on (reference).
 
 Lesson sections "Softmax, the safe way" and "Online softmax: keep a running max and a running sum";

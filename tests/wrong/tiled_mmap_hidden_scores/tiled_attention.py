@@ -1,3 +1,4 @@
+# Wrong on purpose (tests/wrong): The full N x N score matrix in an anonymous mmap, invisible to tracemalloc: the worker's resident memory (VmHWM) shows it (issue 9).
 """Tiled attention in NumPy: FlashAttention's forward pass without the GPU (reference).
 
 Lesson sections "From a sum to an output row" and "FlashAttention's forward pass"; this is the

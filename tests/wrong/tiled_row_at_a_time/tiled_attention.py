@@ -1,3 +1,4 @@
+# Wrong on purpose (tests/wrong): tiled_attention as one row at a time (K @ q, safe softmax, @ V), ignoring Br and Bc: right values, but a strip of N scores per row instead of a Br x Bc tile (issue 11).
 """Tiled attention in NumPy: FlashAttention's forward pass without the GPU (reference).
 
 Lesson sections "From a sum to an output row" and "FlashAttention's forward pass"; this is the

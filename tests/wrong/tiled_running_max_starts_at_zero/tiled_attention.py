@@ -1,3 +1,4 @@
+# Wrong on purpose (tests/wrong): The running max starts at 0 instead of -inf: right unless every score of a row is far below 0, where exp(s - 0) underflows and l = 0 (issue 11).
 """Tiled attention in NumPy: FlashAttention's forward pass without the GPU (reference).
 
 Lesson sections "From a sum to an output row" and "FlashAttention's forward pass"; this is the
