@@ -47,8 +47,9 @@ def tiled_attention(Q, K, V, Br=64, Bc=64):
         Bc: rows per key/value block (one step of the inner loop).
     Returns:
         (N, d) same dtype as Q, equal to naive_attention(Q, K, V) up to rounding. The largest
-        temporary may be one (Br, Bc) score tile; the only N-sized array is the output (the
-        grader measures peak memory with tracemalloc).
+        temporary may be one (Br, Bc) score tile; the only N-sized array is the output: no copy
+        of Q, K or V, no row of N scores (the grader measures peak memory with tracemalloc and
+        the worker's resident memory, at N much larger than Br and Bc).
     """
     N, d = Q.shape
     scale = 1.0 / np.sqrt(d)

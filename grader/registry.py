@@ -67,41 +67,70 @@ LAYERS = {l.name: l for l in [
 _C = Check
 CHECKS: list[Check] = [
     # ---------------------------------------------------------------- online_softmax (16)
-    _C("online_softmax.safe_matches_float64", "cpu", 2, "softmax_safe matches a float64 softmax",
+    _C("online_softmax.safe_matches_float64", "cpu", 2, "softmax_safe matches a float64 softmax (float64 input)",
        "Safe softmax: three passes, m = max(x), l = sum(exp(x - m)), out = exp(x - m) / l."),
-    _C("online_softmax.online_max_sum", "cpu", 3, "online_max_sum returns the one-pass (m, l)",
+    _C("online_softmax.online_max_sum", "cpu", 2, "online_max_sum returns the (m, l) of x (float64 input)",
        "Online softmax: m_new = max(m, x); l = l * exp(m - m_new) + exp(x - m_new); start at "
        "m = -inf, l = 0. Is m updated every step, and l rescaled when it moves?"),
-    _C("online_softmax.online_matches_float64", "cpu", 2, "softmax_online matches a float64 softmax",
-       "Online softmax: one pass for (m, l), then out = exp(x - m) / l."),
-    _C("online_softmax.merge_chunks", "cpu", 4, "seven uneven chunks merged in any order give the one-pass (m, l)",
+    _C("online_softmax.one_pass", "cpu", 2, "online_max_sum reads x once, in order",
+       "Online softmax is one pass: one element at a time, a running max m and a running sum l "
+       "rescaled by exp(m_old - m_new) when m moves. x.max() then exp(x - m).sum() is two passes.",
+       follows=("online_softmax.online_max_sum",)),
+    _C("online_softmax.online_matches_float64", "cpu", 2, "softmax_online matches a float64 softmax (float64 input)",
+       "Online softmax: one pass for (m, l), then out = exp(x - m) / l.",
+       follows=("online_softmax.online_max_sum",)),
+    _C("online_softmax.merge_chunks", "cpu", 3, "seven uneven chunks' (m, l) merged in any order give the whole row's",
        "The merge rule: m = max(ma, mb); l = la * exp(ma - m) + lb * exp(mb - m). Both sums "
-       "must be rescaled to the new max before adding."),
+       "must be rescaled to the new max before adding.",
+       follows=("online_softmax.merge_empty_identity",)),
     _C("online_softmax.merge_empty_identity", "cpu", 1, "merging with the empty state (-inf, 0) changes nothing",
        "The empty state (m = -inf, l = 0) is the identity of merge: exp(-inf) = 0 makes the "
        "empty sum vanish; watch for -inf - (-inf) = nan when both sides are empty."),
-    _C("online_softmax.no_overflow", "adversarial", 2, "[1000, 1001, 1002] gives no inf or nan",
+    _C("online_softmax.empty_input", "adversarial", 1, "online_max_sum of an empty x is the empty state (-inf, 0)",
+       "Start from the empty state m = -inf, l = 0.0, not from x[0]: n = 0 returns it unchanged."),
+    _C("online_softmax.no_overflow", "adversarial", 1, "[1000, 1001, 1002] gives no inf or nan",
        "Safe softmax: subtract the row max before exp, so no exponent is positive and "
-       "nothing overflows (exp(1000) is inf even in float64)."),
-    _C("online_softmax.edge_inputs", "adversarial", 2, "length 1 and float16 input",
-       "A single element has softmax 1.0; float16 input overflows exp above 11.09, so "
-       "subtract the max and accumulate in float32 or float64."),
+       "nothing overflows (exp(1000) is inf even in float64, and inf / inf is NaN).",
+       follows=("online_softmax.online_max_sum",)),
+    _C("online_softmax.single_element", "adversarial", 1, "a single element has softmax 1 and state (x, 1)",
+       "A single element: m = x[0], l = exp(0) = 1, softmax [1.0]. Does a loop or a slice skip it?",
+       follows=("online_softmax.online_max_sum", "online_softmax.empty_input")),
+    _C("online_softmax.low_precision_input", "adversarial", 1, "float16 and float32 input, scores past exp's overflow",
+       "float16 exp overflows above 11.09 and float32 above 88.7: subtract the max, and "
+       "accumulate in float32 or float64; any float output at least as precise as x is fine.",
+       follows=("online_softmax.safe_matches_float64", "online_softmax.online_matches_float64",
+                "online_softmax.online_max_sum", "online_softmax.no_overflow")),
     # ---------------------------------------------------------------- tiled_attention (16)
     _C("tiled_attention.naive_matches_float64", "cpu", 2, "naive_attention matches a float64 reference",
        "Attention: S = Q K^T / sqrt(d), P = safe softmax of each row of S, O = P V."),
-    _C("tiled_attention.ragged_sizes", "cpu", 5, "tiled_attention on ragged sizes, Br != Bc, d = 64 and 128",
+    _C("tiled_attention.tiled_matches_float64", "cpu", 3, "tiled_attention matches a float64 reference (N a multiple of Br and Bc)",
        "The block rule: per query block keep m, l, acc; for each key block s = q k^T * scale, "
        "m_new = max(m, rowmax(s)), p = exp(s - m_new), alpha = exp(m - m_new), l = l*alpha + "
-       "rowsum(p), acc = acc*alpha + p v; at the end O = acc / l. Slices past N are shorter."),
-    _C("tiled_attention.memory_is_tiled", "cpu", 4, "peak memory stays near Br*Bc + N*d, never N x N",
-       "Tiling: never build anything bigger than a Br x Bc score tile; S and P exist only a "
-       "tile at a time (that is the whole point of FlashAttention), and the only N-sized array "
-       "is the output."),
-    _C("tiled_attention.max_in_last_block", "adversarial", 3, "correct when the row max sits in the last key block",
+       "rowsum(p), acc = acc*alpha + p v; at the end O = acc / l."),
+    _C("tiled_attention.ragged_sizes", "cpu", 3, "tiled_attention on ragged sizes: N = 1, N < Br, N a multiple of neither block, Br != Bc",
+       "Slices past N are shorter: the last query block has N - i rows and the last key block "
+       "N - j keys. Slice with Q[i:i + Br], never assume a full block.",
+       follows=("tiled_attention.tiled_matches_float64",)),
+    _C("tiled_attention.memory_is_tiled", "cpu", 3, "peak memory stays near the output plus a few Br x Bc tiles, also outside tracemalloc",
+       "Tiling: never build anything bigger than a Br x Bc score tile (no N x N scores, no "
+       "row of N scores); S and P exist only a tile at a time (that is the whole point of "
+       "FlashAttention), and the only N-sized array is the output.",
+       follows=("tiled_attention.tiled_matches_float64", "tiled_attention.ragged_sizes")),
+    _C("tiled_attention.max_in_last_block", "adversarial", 2, "correct when the row max sits in the last key block",
        "Break It 2: right until the row max moves into a later key block. Is acc rescaled by "
-       "alpha, as l is?"),
-    _C("tiled_attention.large_scores", "adversarial", 2, "scores large enough to overflow exp without the running max",
-       "The running max is what keeps exp from overflowing: p = exp(s - m_new), never exp(s)."),
+       "alpha, as l is?",
+       follows=("tiled_attention.tiled_matches_float64", "tiled_attention.ragged_sizes")),
+    _C("tiled_attention.large_scores", "adversarial", 2, "scores large enough to overflow exp without the max subtracted (naive and tiled)",
+       "The running max is what keeps exp from overflowing: p = exp(s - m_new), never exp(s); "
+       "naive_attention subtracts each row's max.",
+       follows=("tiled_attention.naive_matches_float64", "tiled_attention.tiled_matches_float64",
+                "tiled_attention.ragged_sizes", "tiled_attention.max_in_last_block")),
+    _C("tiled_attention.negative_scores", "adversarial", 1, "rows whose scores are all far below 0 (naive and tiled)",
+       "The running max starts at -inf, not 0, and the softmax subtracts each row's own max: "
+       "with every score far below 0, exp(s) underflows to 0 and l = 0.",
+       follows=("tiled_attention.naive_matches_float64", "tiled_attention.tiled_matches_float64",
+                "tiled_attention.ragged_sizes", "tiled_attention.max_in_last_block",
+                "tiled_attention.large_scores")),
     # ---------------------------------------------------------------- softmax_triton (18)
     _C("softmax_triton.matches_float64", "interp", 5, "softmax matches float64 on awkward shapes, float32 and float16",
        "One program per row: load with mask = cols < n_cols, subtract the max, exp, sum, "

@@ -9,19 +9,28 @@ CHECKS = [
     # ---------------------------------------------------------------- online_softmax (3)
     _C("online_softmax.hidden_shapes", "cpu", 2,
        "other lengths, scales and dtypes, each shape twice with fresh values",
-       "Nothing may depend on the public checks' lengths or on earlier calls: compute every "
-       "answer from the x you are given (safe softmax: subtract the max, exp, sum, divide)."),
+       "The public checks' ideas on lengths, scales and dtypes they do not use; the message "
+       "names the case that differed (length, dtype, scale, which call).",
+       follows=("online_softmax.safe_matches_float64", "online_softmax.online_max_sum",
+                "online_softmax.online_matches_float64", "online_softmax.low_precision_input",
+                "online_softmax.single_element", "online_softmax.no_overflow")),
     _C("online_softmax.inputs_untouched", "adversarial", 1, "x is unchanged after every call",
-       "Work on copies or new arrays: x -= x.max() changes the caller's array. The inputs "
-       "belong to the caller."),
+       "The inputs belong to the caller: work on copies or new arrays (x -= x.max() changes the "
+       "caller's array). The message says which function changed x, where, and how.",
+       follows=("online_softmax.safe_matches_float64", "online_softmax.online_max_sum",
+                "online_softmax.online_matches_float64")),
     # ---------------------------------------------------------------- tiled_attention (4)
     _C("tiled_attention.hidden_shapes", "cpu", 3,
        "other N, d, Br and Bc (none a power of two), each shape twice with fresh values",
        "The block rule with any Br and Bc: slices past N are shorter, m, l and acc restart for "
-       "every query block, and nothing may be remembered from an earlier call."),
+       "every query block; the message names the case that differed.",
+       follows=("tiled_attention.naive_matches_float64", "tiled_attention.tiled_matches_float64",
+                "tiled_attention.ragged_sizes", "tiled_attention.max_in_last_block")),
     _C("tiled_attention.inputs_untouched", "adversarial", 1, "Q, K and V are unchanged after every call",
-       "Scale the scores tile (s *= scale), not Q in place: Q *= scale changes the caller's "
-       "array. The inputs belong to the caller."),
+       "The inputs belong to the caller: work on copies or new arrays (scale the score tile, "
+       "s *= scale, rather than Q in place). The message names the array that changed.",
+       follows=("tiled_attention.naive_matches_float64", "tiled_attention.tiled_matches_float64",
+                "tiled_attention.ragged_sizes", "tiled_attention.max_in_last_block")),
     # ---------------------------------------------------------------- softmax_triton (3)
     _C("softmax_triton.hidden_shapes", "interp", 2,
        "other shapes, each twice with fresh values, computed by the kernel",

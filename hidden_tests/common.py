@@ -30,7 +30,8 @@ def assert_untouched(before: list, after: list, names: list[str], what: str, see
                 f"{what} [seed {seed}]: changed its input {name}: {int(changed.sum())} of "
                 f"{old.size} elements differ after the call (at {where(idx)}: was {old[idx]:.6g}, "
                 f"now {new[idx]:.6g}). The inputs belong to the caller: work on copies or new "
-                f"arrays.")
+                f"arrays.", hint=f"{name} was changed in place by the call: leave {name} as it "
+                             f"came, and compute into a copy or a new array.")
 
 
 def assert_guards_untouched(guards: list, names: list[str], what: str, seed: int) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from grader.judge import reference
 from grader.checks.test_online_softmax import assert_state
-from grader.judge.compare import assert_close
+from grader.judge.compare import Cases, CheckFailed, assert_close, state_rtol
 from grader.judge.inputs import randn
 from hidden_tests.common import assert_untouched
 
@@ -16,20 +16,35 @@ LENGTHS = (2, 333, 2049, 5003)
 FUNCTIONS = ("softmax_safe", "softmax_online")
 
 
+def _second_call_hint(call: int, e: CheckFailed) -> CheckFailed:
+    """Call 2 of a shape failing after call 1 passed is evidence of something remembered."""
+    if call == 2:
+        return CheckFailed(str(e), hint="The first call with this shape was right and the second, "
+                                        "with fresh values, was not: is something kept between "
+                                        "calls (a cache keyed by shape, a counter)?")
+    return e
+
+
 @pytest.mark.check("online_softmax.hidden_shapes")
-def test_hidden_shapes(student, rng):
+def test_hidden_shapes(student, rng, credit):
     sub = student()
+    cases = Cases(credit)
     for dtype in ("float64", "float32"):
         for n in LENGTHS:
             for call in (1, 2):
                 scale = float(rng.uniform(0.5, 30))
                 x = randn(rng, n, dtype, scale)
                 case = f"n={n}, {dtype}, randn * {scale:.2f}, call {call} of 2 with this shape"
-                for fn in FUNCTIONS:
-                    assert_close(getattr(sub, fn)(x), reference.softmax(x), what=f"{fn}(x)",
-                                 dtype=dtype, case=case, seed=rng.seed)
-                assert_state(sub.online_max_sum(x), reference.max_sum(x),
-                             f"online_max_sum(x) ({case})", rng.seed, rtol=1e-6)
+                with cases.case(case, seed=rng.seed):
+                    try:
+                        for fn in FUNCTIONS:
+                            assert_close(getattr(sub, fn)(x), reference.softmax(x), what=f"{fn}(x)",
+                                         input_dtype=dtype, terms=n, case=case, seed=rng.seed)
+                        assert_state(sub.online_max_sum(x), reference.max_sum(x),
+                                     f"online_max_sum(x) ({case})", rng.seed, state_rtol(dtype, n), x)
+                    except CheckFailed as e:
+                        raise _second_call_hint(call, e) from None
+    cases.finish()
 
 
 @pytest.mark.check("online_softmax.inputs_untouched")
@@ -39,8 +54,15 @@ def test_inputs_untouched(student, rng):
         x = randn(rng, 1000, "float64", 10)
         r = sub.call(fn, x, opts={"return_args": True})
         assert_untouched([x], r.extras.get("args_after", []), ["x"], f"{fn}(x)", rng.seed)
-        if fn == "online_max_sum":
-            assert_state(r.value, reference.max_sum(x), f"{fn}(x)", rng.seed)
-        else:
-            assert_close(r.value, reference.softmax(x), what=f"{fn}(x)", dtype="float64",
-                         seed=rng.seed)
+        # the point needs a right answer too; a wrong one is explained by the other checks
+        try:
+            if fn == "online_max_sum":
+                assert_state(r.value, reference.max_sum(x), f"{fn}(x)", rng.seed,
+                             state_rtol("float64", x.size), x)
+            else:
+                assert_close(r.value, reference.softmax(x), what=f"{fn}(x)", input_dtype="float64",
+                             terms=x.size, seed=rng.seed)
+        except CheckFailed as e:
+            raise CheckFailed(f"x was left unchanged, but the answer is wrong: {e}",
+                              hint="x was left alone; this point also needs the right answer, "
+                                   "and the checks above say what is wrong with it.") from None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from grader.judge import reference
-from grader.judge.compare import assert_close
+from grader.judge.compare import Cases, CheckFailed, assert_close
 from grader.judge.inputs import randn
 from hidden_tests.common import assert_untouched
 
@@ -20,19 +20,30 @@ def _qkv(rng, N, d, dtype):
 
 
 @pytest.mark.check("tiled_attention.hidden_shapes")
-def test_hidden_shapes(student, rng):
+def test_hidden_shapes(student, rng, credit):
     sub = student()
+    cases = Cases(credit)
     for dtype in ("float32", "float64"):
         for N, d, Br, Bc in CASES:
             for call in (1, 2):
                 Q, K, V = _qkv(rng, N, d, dtype)
                 expected = reference.attention(Q, K, V)
-                case = f"N={N}, d={d}, {dtype}, call {call} of 2 with this shape"
-                assert_close(sub.tiled_attention(Q, K, V, Br=Br, Bc=Bc), expected,
-                             what=f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})", dtype=dtype,
-                             case=case, seed=rng.seed)
-                assert_close(sub.naive_attention(Q, K, V), expected, what="naive_attention(Q, K, V)",
-                             dtype=dtype, case=case, seed=rng.seed)
+                case = f"N={N}, d={d}, {dtype}, Br={Br}, Bc={Bc}, call {call} of 2 with this shape"
+                with cases.case(case, seed=rng.seed):
+                    try:
+                        assert_close(sub.tiled_attention(Q, K, V, Br=Br, Bc=Bc), expected,
+                                     what=f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})",
+                                     input_dtype=dtype, terms=N, case=case, seed=rng.seed)
+                        assert_close(sub.naive_attention(Q, K, V), expected,
+                                     what="naive_attention(Q, K, V)", input_dtype=dtype, terms=N,
+                                     case=case, seed=rng.seed)
+                    except CheckFailed as e:
+                        if call == 2:
+                            raise CheckFailed(str(e), hint="The first call with this shape was "
+                                              "right and the second, with fresh values, was not: "
+                                              "is something kept between calls?") from None
+                        raise
+    cases.finish()
 
 
 @pytest.mark.check("tiled_attention.inputs_untouched")
@@ -43,5 +54,11 @@ def test_inputs_untouched(student, rng):
         r = sub.call(fn, Q, K, V, **kwargs, opts={"return_args": True})
         what = f"{fn}(Q, K, V)"
         assert_untouched([Q, K, V], r.extras.get("args_after", []), ["Q", "K", "V"], what, rng.seed)
-        assert_close(r.value, reference.attention(Q, K, V), what=what, dtype="float32",
-                     case="N=100, d=32", seed=rng.seed)
+        # the point needs a right answer too; a wrong one is explained by the other checks
+        try:
+            assert_close(r.value, reference.attention(Q, K, V), what=what, input_dtype="float32",
+                         terms=100, case="N=100, d=32", seed=rng.seed)
+        except CheckFailed as e:
+            raise CheckFailed(f"Q, K and V were left unchanged, but the answer is wrong: {e}",
+                              hint="The inputs were left alone; this point also needs the right "
+                                   "answer, and the checks above say what is wrong with it.") from None

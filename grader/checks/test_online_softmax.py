@@ -1,7 +1,10 @@
 """Checks for exercises/online_softmax.py (lesson: "Softmax, the safe way", "Online softmax").
 
 Every check draws fresh inputs from `rng`, computes the float64 reference here, in the trusted
-process, and calls the student's functions through the worker proxy.
+process, and calls the student's functions through the worker proxy. One idea per check: the
+correctness checks use float64 input; float32 and float16 input, the empty row, one element and
+how x is read (one pass) have checks of their own. Any float output is accepted (the tolerance
+policy is in grader/judge/compare.py); an exception costs its case's share, not the whole check.
 """
 
 from __future__ import annotations
@@ -11,9 +14,11 @@ import math
 import numpy as np
 import pytest
 
+from grader import errors
 from grader.judge import reference
-from grader.judge.compare import CheckFailed, assert_close
+from grader.judge.compare import EPS, Cases, CheckFailed, assert_close, state_rtol
 from grader.judge.inputs import chunks, randn
+from grader.sandbox.codec import Trusted
 
 LENGTHS = (1, 7, 1000, 4097)
 SCALES = (1, 10, 100)
@@ -30,46 +35,109 @@ def _state(value, what: str) -> tuple[float, float]:
         raise CheckFailed(f"{what}: expected two numbers (m, l), got {value!r:.80}") from None
 
 
-def assert_state(got, expected: tuple[float, float], what: str, seed: int, rtol: float = 1e-9) -> None:
+def assert_state(got, expected: tuple[float, float], what: str, seed: int, rtol: float | None = None,
+                 x=None) -> None:
+    """(m, l) equal to `expected` within the tolerance policy (grader/judge/compare.py).
+
+    rtol: on l; by default float32 arithmetic's (`state_rtol`). x: the input, whose magnitude
+    bounds what rounding it to float32 may move m and l. l is compared after moving it to the
+    reference's max (l * exp(m - m_ref)), so a max rounded in float32 is not counted twice."""
     m, l = _state(got, what)
     em, el = expected
-    if not (m == em or math.isclose(m, em, rel_tol=rtol, abs_tol=1e-12)):
-        raise CheckFailed(f"{what}: expected m = {em!r}, got m = {m!r} [seed {seed}]")
-    if not math.isclose(l, el, rel_tol=rtol, abs_tol=1e-12):
+    rtol = state_rtol("float64", 1) if rtol is None else rtol
+    big = float(np.abs(np.asarray(x, dtype=np.float64)).max()) if x is not None and np.size(x) else abs(em) if math.isfinite(em) else 0.0
+    m_tol = rtol * abs(em) + 2 * big * EPS["float32"] if math.isfinite(em) else 0.0
+    if not (m == em or abs(m - em) <= m_tol):
+        raise CheckFailed(f"{what}: expected m = {em!r}, got m = {m!r} [seed {seed}]",
+                          hint="m must be the largest value seen: is m updated at every step "
+                               "(m = m_new), and does it start at -inf?")
+    l_at_ref = l * math.exp(m - em) if math.isfinite(em) and math.isfinite(m) else l
+    l_rtol = rtol + 4 * big * EPS["float32"]
+    if not math.isclose(l_at_ref, el, rel_tol=l_rtol, abs_tol=1e-12):
         raise CheckFailed(f"{what}: expected l = {el!r} (sum of exp(x - m)), got l = {l!r} "
-                          f"(m = {m!r}) [seed {seed}]")
+                          f"(m = {m!r}), {abs(l_at_ref - el) / max(abs(el), 1e-300):.2g} relative "
+                          f"error against rtol={l_rtol:.2g} [seed {seed}]",
+                          hint="m is right and l is not: every sum measured against an older "
+                               "max must be rescaled by exp(m_old - m_new) before it is added.")
 
 
-@pytest.mark.check("online_softmax.safe_matches_float64")
-def test_safe_matches_float64(student, rng):
-    sub = student()
+def _softmax_cases(sub, fn: str, rng, credit) -> None:
+    cases = Cases(credit)
     for scale in SCALES:
         for n in LENGTHS:
             x = randn(rng, n, "float64", scale)
-            assert_close(sub.softmax_safe(x), reference.softmax(x), what="softmax_safe(x)",
-                         dtype="float64", case=f"n={n}, scale={scale}", seed=rng.seed)
+            with cases.case(f"n={n}, float64, randn * {scale}", seed=rng.seed):
+                assert_close(getattr(sub, fn)(x), reference.softmax(x), what=f"{fn}(x)",
+                             input_dtype="float64", terms=n,
+                             case=f"n={n}, float64, randn * {scale}", seed=rng.seed)
+    cases.finish()
+
+
+@pytest.mark.check("online_softmax.safe_matches_float64")
+def test_safe_matches_float64(student, rng, credit):
+    _softmax_cases(student(), "softmax_safe", rng, credit)
 
 
 @pytest.mark.check("online_softmax.online_max_sum")
-def test_online_max_sum(student, rng):
+def test_online_max_sum(student, rng, credit):
     sub = student()
+    cases = Cases(credit)
     for scale in SCALES:
         for n in (1, 7, 1000):
             x = randn(rng, n, "float64", scale)
             # rising inputs move the max at every step, so a max that is never updated shows
-            for case, xs in (("random", x), ("increasing", np.sort(x))):
-                assert_state(sub.online_max_sum(xs), reference.max_sum(xs),
-                             f"online_max_sum(x) (n={n}, scale={scale}, {case})", rng.seed)
+            for kind, xs in (("random", x), ("increasing", np.sort(x))):
+                case = f"n={n}, float64, randn * {scale}, {kind}"
+                with cases.case(case, seed=rng.seed):
+                    assert_state(sub.online_max_sum(xs), reference.max_sum(xs),
+                                 f"online_max_sum(x) ({case})", rng.seed, state_rtol("float64", n), xs)
+    cases.finish()
+
+
+@pytest.mark.check("online_softmax.one_pass")
+def test_one_pass(student, rng, credit):
+    """online_max_sum gets an array that logs its reads (grader/sandbox/recorders.py): a whole
+    read (x.max(), np.exp(x), x - m, np.asarray(x)) covers all of x; element-wise or chunk-wise
+    reading in order is one pass; going back to the start is a second pass. Not seen: two passes
+    over a copy made first with np.asarray(x) (that copy is a plain ndarray)."""
+    sub = student()
+    cases = Cases(credit)
+    for n, dtype in ((1000, "float64"), (333, "float32"), (7, "float64")):
+        x = randn(rng, n, dtype, 10)
+        case = f"n={n}, {dtype}, randn * 10"
+        what = f"online_max_sum(x) ({case}) [seed {rng.seed}]"
+        with cases.case(case, seed=rng.seed):
+            try:
+                r = sub.call("online_max_sum",
+                             Trusted("read_recorder", params={"values": x, "dtype": dtype}))
+            except errors.StudentRaised as e:
+                raise CheckFailed(
+                    f"{what}: raised when given the grader's recording array: {e}",
+                    hint="Here x is an array-like that logs how it is read (len, dtype, x[i], "
+                         "iteration, slices, np.asarray(x) and NumPy functions all work on it; "
+                         "isinstance(x, np.ndarray) is False). np.asarray(x) gives an ndarray.") from None
+            assert_state(r.value, reference.max_sum(x), what, rng.seed, state_rtol(dtype, n), x)
+            reads = (r.extras.get("reads") or [{}])[0]
+            passes = int(reads.get("passes", 0))
+            if passes == 0:
+                raise CheckFailed(f"{what}: returned the right (m, l) without reading x at all",
+                                  hint="Compute (m, l) from the x you are given, in the call.")
+            if passes > 1:
+                raise CheckFailed(
+                    f"{what}: expected one pass over x, got {passes}: after reading x once, "
+                    f"the code went back to its start with {reads.get('second_pass')} "
+                    f"({reads.get('whole_reads', 0)} whole-array reads in all). The (m, l) is "
+                    f"right, but m = x.max() followed by exp(x - m).sum() is the two-pass "
+                    f"safe softmax.",
+                    hint="Online softmax: one pass, one element at a time. Keep a running max m "
+                         "and a running sum l; when m moves, rescale l by exp(m_old - m_new) "
+                         "before adding exp(x_i - m_new).")
+    cases.finish()
 
 
 @pytest.mark.check("online_softmax.online_matches_float64")
-def test_online_matches_float64(student, rng):
-    sub = student()
-    for scale in SCALES:
-        for n in LENGTHS:
-            x = randn(rng, n, "float64", scale)
-            assert_close(sub.softmax_online(x), reference.softmax(x), what="softmax_online(x)",
-                         dtype="float64", case=f"n={n}, scale={scale}", seed=rng.seed)
+def test_online_matches_float64(student, rng, credit):
+    _softmax_cases(student(), "softmax_online", rng, credit)
 
 
 @pytest.mark.check("online_softmax.merge_chunks")
@@ -77,7 +145,9 @@ def test_merge_chunks(student, rng):
     sub = student()
     for scale in SCALES:
         x = randn(rng, 10_000, "float64", scale)
-        states = [sub.online_max_sum(x[s]) for s in chunks(rng, x.size, 7)]
+        parts = chunks(rng, x.size, 7)
+        # the (m, l) of each chunk comes from the trusted reference: this check is about merge
+        states = [reference.max_sum(x[s]) for s in parts]
         expected = reference.max_sum(x)
         # left to right, in a shuffled order, and as a balanced tree: merge must be associative
         # and commutative, so the order cannot matter
@@ -86,12 +156,12 @@ def test_merge_chunks(student, rng):
             acc = EMPTY
             for i in order:
                 acc = sub.merge(acc, states[i])
-            assert_state(acc, expected, f"merging 7 chunks {name} (scale {scale})", rng.seed)
+            assert_state(acc, expected, f"merging 7 chunks {name} (scale {scale})", rng.seed, x=x)
         level = list(states)
         while len(level) > 1:
             level = [sub.merge(level[i], level[i + 1]) if i + 1 < len(level) else level[i]
                      for i in range(0, len(level), 2)]
-        assert_state(level[0], expected, f"merging 7 chunks as a tree (scale {scale})", rng.seed)
+        assert_state(level[0], expected, f"merging 7 chunks as a tree (scale {scale})", rng.seed, x=x)
 
 
 @pytest.mark.check("online_softmax.merge_empty_identity")
@@ -106,6 +176,26 @@ def test_merge_empty_identity(student, rng):
         raise CheckFailed(f"merge((-inf, 0), (-inf, 0)): expected (-inf, 0.0), got ({m!r}, {l!r})")
 
 
+@pytest.mark.check("online_softmax.empty_input")
+def test_empty_input(student, rng):
+    sub = student()
+    for dtype in ("float64", "float32"):
+        x = np.zeros(0, dtype=dtype)
+        what = f"online_max_sum(x) of an empty {dtype} x"
+        try:
+            value = sub.online_max_sum(x)
+        except errors.StudentRaised as e:
+            raise CheckFailed(f"{what}: expected the empty state (-inf, 0.0), but the call raised "
+                              f"({e})", hint="Start from the empty state m = -inf, l = 0.0, not "
+                              "from x[0]: it is what n = 0 returns.") from None
+        m, l = _state(value, what)
+        if not (m == float("-inf") and l == 0.0):
+            raise CheckFailed(
+                f"{what}: expected the empty state (-inf, 0.0), got ({m!r}, {l!r})",
+                hint="Start from the empty state m = -inf, l = 0.0 (not from x[0]): it is what "
+                     "n = 0 returns, and exp(-inf) = 0 makes the first element start l at 1.")
+
+
 @pytest.mark.check("online_softmax.no_overflow")
 def test_no_overflow(student, rng):
     sub = student()
@@ -114,22 +204,38 @@ def test_no_overflow(student, rng):
         x = np.array([base, base + 1, base + 2]) + shift
         expected = reference.softmax(x)
         for fn in ("softmax_safe", "softmax_online"):
-            assert_close(getattr(sub, fn)(x), expected, what=f"{fn}({x.tolist()})", dtype="float64")
+            assert_close(getattr(sub, fn)(x), expected, what=f"{fn}({x.tolist()})",
+                         input_dtype="float64", seed=rng.seed)
         assert_state(sub.online_max_sum(x), reference.max_sum(x), f"online_max_sum({x.tolist()})",
-                     rng.seed)
+                     rng.seed, x=x)
 
 
-@pytest.mark.check("online_softmax.edge_inputs")
-def test_edge_inputs(student, rng):
+@pytest.mark.check("online_softmax.single_element")
+def test_single_element(student, rng):
     sub = student()
     one = randn(rng, 1, "float64", 100)
     for fn in ("softmax_safe", "softmax_online"):
         assert_close(getattr(sub, fn)(one), np.ones(1), what=f"{fn} of one element {one.tolist()}",
-                     dtype="float64")
-    assert_state(sub.online_max_sum(one), (float(one[0]), 1.0), "online_max_sum of one element", rng.seed)
-    # float16 scores well past exp's overflow at 11.09; the result must stay float16
-    x16 = randn(rng, 781, "float16", 20)
-    expected = reference.softmax(x16.astype(np.float64))
-    for fn in ("softmax_safe", "softmax_online"):
-        assert_close(getattr(sub, fn)(x16), expected, what=f"{fn}(float16 x * 20)",
-                     dtype="float16", seed=rng.seed)
+                     input_dtype="float64", seed=rng.seed)
+    assert_state(sub.online_max_sum(one), (float(one[0]), 1.0), "online_max_sum of one element",
+                 rng.seed, x=one)
+
+
+@pytest.mark.check("online_softmax.low_precision_input")
+def test_low_precision_input(student, rng, credit):
+    sub = student()
+    cases = Cases(credit)
+    # float16 scores well past exp's overflow at 11.09, and float32 ones past 88.7; the output
+    # may be any float at least as precise as the input
+    for dtype, n, scale in (("float16", 781, 20), ("float32", 1000, 60)):
+        x = randn(rng, n, dtype, scale)
+        expected = reference.softmax(x)
+        case = f"n={n}, {dtype}, randn * {scale}"
+        for fn in ("softmax_safe", "softmax_online"):
+            with cases.case(f"{fn}, {case}", seed=rng.seed):
+                assert_close(getattr(sub, fn)(x), expected, what=f"{fn}(x)", input_dtype=dtype,
+                             terms=n, case=case, seed=rng.seed)
+        with cases.case(f"online_max_sum, {case}", seed=rng.seed):
+            assert_state(sub.online_max_sum(x), reference.max_sum(x), f"online_max_sum(x) ({case})",
+                         rng.seed, state_rtol(dtype, n), x)
+    cases.finish()

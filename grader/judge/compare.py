@@ -1,25 +1,62 @@
 """Comparing a student's output with a float64 reference, with messages a student can act on.
 
-Tolerances are per output dtype, against a float64 reference computed from the exact input values
-the student received. They sit a few units of rounding above what a correct same-precision
-implementation gets (flash-attention's rule is "at most twice a same-precision PyTorch
-baseline"; `baseline_err` lets a check apply it), and far below what any of the lesson's
-mistakes produce (a missing rescale or mask is off by O(1)). NaN never passes.
+The tolerance and dtype policy (docs/ARCHITECTURE.md, "Tolerances and dtypes", points here)
+--------------------------------------------------------------------------------------------
+1. The reference is float64, computed in the trusted process from the exact values the student
+   received (inputs are rounded to their dtype before anything is computed). NaN never passes.
+2. Tolerances sit a few units of rounding above what a correct implementation gets in the
+   precision it is allowed to use, and far below what any of the lesson's mistakes produce (a
+   missing rescale or mask is off by O(1)). flash-attention's rule, "at most twice a
+   same-precision PyTorch baseline", applies where a check passes `baseline_err`.
+3. NumPy exercises (`assert_close(..., input_dtype=...)`, `state_rtol`): the interface does not
+   fix the output dtype, so it is not graded. Any float output is read as float64, and float64
+   for float32 or float16 input is as right as the input's own dtype. Arithmetic may be done in
+   float32 or better whatever the input (float32 accumulation, as the GPU kernels do), so the
+   tolerance is that of the precision used: float32's, or float16's where the output may be
+   rounded to float16 input's dtype, widened for sums of n terms by sqrt(n) float32 roundings
+   (`terms`); never a fixed 1e-6. An output less precise than the input (float16 for float32
+   input) fails on its values, and the message says why.
+4. Triton exercises (`assert_close(..., dtype=...)`): the wrapper allocates the output, so the
+   interface fixes its dtype; it is graded there, and the tolerance is that dtype's row below.
+   Only one small check per exercise should fail for a wrong output dtype alone.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from grader import errors
 from grader.sandbox.codec import TensorValue
 
-# dtype of the output → (atol, rtol) against float64
+# dtype of the output (Triton) or precision used (NumPy) -> (atol, rtol) against float64
 TOLERANCES = {
-    "float64": (1e-9, 1e-9),      # NumPy float64: rounding only
+    "float64": (1e-9, 1e-9),      # float64 throughout: rounding only
     "float32": (2e-5, 2e-5),      # float32 sums over a few thousand terms
     "float16": (3e-3, 3e-3),      # output rounding 2^-11 plus p cast to fp16 before the dot
     "bfloat16": (2e-2, 2e-2),     # 8-bit mantissa: rounding 2^-8 on p and on the output
 }
+# unit roundoff of each precision, for sums of many terms
+EPS = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
+_RANK = {"float16": 0, "bfloat16": 0, "float32": 1, "float64": 2}
+
+
+def numpy_tolerance(input_dtype: str, terms: int = 1) -> tuple[float, float]:
+    """(atol, rtol) for a NumPy output computed from `input_dtype` input with sums of `terms`.
+
+    float32 arithmetic is accepted for every input, and the output may be rounded to the input's
+    own dtype: float16 input gets float16's row, float32 and float64 float32's; sums of `terms`
+    values add 8 * sqrt(terms) float32 roundings (a float32 running sum over 5003 elements is
+    about 3e-6 off; the bound there is 5.4e-5)."""
+    atol, rtol = TOLERANCES["float16" if _RANK.get(input_dtype, 1) == 0 else "float32"]
+    widen = 8 * math.sqrt(max(terms, 1)) * EPS["float32"]
+    return atol + widen, rtol + widen
+
+
+def state_rtol(input_dtype: str, n: int) -> float:
+    """Relative tolerance on l = sum(exp(x - m)) over n elements: float32 accumulation passes."""
+    return numpy_tolerance(input_dtype, n)[1]
 
 
 class CheckFailed(AssertionError):
@@ -49,18 +86,33 @@ def where(index: tuple) -> str:
 
 
 def assert_close(got, expected, *, what: str = "output", dtype: str | None = None,
+                 input_dtype: str | None = None, terms: int = 1,
                  atol: float | None = None, rtol: float | None = None,
                  baseline_err: float | None = None, case: str = "", seed: int | None = None) -> float:
     """Fail with "expected vs got" unless `got` matches `expected` everywhere.
 
     got: what the student returned (NumPy array, TensorValue or number).
-    expected: float64 reference values. dtype: the dtype the output must have (checked when
-    given). Returns the max abs error.
+    expected: float64 reference values.
+    dtype: the dtype the output must have (Triton: the wrapper allocates it); checked when given.
+    input_dtype: NumPy exercises instead: the dtype of the input; any float output is accepted
+        and the tolerance is `numpy_tolerance(input_dtype, terms)` (see the policy above).
+    Returns the max abs error.
     """
     context = "".join([f" ({case})" if case else "", f" [seed {seed}]" if seed is not None else ""])
     got_dtype = dtype_name(got) if not np.isscalar(got) else type(got).__name__
     if dtype is not None and got_dtype != dtype:
         raise CheckFailed(f"{what}{context}: expected dtype {dtype}, got {got_dtype}")
+    note = ""
+    if input_dtype is not None:
+        if np.asarray(values(got)).dtype.kind not in "fiu":
+            raise CheckFailed(f"{what}{context}: expected an array of floats, got "
+                              f"{type(got).__name__} of dtype {got_dtype}")
+        table_atol, table_rtol = numpy_tolerance(input_dtype, terms)
+        atol = table_atol if atol is None else atol
+        rtol = table_rtol if rtol is None else rtol
+        if _RANK.get(got_dtype, 2) < _RANK.get(input_dtype, 1):
+            note = (f" (the output is {got_dtype}, less precise than the {input_dtype} input: "
+                    f"return at least {input_dtype})")
     g = np.asarray(values(got), dtype=np.float64)
     e = np.asarray(expected, dtype=np.float64)
     if g.shape != e.shape:
@@ -91,7 +143,7 @@ def assert_close(got, expected, *, what: str = "output", dtype: str | None = Non
         raise CheckFailed(
             f"{what}{context}: max abs error {worst:.3g} at {where(idx)}: got {g[idx]:.6g}, "
             f"expected {e[idx]:.6g}; {int(bad.sum())} of {g.size} elements outside "
-            f"atol={atol:g}, rtol={rtol:g}")
+            f"atol={atol:.3g}, rtol={rtol:.3g}{note}")
     return worst
 
 
@@ -101,3 +153,58 @@ def assert_shape(got, shape: tuple, what: str = "output", dtype: str | None = No
         raise CheckFailed(f"{what}: expected shape {tuple(shape)}, got {got_shape}")
     if dtype is not None and dtype_name(got) != dtype:
         raise CheckFailed(f"{what}: expected dtype {dtype}, got {dtype_name(got)}")
+
+
+class Cases:
+    """The cases of one check, each worth an equal share of its points.
+
+        cases = Cases(credit)
+        for N, d in SHAPES:
+            with cases.case(f"N={N}, d={d}, float32", seed=rng.seed):
+                ...                      # call the student, assert_close
+        cases.finish()
+
+    A wrong answer (CheckFailed) fails the whole check at once: wrong work earns nothing. An
+    exception raised by the student's code in one case costs that case's share only, and the
+    report names the case (shape, dtype, seed); when every case raised, the check is an error
+    with the first case's message. A stub (NotImplementedError), a timeout or a crash still
+    stops the check as before.
+    """
+
+    def __init__(self, credit):
+        self.credit = credit
+        self.total = 0
+        self.raised: list[tuple[str, Exception]] = []
+
+    def case(self, label: str, seed: int | None = None):
+        self.total += 1
+        return _Case(self, label, f", seed {seed}" if seed is not None else "")
+
+    def finish(self) -> None:
+        if not self.raised:
+            return
+        label, first = self.raised[0]
+        if len(self.raised) == self.total:
+            raise type(first)(f"every case raised; the first ({label}): {first}") from None
+        names = "; ".join(label for label, _ in self.raised[:3])
+        if len(self.raised) > 3:
+            names += f"; and {len(self.raised) - 3} more"
+        self.credit.set((self.total - len(self.raised)) / self.total,
+                        f"{len(self.raised)} of {self.total} cases raised an exception and earn "
+                        f"nothing ({names}); the first: {first}")
+
+
+class _Case:
+    def __init__(self, cases: Cases, label: str, seed: str):
+        self.cases, self.label, self.seed = cases, label, seed
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, tb):
+        if isinstance(value, (errors.StudentRaised, errors.BadReturn)):
+            self.cases.raised.append((self.label + self.seed, value))
+            return True
+        if isinstance(value, CheckFailed) and self.label not in str(value):
+            raise CheckFailed(f"{value} (case: {self.label}{self.seed})", hint=value.hint) from None
+        return False

@@ -104,6 +104,13 @@ class Submission:
             raise self._problem(reply, fn, out)
         return CallResult(reply.get("value"), out, wall, reply.get("extras") or {})
 
+    @property
+    def worker_pid(self) -> int:
+        """PID of the process that runs student code (started if needed), for /proc/<pid>/status.
+        Minimal stand-in until the sandbox branch provides the host PID under its namespaces."""
+        self._ensure_started()
+        return self._proc.pid
+
     def close(self) -> None:
         if self._proc is not None:
             try:

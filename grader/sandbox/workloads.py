@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import time
 
+from grader.sandbox import recorders
+
 
 class AsyncWork:
     """A stand-in for a GPU launch: the call returns at once, the work takes `ms` afterwards.
@@ -89,6 +91,7 @@ def submission_function(module: str, name: str):
 
 _MAKERS = {"async_work": AsyncWork, "oom_above": OutOfMemoryAbove, "attention": Attention,
            "dtype": torch_dtype, "submission_function": submission_function}
+_MAKERS["read_recorder"] = recorders.ReadRecorder   # inputs that log how they are read
 
 
 def make(name: str, /, **params):
