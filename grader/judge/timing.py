@@ -1,0 +1,434 @@
+"""Trusted-side timing: the grader's own clock, never the student's.
+
+Three tools, all run in the trusted process:
+
+    Clock            the "device" of a bench_attn check, simulated here. The worker's workload
+                     (grader.sandbox.workloads.AsyncWork) holds only a socket: each launch and
+                     each synchronize is a request that this process answers when its own clock
+                     says the work is done. The durations never enter the worker's memory, and
+                     every request is logged with this clock's timestamps, so the grader counts
+                     the calls and bounds every interval the student could have measured.
+    per_call_ms      milliseconds per call of a function run R times back to back in one request,
+                     from two requests that differ only in R, timed on this process's clock.
+    time_cuda        median ms of fn() with CUDA events, warm-up and an L2 flush: for PyTorch
+                     baselines and ceilings run in this process (never for untrusted code).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import os
+import secrets
+import selectors
+import socket
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MiB = 1 << 20
+
+
+# ================================================================== the bench_attn device clock
+
+
+@dataclass
+class Event:
+    """One request from a workload, on the grader's clock (time.perf_counter, seconds)."""
+
+    kind: str                     # "launch" or "sync"
+    n: int                        # the N the launch was made at (sweeps), else 0
+    arrival: float                # when the request reached the grader
+    reply: float | None = None    # when the grader answered it (the call or the wait returned)
+    done: float | None = None     # launch: when its work finished on the simulated device
+
+
+@dataclass
+class Stream:
+    """One workload's device: its settings (drawn here) and its log."""
+
+    blocking: bool = False        # True: a call runs its work before returning (like a CPU op)
+    compile_ms: float = 0.0       # paid synchronously by the first launch
+    ms: float | None = None       # duration of every launch; None: drawn per N in `ms_range`
+    ms_range: tuple = (0.2, 50.0)
+    by_n: dict = field(default_factory=dict)     # N -> ms, drawn log-uniformly on first use
+    events: list = field(default_factory=list)
+    busy_until: float = 0.0
+    last_reply: float = 0.0
+
+    def duration_s(self, n: int, rng) -> float:
+        if self.ms is not None:
+            return self.ms / 1e3
+        if n not in self.by_n:
+            lo, hi = self.ms_range
+            self.by_n[n] = float(math.exp(rng.uniform(math.log(lo), math.log(hi))))
+        return self.by_n[n] / 1e3
+
+    def launches(self, n: int | None = None) -> list[Event]:
+        return [e for e in self.events if e.kind == "launch" and (n is None or e.n == n)]
+
+
+def log_uniform(rng, lo: float, hi: float) -> float:
+    """A number between lo and hi whose logarithm is uniform: 0.2 to 50 ms spans 2.4 decades."""
+    return float(math.exp(rng.uniform(math.log(lo), math.log(hi))))
+
+
+class Clock:
+    """A socket in the worker's scratch folder, served by a thread of this process.
+
+        with Clock(sub.scratch, {"fn": Stream(ms=12.3, compile_ms=40)}, rng) as clock:
+            fn = Trusted("async_work", key="w", params=clock.params("fn"))
+            result = sub.call("time_proper", fn, ...)
+        clock.streams["fn"].events        # every launch and sync, timestamped here
+
+    Requests ("L <n>" launch, "S" synchronize, one line each) are answered with one byte when
+    the simulated device says so: a launch at once (the first after `compile_ms`), or, when the
+    stream is blocking, after its work; a synchronize when every launch before it has finished.
+    Each connection names its stream first; a second connection to a stream is refused, so the
+    log holds exactly what the workload object asked for.
+    """
+
+    def __init__(self, directory, streams: dict[str, Stream], rng):
+        self.streams = streams
+        self.rng = rng
+        self.name = f"clock-{secrets.token_hex(6)}.sock"
+        self.path = Path(directory) / self.name
+        self.started = self.stopped = 0.0
+        self._sel = selectors.DefaultSelector()
+        self._stop = threading.Event()
+        self._pending: list = []        # heap of (reply_at, seq, conn, event)
+        self._seq = 0
+        self._claimed: set = set()
+        self._thread = None
+        self._listener = None
+
+    def params(self, stream: str) -> dict:
+        """What the worker-side workload needs: where to connect, and which stream it is."""
+        return {"socket": self.name, "stream": stream}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def __enter__(self):
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(_bindable(self.path))
+        os.chmod(self.path, 0o666)            # the sandboxed worker may run as another user
+        self._listener.listen(8)
+        self._listener.setblocking(False)
+        self._sel.register(self._listener, selectors.EVENT_READ, None)
+        self._thread = threading.Thread(target=self._serve, name="bench-clock", daemon=True)
+        self._thread.start()
+        self.started = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.stopped = time.perf_counter()
+        self._stop.set()
+        self._thread.join(5)
+        for key in list(self._sel.get_map().values()):
+            key.fileobj.close()
+        self._sel.close()
+        self.path.unlink(missing_ok=True)
+        return False
+
+    # ------------------------------------------------------------------ the server
+
+    def _serve(self) -> None:
+        buffers: dict = {}
+        while not self._stop.is_set():
+            now = time.perf_counter()
+            while self._pending and self._pending[0][0] <= now:
+                _, _, conn, event = heapq.heappop(self._pending)
+                try:
+                    conn.sendall(b".")
+                except OSError:
+                    pass
+                event.reply = time.perf_counter()
+            wait = 0.05 if not self._pending else max(0.0, self._pending[0][0] - time.perf_counter())
+            for key, _ in self._sel.select(timeout=min(wait, 0.05)):
+                if key.data is None:
+                    self._accept()
+                    continue
+                conn = key.fileobj
+                try:
+                    data = conn.recv(4096)
+                except OSError:
+                    data = b""
+                if not data:
+                    self._sel.unregister(conn)
+                    conn.close()
+                    continue
+                arrival = time.perf_counter()
+                buf = buffers.get(conn, b"") + data
+                *lines, buffers[conn] = buf.split(b"\n")
+                for line in lines:
+                    self._request(conn, key, line.decode(errors="replace").strip(), arrival)
+
+    def _accept(self) -> None:
+        try:
+            conn, _ = self._listener.accept()
+        except OSError:
+            return
+        conn.setblocking(True)
+        self._sel.register(conn, selectors.EVENT_READ, {"stream": None})
+
+    def _request(self, conn, key, line: str, arrival: float) -> None:
+        state = key.data
+        if state["stream"] is None:           # the first line names the stream
+            name = line.removeprefix("H ").strip()
+            if name not in self.streams or name in self._claimed:
+                self._sel.unregister(conn)
+                conn.close()
+                return
+            self._claimed.add(name)
+            state["stream"] = name
+            return
+        s = self.streams[state["stream"]]
+        start = max(arrival, s.last_reply)    # requests of one connection are answered in order
+        if line.startswith("L"):
+            parts = line.split()
+            n = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+            first = not s.launches()
+            ready = start + (s.compile_ms / 1e3 if first else 0.0)
+            work = s.duration_s(n, self.rng)
+            if s.blocking:
+                done = ready + work
+                reply_at = done
+            else:
+                done = max(ready, s.busy_until) + work
+                reply_at = ready
+            s.busy_until = max(s.busy_until, done)
+            event = Event("launch", n, arrival, done=done)
+        elif line == "S":
+            reply_at = max(start, s.busy_until)
+            event = Event("sync", 0, arrival)
+        else:
+            return
+        s.events.append(event)
+        s.last_reply = reply_at
+        self._seq += 1
+        heapq.heappush(self._pending, (reply_at, self._seq, conn, event))
+
+
+def _bindable(path: Path) -> str:
+    """A path bind() accepts: AF_UNIX paths are limited to 107 bytes; a long one goes through
+    the folder's /proc/self/fd link."""
+    text = str(path)
+    if len(text.encode()) < 100:
+        return text
+    fd = os.open(path.parent, os.O_RDONLY)
+    return f"/proc/self/fd/{fd}/{path.name}"
+
+
+# ------------------------------------------------------------------ what the log proves
+
+
+def interval_bounds(events: list[Event], launch: Event, start: float, end: float,
+                    waited: bool) -> tuple[float, float | None]:
+    """The shortest and longest interval a timer around `launch` could have measured.
+
+    The student's clock starts after the last request before the launch was answered (or the
+    call began) and stops before the next request arrives (or the call ended). `waited`: the
+    clock stops after a synchronize that covered this launch; then the interval also spans the
+    work. Returns (low, high); high is None when `waited` but no synchronize covered it.
+    """
+    before = [start] + [t for e in events for t in (e.arrival, e.reply)
+                        if t is not None and t <= launch.arrival and e is not launch]
+    opened = max(before)
+    if waited:
+        cover = next((e for e in events if e.kind == "sync" and e.arrival >= launch.arrival
+                      and e.reply is not None and e.reply >= launch.done - 1e-9), None)
+        if cover is None:
+            return launch.done - launch.arrival, None
+        closed_after = cover.reply
+        low = launch.done - launch.arrival
+    else:
+        closed_after = launch.reply if launch.reply is not None else launch.arrival
+        low = closed_after - launch.arrival
+    after = [end] + [e.arrival for e in events if e.arrival >= closed_after and e is not launch]
+    return low, min(after) - opened
+
+
+# ================================================================== GPU: per-call time of a request
+
+
+def per_call_ms(request, first: int = 2, more: int = 10, target_ms: float = 150.0,
+                max_more: int = 2000) -> float:
+    """Milliseconds per call of `request(repeat)` on this process's clock.
+
+    request(repeat) runs the function 1 + repeat times back to back and synchronizes. The
+    fixed costs (IPC, launch of the first call, the final synchronize) cancel in the difference
+    between two repeat counts; `more` grows until the difference spans about `target_ms`, up to
+    `max_more`."""
+    def wall(repeat: int) -> float:
+        start = time.perf_counter()
+        request(repeat)
+        return (time.perf_counter() - start) * 1e3
+
+    wall(first)   # warm: compilation, allocator, caches
+    base = wall(first)
+    extra = max(1.0, wall(first + more) - base)
+    if extra < target_ms:
+        more = min(max_more, int(more * target_ms / extra) + 1)
+    samples = []
+    for _ in range(3):
+        base = wall(first)
+        samples.append((wall(first + more) - base) / more)
+    samples.sort()
+    return samples[1]   # median of three (may be <= 0 when the calls took no time: judge it)
+
+
+# ================================================================== fresh inputs, checksums
+# Used on both sides: in the worker around each perf call (grader.sandbox.probes.run) and here
+# for the references. Same device, same dtype, same generator: the same numbers.
+
+
+def refill(t, seed: int, std: float = 1.0) -> None:
+    """Overwrite tensor t in place with normal values (0, std) from torch's generator at `seed`:
+    one write pass, no temporary."""
+    import torch
+
+    gen = torch.Generator(device=t.device)
+    gen.manual_seed(int(seed))
+    t.normal_(0.0, float(std), generator=gen)
+
+
+def checksum_weights(out, seed: int):
+    """(w, r): w one weight per column of the output's last dimension, r one per row, uniform
+    in [-1, 1), drawn on the output's device. None when `out` is not a tensor."""
+    import torch
+
+    if not isinstance(out, torch.Tensor) or out.dim() < 1 or out.numel() == 0:
+        return None
+    gen = torch.Generator(device=out.device)
+    gen.manual_seed(int(seed))
+    cols = out.shape[-1]
+    rows = out.numel() // cols
+    w = torch.rand(cols, generator=gen, device=out.device) * 2 - 1
+    r = torch.rand(rows, generator=gen, device=out.device) * 2 - 1
+    return w, r
+
+
+def checksum(out, weights):
+    """sum_i r_i * (out_i . w): one read of the output. Each row's dot product needs that whole
+    row right, and the random weights make a wrong row show. NaN when out is not a tensor of
+    the shape the weights were drawn for."""
+    import torch
+
+    if weights is None or not isinstance(out, torch.Tensor) or out.numel() == 0:
+        return torch.tensor(float("nan"))
+    w, r = weights
+    if out.shape[-1] != w.numel() or out.numel() != w.numel() * r.numel():
+        return torch.tensor(float("nan"))
+    y = out.reshape(-1, w.numel()) @ w.to(out.dtype)     # (rows,) one dot product per row
+    return (y.float() * r).sum()
+
+
+def checksum_reference(ref, weights, unit_roundoff: float) -> tuple[float, float]:
+    """(checksum, tolerance) of a reference output (float32/64, trusted).
+
+    The tolerance adds up, in quadrature (rounding errors of different rows have random signs),
+    8 unit roundoffs of each row's weighted magnitude and of its dot product, 6 standard
+    deviations wide: an honest kernel in the output's dtype lands well inside, a wrong row
+    (skipped, stale, cached from other inputs) moves the sum by about its own size."""
+    w, r = (x.double() for x in weights)
+    e = ref.double().reshape(-1, w.numel())
+    y = e @ w
+    scale = (e.square() @ w.square()).sqrt() + y.abs()               # (rows,)
+    sigma = float(((r * scale * 8 * unit_roundoff).square().sum()).sqrt())
+    return float((y * r).sum()), 6 * sigma + 1e-9
+
+
+# ================================================================== CUDA events (trusted code only)
+
+
+def _torch(torch):
+    if torch is None:
+        import torch as _t
+
+        return _t
+    return torch
+
+
+def _l2_bytes(torch, device) -> int:
+    try:
+        return int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
+    except Exception:   # a fake torch in tests, or an old torch without the property
+        return 0
+
+
+def flush_bytes(torch=None, device="cuda") -> int:
+    """Size of the buffer zeroed before each timed call: 4x the L2, at least 64 MiB.
+
+    triton.testing.do_bench zeroes a fixed 256 MiB (Triton 3.2+); sizing from the L2 keeps it
+    big enough on an H200 (60 MiB L2 -> 240 MiB) and cheaper on a GB10 (24 MB -> 96 MiB).
+    """
+    return max(4 * _l2_bytes(_torch(torch), device), 64 * MiB)
+
+
+def time_cuda(fn, warmup: int = 10, rep: int = 50, flush_l2: bool = True, torch=None,
+              device="cuda", max_total_ms: float = 3000.0) -> float:
+    """Median milliseconds of fn(), timed with CUDA events, like triton.testing.do_bench.
+
+    One call and `warmup` more first (compilation, cuBLAS heuristics, the caching allocator),
+    the warm-up timed on the host to size `rep`. Then `rep` calls, each between two events on
+    the current stream; before each, an L2-sized buffer is zeroed (outside the events) so inputs
+    come from main memory, not from L2. One synchronize at the end; the median is robust to a
+    stray slow call. Work on another stream is not seen: use this for PyTorch baselines, not to
+    time untrusted code.
+
+    Args:
+        fn: a callable with no arguments (close over the inputs).
+        warmup, rep: call counts (after the first call). rep shrinks (to at least 5) when rep
+            calls would take longer than max_total_ms, judged from the warm-up.
+        flush_l2: zero the flush buffer before each timed call.
+        torch: the torch module (default: import it).
+        device: "cuda" (or an index); "cpu" times with the host clock and flushes nothing.
+    Returns:
+        float milliseconds.
+    """
+    torch = _torch(torch)
+    if str(device) == "cpu":
+        return _time_host(fn, warmup, rep, max_total_ms)
+    cache = None
+    if flush_l2:
+        cache = torch.empty(flush_bytes(torch, device) // 4, dtype=torch.int32, device=device)
+    fn()                                  # the first call may compile: not used to size rep
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(max(warmup, 1)):
+        fn()
+    torch.cuda.synchronize()
+    per_call = (time.perf_counter() - t0) * 1e3 / max(warmup, 1)
+    rep = _fit_rep(rep, per_call, max_total_ms)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(rep)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(rep)]
+    for start, end in zip(starts, ends):
+        if cache is not None:
+            cache.zero_()
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
+def _fit_rep(rep: int, per_call: float, max_total_ms: float) -> int:
+    if per_call * rep > max_total_ms:
+        return max(5, int(max_total_ms / max(per_call, 1e-6)))
+    return rep
+
+
+def _time_host(fn, warmup, rep, max_total_ms) -> float:
+    fn()
+    t0 = time.perf_counter()
+    for _ in range(max(warmup, 1)):
+        fn()
+    rep = _fit_rep(rep, (time.perf_counter() - t0) * 1e3 / max(warmup, 1), max_total_ms)
+    times = []
+    for _ in range(rep):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
