@@ -163,7 +163,8 @@ CHECKS: list[Check] = [
     # ---------------------------------------------------------------- bench_attn (16)
     _C("bench_attn.backend_probe", "cpu", 2, "probe_backends reports each SDPA backend as working (with a time) or not",
        "Task 5: call sdpa under each sdpa_kernel(backend), catch RuntimeError, and record "
-       "the time of those that run."),
+       "the time of those that run.",
+       follows=("bench_attn.honest_timing",)),
     _C("bench_attn.honest_timing", "adversarial", 4, "time_proper: warm-up, rep timed calls each synchronised, median, against the grader's clock",
        "Break It 4c: warm up (the first call compiles), then time rep calls, sync() before "
        "starting the clock and after fn() (kernels launch asynchronously), and return the "
@@ -179,12 +180,12 @@ CHECKS: list[Check] = [
     _C("bench_attn.oom_recorded", "adversarial", 2, "an out-of-memory run is recorded as None and the sweep goes on",
        "Catch torch.OutOfMemoryError per run, record ms/tflops/peak_gb as None, free the "
        "memory and go on with the next impl and N.",
-       follows=("bench_attn.sweep_rows",)),
+       follows=("bench_attn.sweep_rows", "bench_attn.honest_timing")),
     _C("bench_attn.gpu_sweep", "gpu", 3, "the sweep on the GPU: naive memory grows ~4x per doubling, flash stays flat",
        "Naive attention writes S and P (N^2 each): its peak grows 4x per doubling of N; "
        "SDPA and yours keep only the output. peak_bytes: reset the peak, run, "
        "max_memory_allocated() minus the base.",
-       follows=("bench_attn.sweep_rows", "bench_attn.oom_recorded")),
+       follows=("bench_attn.sweep_rows", "bench_attn.oom_recorded", "bench_attn.honest_timing")),
 ]
 del _C
 

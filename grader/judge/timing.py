@@ -140,11 +140,11 @@ class Clock:
             now = time.perf_counter()
             while self._pending and self._pending[0][0] <= now:
                 _, _, conn, event = heapq.heappop(self._pending)
+                event.reply = time.perf_counter()     # before sending: no one can see it earlier
                 try:
                     conn.sendall(b".")
                 except OSError:
                     pass
-                event.reply = time.perf_counter()
             wait = 0.05 if not self._pending else max(0.0, self._pending[0][0] - time.perf_counter())
             for key, _ in self._sel.select(timeout=min(wait, 0.05)):
                 if key.data is None:
