@@ -58,6 +58,12 @@ def rng():
 
 
 @pytest.fixture
+def workers(request):
+    """Every worker of this run: perf checks stop them all before timing a PyTorch baseline."""
+    return _plugin(request).workers
+
+
+@pytest.fixture
 def credit(request):
     c = Credit()
     _plugin(request).credits[request.node.nodeid] = c

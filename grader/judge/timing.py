@@ -163,7 +163,8 @@ class Clock:
                 buf = buffers.get(conn, b"") + data
                 *lines, buffers[conn] = buf.split(b"\n")
                 for line in lines:
-                    self._request(conn, key, line.decode(errors="replace").strip(), arrival)
+                    if not self._request(conn, key, line.decode(errors="replace").strip(), arrival):
+                        break
 
     def _accept(self) -> None:
         try:
@@ -173,17 +174,18 @@ class Clock:
         conn.setblocking(True)
         self._sel.register(conn, selectors.EVENT_READ, {"stream": None})
 
-    def _request(self, conn, key, line: str, arrival: float) -> None:
+    def _request(self, conn, key, line: str, arrival: float) -> bool:
+        """Log and schedule one request; False when the connection was refused and closed."""
         state = key.data
         if state["stream"] is None:           # the first line names the stream
             name = line.removeprefix("H ").strip()
             if name not in self.streams or name in self._claimed:
                 self._sel.unregister(conn)
                 conn.close()
-                return
+                return False
             self._claimed.add(name)
             state["stream"] = name
-            return
+            return True
         s = self.streams[state["stream"]]
         start = max(arrival, s.last_reply)    # requests of one connection are answered in order
         if line.startswith("L"):
@@ -204,11 +206,12 @@ class Clock:
             reply_at = max(start, s.busy_until)
             event = Event("sync", 0, arrival)
         else:
-            return
+            return True
         s.events.append(event)
         s.last_reply = reply_at
         self._seq += 1
         heapq.heappush(self._pending, (reply_at, self._seq, conn, event))
+        return True
 
 
 def _bindable(path: Path) -> str:
@@ -338,6 +341,209 @@ def checksum_reference(ref, weights, unit_roundoff: float) -> tuple[float, float
     scale = (e.square() @ w.square()).sqrt() + y.abs()               # (rows,)
     sigma = float(((r * scale * 8 * unit_roundoff).square().sum()).sqrt())
     return float((y * r).sum()), 6 * sigma + 1e-9
+
+
+# ================================================================== perf-layer requests
+# Every call the perf layer makes into student code is one shape: {"runs": spec, "cuda_peak":
+# True}. Nothing the worker can read says whether the grader will time it, compare its checksums
+# or compare its last output in full: it does all three, choosing after the call which runs to
+# check. The time of R calls is the difference between two requests (per_call_ms), and every
+# request's outputs are verified afterwards (Requests.verify): work skipped anywhere shows.
+
+UNIT_ROUNDOFF = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8, "float32": 2.0 ** -24}
+OPTS_KEYS = ("runs", "cuda_peak")
+
+
+def runs_spec(rng, count: int, arg: int = 0, std: float = 1.0) -> dict:
+    """`count` calls, argument `arg` refilled before each from a fresh seed (normal, std)."""
+    seeds = [int(x) for x in rng.integers(1, 2 ** 62, size=count)]
+    return {"arg": int(arg), "seeds": seeds, "std": float(std),
+            "weights": int(rng.integers(1, 2 ** 62))}
+
+
+class Requests:
+    """The student's function as `request(repeat)` for per_call_ms, run in its worker.
+
+        reqs = Requests(sub, "softmax", [marker], rng=rng, reference=softmax_ref, inputs=[x],
+                        dtype="float16", what="softmax(x)")
+        ms = per_call_ms(reqs)          # times requests of 1 + repeat calls each
+        reqs.verify()                   # then checks every request's outputs, chosen at random
+
+    reference(list_of_inputs) -> the float32/64 reference output on the GPU, where the inputs
+    are the trusted copies with argument `arg` refilled from the run's seed.
+    """
+
+    def __init__(self, sub, fn: str, args: list, *, rng, reference, inputs: list, dtype: str,
+                 what: str, kwargs: dict | None = None, arg: int = 0, std: float = 1.0,
+                 checked_runs: int = 2, full_share: float = 0.3, cuda_peak: bool = True):
+        self.sub, self.fn, self.args, self.kwargs = sub, fn, list(args), dict(kwargs or {})
+        self.rng, self.reference, self.inputs = rng, reference, list(inputs)
+        self.dtype, self.what, self.arg, self.std = dtype, what, arg, std
+        self.checked_runs, self.full_share = checked_runs, full_share
+        self.opts = {"cuda_peak": True} if cuda_peak else {}   # False only in CPU tests
+        self.done: list = []     # (spec, CallResult) of every request, verified later
+
+    def __call__(self, repeat: int):
+        return self.call(1 + repeat)
+
+    def call(self, count: int):
+        spec = runs_spec(self.rng, count, self.arg, self.std)
+        result = self.sub.call(self.fn, *self.args, opts={"runs": spec, **self.opts},
+                               **self.kwargs)
+        self.done.append((spec, result))
+        return result
+
+    def verify(self) -> int:
+        """Compare the outputs of every request made so far; returns how many runs were checked.
+        Raises CheckFailed at the first wrong one."""
+        from grader.judge import gpu
+        from grader.judge.compare import CheckFailed
+
+        torch = _torch(None)
+        checked = 0
+        for number, (spec, result) in enumerate(self.done, 1):
+            value = result.value
+            seeds = spec["seeds"]
+            sums = value.get("sums") if isinstance(value, dict) else None
+            if not isinstance(sums, list) or len(sums) != len(seeds):
+                raise CheckFailed(f"{self.what}: timed request {number} sent back no checksum per "
+                                  f"call ({len(seeds)} calls made)")
+            last = len(seeds) - 1
+            # chosen now, after the call: the worker could not know which runs are looked at
+            picks = sorted(set(self.rng.choice(len(seeds), size=min(self.checked_runs, len(seeds)),
+                                               replace=False).tolist()) | {last})
+            full = self.rng.random() < self.full_share
+            for j in picks:
+                expected = self._reference(seeds[j])
+                got = float(sums[j])
+                weights = checksum_weights(expected, spec["weights"])
+                want, tol = checksum_reference(expected, weights, UNIT_ROUNDOFF[self.dtype])
+                if not math.isfinite(got) or abs(got - want) > tol:
+                    raise CheckFailed(
+                        f"{self.what}: call {j + 1} of {len(seeds)} in timed request {number} gave a "
+                        f"wrong output: its checksum is {got:.6g}, the reference's {want:.6g} "
+                        f"(tolerance {tol:.2g}). Every call the perf layer times is also checked; "
+                        f"an output that is NaN, stale, cached or skipped earns no speed points",
+                        hint="compute every call in full: the grader times calls whose outputs it "
+                             "checks afterwards")
+                if j == last and full:
+                    out = value.get("out")
+                    if out is None or not hasattr(out, "array"):
+                        raise CheckFailed(f"{self.what}: timed request {number} returned "
+                                          f"{type(out).__name__}, not the output tensor")
+                    gpu.assert_close_gpu(out, expected, what=self.what, dtype=self.dtype,
+                                         case=f"the last call of timed request {number}")
+                checked += 1
+                del expected
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        self.done.clear()
+        return checked
+
+    def _reference(self, seed: int):
+        inputs = list(self.inputs)
+        fresh = _torch(None).empty_like(inputs[self.arg])
+        refill(fresh, seed, self.std)
+        inputs[self.arg] = fresh
+        return self.reference(inputs)
+
+
+def local_request(fn, args: list, arg: int = 0, std: float = 1.0, seed: int = 1):
+    """The same harness run here, on trusted code (the PyTorch baselines): before each call
+    argument `arg` is refilled, after it the output is reduced to a checksum; one synchronize.
+    Baselines and student pay the same per-call costs."""
+    torch = _torch(None)
+    args = list(args)
+    state = {"seed": seed, "weights": None}
+
+    def request(repeat: int):
+        sums = []
+        for _ in range(1 + repeat):
+            state["seed"] += 1
+            refill(args[arg], state["seed"], std)
+            out = fn(*args)
+            if state["weights"] is None:
+                state["weights"] = checksum_weights(out, 7)
+            sums.append(checksum(out, state["weights"]))
+            del out
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        return sums
+
+    return request
+
+
+def below_floor(ms: float, floor_ms: float, what: str) -> str | None:
+    """A time no real kernel can reach (less than the work at the measured ceiling, with 10%
+    to spare): the message saying so, else None."""
+    if ms > 0 and ms >= floor_ms / 1.1:
+        return None
+    return (f"{what}: {ms:.4f} ms per call is below the roofline floor of {floor_ms:.4f} ms "
+            f"(the work at this GPU's measured ceiling): impossible for a kernel that computes "
+            f"its output, so no speed points")
+
+
+# ------------------------------------------------------------------ no student alive
+
+
+def stop_students(workers) -> None:
+    """Stop every worker of this grading run (the next call starts a fresh one), so nothing of
+    the student's runs or has work queued while a baseline or a ceiling is measured."""
+    for sub in workers.all():
+        sub.close()
+
+
+def gpu_processes() -> list[int] | None:
+    """PIDs of the processes holding a CUDA context on this machine's GPUs, from NVML (pynvml
+    or nvidia-smi); None when neither can tell."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        pids = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            pids += [p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)]
+        return pids
+    except Exception:   # not installed, or no NVML here: ask the command-line tool
+        pass
+    import subprocess
+
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    return [int(x) for x in out.stdout.split() if x.strip().isdigit()]
+
+
+def quiet_gpu(workers, what: str, processes=gpu_processes) -> str:
+    """Stop the student's workers, then make sure no other process uses the GPU.
+
+    Raises CheckFailed when one does (a process the submission left behind, or anything else
+    that would make the baseline slower): a check that cannot measure fairly fails, it never
+    turns into credit or into "not run". Returns a note for the report."""
+    from grader.judge.compare import CheckFailed
+
+    stop_students(workers)
+    deadline = time.perf_counter() + 5.0
+    while True:
+        pids = processes()
+        if pids is None:
+            return "(GPU process list unavailable: NVML could not be asked)"
+        # PIDs NVML reports from another PID namespace are not ours to judge (a container's
+        # host): only processes this machine's /proc shows, other than this one, count
+        others = sorted(p for p in set(pids) if p != os.getpid() and os.path.exists(f"/proc/{p}"))
+        if not others:
+            return ""
+        if time.perf_counter() > deadline:
+            raise CheckFailed(f"{what}: other processes use the GPU (PIDs {others}) after the "
+                              f"submission's workers were stopped; the PyTorch baseline cannot "
+                              f"be timed fairly, so this check counts as failed",
+                              hint="a submission must not leave processes running on the GPU")
+        time.sleep(0.2)
 
 
 # ================================================================== CUDA events (trusted code only)
