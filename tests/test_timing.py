@@ -257,3 +257,26 @@ def test_runs_request_through_a_real_worker(tmp_path):
         assert reqs.verify() >= 2
     finally:
         workers.close()
+
+
+def test_a_kernel_that_skips_timed_calls_is_caught(tmp_path):
+    """tools/gpu_mutants.py's skipper (it computes only on calls that do not look timed),
+    through a real worker on CPU: its requests fail verification."""
+    from tools import gpu_mutants
+
+    folder = gpu_mutants.perf_submissions(tmp_path / "subs")["skip_timed"]
+    workers = launcher.Workers(folder, tmp_path / "scratch")
+    try:
+        sub = workers.get("softmax_triton", "interp")
+        shape, seed = (3, 130), 10
+        marker = seeded(shape, "float32", "cpu", seed, 1.0, 0)
+        x = torch_randn(shape, "float32", "cpu", seed)
+        assert sub.softmax(marker) is not None          # the first call computes
+        reqs = timing.Requests(sub, "softmax", [marker], rng=Rng(7), inputs=[x],
+                               dtype="float32", what="softmax(x)", cuda_peak=False,
+                               reference=lambda i: torch.softmax(i[0].double(), -1))
+        reqs(3)
+        with pytest.raises(compare.CheckFailed, match="wrong output|NaN|max abs error"):
+            reqs.verify()
+    finally:
+        workers.close()
