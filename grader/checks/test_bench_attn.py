@@ -133,8 +133,8 @@ def _judge_proper(stream, got: float, warmup: int, rep: int, start: float, end: 
                "were the warm-up calls made, and exactly rep timed calls after them?")
         raise CheckFailed(f"{what}: the grader's clock counted {n} calls of fn; expected warmup + "
                           f"rep = {warmup} + {rep} = {warmup + rep} ({case}). {why}",
-                          hint="warm up with `warmup` untimed calls, then time `rep` calls, each "
-                               "on its own, and return their median")
+                          hint="warm-up first: `warmup` untimed calls, then time `rep` calls, "
+                               "each on its own, and return their median")
     lows, highs = [], []
     for k, launch in enumerate(launches[warmup:]):
         earlier = [e.done for e in launches if e.arrival < launch.arrival]

@@ -51,7 +51,7 @@ MUTANTS = [
     Mutant("sweep_times_the_wrong_impl", "bench_attn",
            find="                    ms = time_proper(lambda: fn(q, k, v))",
            replace="                    ms = time_proper(lambda: next(iter(impls.values()))(q, k, v))",
-           checks=("bench_attn.sweep_rows",), idea="ms"),
+           checks=("bench_attn.sweep_rows",), idea="time_proper"),
     # a backend that cannot run here raises RuntimeError; catching only OOM lets it escape
     Mutant("probe_without_runtime_error", "bench_attn",
            find="        except RuntimeError:                  # not available here",
