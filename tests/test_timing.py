@@ -280,3 +280,31 @@ def test_a_kernel_that_skips_timed_calls_is_caught(tmp_path):
             reqs.verify()
     finally:
         workers.close()
+
+
+def test_a_timer_that_calls_torch_cuda_synchronize_gets_full_marks(tmp_path):
+    """Right on a GPU, so right here: torch.cuda.synchronize() reaches the workload, and on a
+    CPU worker it is a no-op (CPU ops finish before they return)."""
+    from tests.helpers import copy_solutions, grade
+
+    source = (SOLUTIONS / "bench_attn.py").read_text()
+    a = source.index("def time_proper(")
+    b = source.index("\ndef ", a + 1)
+    timer = '''def time_proper(fn, *args, warmup=5, rep=20, sync=None) -> float:
+    for _ in range(warmup):
+        fn(*args)
+    times = []
+    for _ in range(rep):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn(*args)
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+'''
+    sub = copy_solutions(tmp_path / "sub", {"bench_attn.py": source[:a] + timer + source[b:]})
+    report = grade(sub, "--exercises", "bench_attn", "--layers", "cpu,adversarial")
+    failing = [(t["name"], t["message"]) for t in report["tests"]
+               if t["status"] not in ("passed", "not_run")]
+    assert not failing and report["score"] == report["max_score"] > 0, failing

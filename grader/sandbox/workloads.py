@@ -56,16 +56,20 @@ _LIVE: list = []   # AsyncWork objects of the call being run
 
 @contextlib.contextmanager
 def routed_synchronize():
-    """During a call that was given workloads, torch.cuda.synchronize() waits for them.
+    """During a call, torch.cuda.synchronize() waits for the workloads it was given, and on a
+    machine without CUDA (the CPU layers) does nothing else: CPU ops finish before they return.
 
     On a GPU, a timer that calls torch.cuda.synchronize() instead of its `sync` argument is
-    right; here that call reaches the workloads, so it is right on the CPU too."""
+    right; this makes it right on the CPU too. On a CUDA worker with no workload, torch's own
+    synchronize stays."""
     import sys
 
     torch = sys.modules.get("torch")
-    if not _LIVE or torch is None:
-        yield
-        _LIVE.clear()
+    if torch is None or not (_LIVE or not torch.cuda.is_available()):
+        try:
+            yield
+        finally:
+            _LIVE.clear()
         return
     saved = torch.cuda.synchronize
     live = list(_LIVE)
