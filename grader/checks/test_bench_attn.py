@@ -1,12 +1,16 @@
 """Checks for exercises/bench_attn.py (lesson: "Benchmarking a kernel without lying to yourself",
 Build It's bench_attn.py, Break It 4 "Lie with a benchmark").
 
-No GPU is needed: the worker runs on CPU tensors. The timers are given a trusted workload
-(`grader.sandbox.workloads.AsyncWork`) that behaves like a kernel launch with a known duration: the call
-returns at once, the work finishes `ms` later, and the first call pays a compile. What each timer
-reports is compared with those known durations, and with the grader's own clock around the call.
-Sweeps get trusted implementations (`Attention`, `OutOfMemoryAbove`) and tiny shapes; their rows
-are checked against the formula, and against the JSON file the student's code wrote.
+No GPU is needed: the worker runs on CPU tensors. The timers are given a workload
+(`grader.sandbox.workloads.AsyncWork`) that behaves like a kernel launch: the call returns at once
+(the first after a compile), the work finishes later, and `synchronize()` waits for it. The
+workload holds only a socket: its durations are drawn in this process (log-uniform over 0.2 to
+50 ms, new for every call) by `grader.judge.timing.Clock`, which answers each launch and
+synchronize on its own clock and logs them. The grader counts the calls itself and bounds what
+any timer around them could have measured; the reported number must lie within those bounds, so
+neither a constant nor a single timed call passes. Sweeps get workloads that run a drawn time per
+N (their rows' ms are checked the same way), trusted attention (`Attention`, `OutOfMemoryAbove`)
+and tiny shapes; rows are checked against the formula and the JSON file the student's code wrote.
 """
 
 from __future__ import annotations
