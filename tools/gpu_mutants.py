@@ -59,6 +59,9 @@ def grade_mutant(m: Mutant, work: Path) -> dict:
 
 
 PERF_EXERCISES = {"softmax_triton": "softmax", "flash_triton": "flash_fwd"}
+PERF_CHECKS = {"softmax_triton": ["softmax_triton.gpu_real_sizes", "softmax_triton.bandwidth"],
+               "flash_triton": ["flash_triton.gpu_real_sizes", "flash_triton.speed_vs_sdpa",
+                                "flash_triton.memory_flat"]}   # the sanitizer has its own runs
 SKIP_TIMED = '''
 
 # ---- made by tools/gpu_mutants.py: skip the work on calls that look timed (must earn nothing)
@@ -128,6 +131,7 @@ def grade_perf(out: Path) -> int:
                 start = time.perf_counter()
                 subprocess.run([sys.executable, "-m", "grader", "--submission", str(folder),
                                 "--exercises", exercise, "--layers", "gpu,perf", "--no-hidden",
+                                "--checks", ",".join(PERF_CHECKS[exercise]),
                                 "--json", f"{stem}.json", "--markdown", f"{stem}.md", "--quiet"],
                                cwd=ROOT, check=False)
                 seconds = time.perf_counter() - start
