@@ -152,6 +152,8 @@ def grade_perf(out: Path) -> int:
                         bad.append(f"{case} {t['name']}: {t['score']:g}/{t['max_score']:g}, "
                                    f"expected {expected[case]}")
                 print(f"{case} {exercise}: {seconds:.0f} s", flush=True)
+    if len(lines) == 4:
+        bad.append("no gpu or perf check ran: is there a CUDA GPU?")
     lines += ["", "Expected: " + "; ".join(f"{k}: {v}" for k, v in expected.items()) + ".",
               "Unexpected: " + ("; ".join(bad) if bad else "none") + "."]
     out.write_text("\n".join(lines) + "\n")
