@@ -140,10 +140,6 @@ def test_refill_and_checksum_agree_across_tensors():
     assert torch.isnan(timing.checksum(a[:, :10], w))
 
 
-def _run(fn, spec, x):
-    return probes._run_many(fn, [x], {}, spec)
-
-
 class FakeSub:
     """A worker stand-in that runs the probe's `runs` loop in this process."""
 
@@ -151,9 +147,9 @@ class FakeSub:
         self.fn, self.x = fn, x
 
     def call(self, name, *args, opts=None, **kwargs):
-        value = probes._run_many(self.fn, [self.x], kwargs, opts["runs"])
-        out = value["out"]
-        value["out"] = None if out is None else compare_value(out)
+        value = probes.run(self.fn, [self.x], kwargs, opts)
+        if opts.get("fetch"):
+            value = None if value is None else compare_value(value)
         return launcher.CallResult(value, extras={})
 
 
