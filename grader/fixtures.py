@@ -58,6 +58,12 @@ def rng():
 
 
 @pytest.fixture
+def workers(request):
+    """Every worker of this run: perf checks stop them all before timing a PyTorch baseline."""
+    return _plugin(request).workers
+
+
+@pytest.fixture
 def credit(request):
     c = Credit()
     _plugin(request).credits[request.node.nodeid] = c
@@ -78,6 +84,8 @@ class GpuContext:
 
         from grader.judge import ceilings, devices
 
+        for sub in plugin.workers.all():   # no student process alive while the ceilings are timed
+            sub.close()
         self.info = devices.describe(torch)
         p = torch.cuda.get_device_properties(0)
         self.profile = devices.profile_for((p.major, p.minor), p.name, self.info["smem_per_block"])

@@ -49,5 +49,12 @@ CHECKS = [
        "every output element is written by the kernel; q, k, v and the memory behind them are left alone",
        "Every program stores its whole (BLOCK_M, D) tile, masked on rows < N only, into O; "
        "nothing is stored into Q, K or V."),
+    # ---------------------------------------------------------------- bench_attn (2)
+    _C("bench_attn.hidden_timer_arguments", "adversarial", 2,
+       "time_proper with its defaults, with rep = 1 and with an even rep",
+       "Use the warmup and rep you are given (defaults 5 and 20), sync only through `sync` "
+       "(default: torch.cuda.synchronize when CUDA is there, else nothing), median of the rep "
+       "timed calls.",
+       follows=("bench_attn.honest_timing",)),
 ]
 del _C

@@ -17,7 +17,7 @@ import types
 import pytest
 import torch
 
-from grader.judge import ceilings, devices
+from grader.judge import ceilings, devices, timing
 from tests.helpers import EXERCISES, ROOT, SOLUTIONS
 from tools import bench
 
@@ -166,13 +166,13 @@ def test_time_cuda_median_warmup_and_rep(monkeypatch):
         calls.append(1)
         time.sleep(0.002)
 
-    ms = ceilings.time_cuda(work, warmup=3, rep=7, torch=fake)
+    ms = timing.time_cuda(work, warmup=3, rep=7, torch=fake)
     assert len(calls) == 1 + 3 + 7 and 1.5 < ms < 20
     calls.clear()
-    ceilings.time_cuda(work, warmup=2, rep=1000, torch=fake, max_total_ms=30)
+    timing.time_cuda(work, warmup=2, rep=1000, torch=fake, max_total_ms=30)
     assert len(calls) < 100, "rep shrinks when rep calls would take longer than max_total_ms"
-    assert ceilings.flush_bytes(fake_torch()) == 240 << 20     # 4 x a 60 MiB L2
-    assert ceilings.flush_bytes(fake_torch(l2=0)) == 64 << 20
+    assert timing.flush_bytes(fake_torch()) == 240 << 20     # 4 x a 60 MiB L2
+    assert timing.flush_bytes(fake_torch(l2=0)) == 64 << 20
 
 
 def test_cuda_code_paths_with_a_fake_gpu():
@@ -296,7 +296,7 @@ def test_ceilings_on_the_gpu():
     tflops = ceilings.matmul_tflops(torch, n=4096)
     assert 1 < tflops < 5_000, f"matmul {tflops:.0f} TFLOP/s"
     a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
-    ms = ceilings.time_cuda(lambda: a @ a, warmup=3, rep=10)
+    ms = timing.time_cuda(lambda: a @ a, warmup=3, rep=10)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for _ in range(10):

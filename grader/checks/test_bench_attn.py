@@ -1,12 +1,16 @@
 """Checks for exercises/bench_attn.py (lesson: "Benchmarking a kernel without lying to yourself",
 Build It's bench_attn.py, Break It 4 "Lie with a benchmark").
 
-No GPU is needed: the worker runs on CPU tensors. The timers are given a trusted workload
-(`grader.sandbox.workloads.AsyncWork`) that behaves like a kernel launch with a known duration: the call
-returns at once, the work finishes `ms` later, and the first call pays a compile. What each timer
-reports is compared with those known durations, and with the grader's own clock around the call.
-Sweeps get trusted implementations (`Attention`, `OutOfMemoryAbove`) and tiny shapes; their rows
-are checked against the formula, and against the JSON file the student's code wrote.
+No GPU is needed: the worker runs on CPU tensors. The timers are given a workload
+(`grader.sandbox.workloads.AsyncWork`) that behaves like a kernel launch: the call returns at once
+(the first after a compile), the work finishes later, and `synchronize()` waits for it. The
+workload holds only a socket: its durations are drawn in this process (log-uniform over 0.2 to
+50 ms, new for every call) by `grader.judge.timing.Clock`, which answers each launch and
+synchronize on its own clock and logs them. The grader counts the calls itself and bounds what
+any timer around them could have measured; the reported number must lie within those bounds, so
+neither a constant nor a single timed call passes. Sweeps get workloads that run a drawn time per
+N (their rows' ms are checked the same way), trusted attention (`Attention`, `OutOfMemoryAbove`)
+and tiny shapes; rows are checked against the formula and the JSON file the student's code wrote.
 """
 
 from __future__ import annotations
@@ -14,10 +18,13 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import statistics
+import time
 
 import pytest
 
 from grader.sandbox.codec import Trusted
+from grader.judge import timing
 from grader.judge.compare import CheckFailed
 from grader.judge.inputs import randn, tensor
 
@@ -74,60 +81,162 @@ def test_backend_probe(student, rng):
                           f"device), got None. Is only RuntimeError caught, around each backend?")
 
 
-# ------------------------------------------------------------------------------ honest_timing
+# ------------------------------------------------------------------------------ timers
+# Each timer gets a fresh workload whose "device" is simulated in this process (timing.Clock):
+# durations drawn here, log-uniformly over 0.2 to 50 ms, never sent to the worker; every launch
+# and synchronize logged on this clock. The grader counts the calls itself and bounds what a
+# timer around them could have measured; the reported number must fall inside those bounds.
+
+WORK_MS = (0.2, 50.0)       # how long one launch's work takes, drawn per call
+COMPILE_MS = (30.0, 120.0)  # what the first call of a fresh workload pays before it returns
+
+
+def _timed_call(sub, rng, fn_name: str, stream: timing.Stream, **kwargs):
+    """Call fn_name(fn, **kwargs) with a fresh workload; kwargs may name "sync". Returns
+    (result, stream, start, end) with start/end the grader's clock around the call."""
+    with timing.Clock(sub.scratch, {"fn": stream}, rng) as clock:
+        fn = Trusted("async_work", key="w", params=clock.params("fn"))
+        if kwargs.get("sync") == "sync":
+            kwargs["sync"] = Trusted("async_work", key="w", attr="synchronize",
+                                     params=clock.params("fn"))
+        start = time.perf_counter()
+        result = sub.call(fn_name, fn, **kwargs)
+        end = time.perf_counter()
+    return result, stream, start, end
+
+
+def _ms(x: float) -> str:
+    return f"{x * 1e3:.3f} ms"
 
 
 @pytest.mark.check("bench_attn.honest_timing")
 def test_honest_timing(student, rng):
     sub = student()
-    ms = round(float(rng.uniform(20, 35)), 1)
-    first = round(float(rng.uniform(120, 180)), 1)
-    params = {"ms": ms, "first_call_ms": first}
-    case = (f"fn: a launch that returns at once and whose work finishes {ms} ms later; its first "
-            f"call also compiles for {first} ms")
+    for _ in range(3):
+        work_ms = timing.log_uniform(rng, *WORK_MS)
+        compile_ms = timing.log_uniform(rng, *COMPILE_MS)
+        warmup, rep = int(rng.integers(2, 4)), int(rng.integers(5, 8))
+        what = f"time_proper(fn, warmup={warmup}, rep={rep}, sync=fn.synchronize)"
+        case = (f"fn: a launch that returns at once and whose work takes {work_ms:.3f} ms; its "
+                f"first call also compiles for {compile_ms:.0f} ms [seed {rng.seed}]")
+        stream = timing.Stream(ms=work_ms, compile_ms=compile_ms)
+        result, stream, start, end = _timed_call(sub, rng, "time_proper", stream,
+                                                 warmup=warmup, rep=rep, sync="sync")
+        got = _positive_ms(result.value, what)
+        _judge_proper(stream, got, warmup, rep, start, end, what, case)
 
-    # 4c: warm up, sync around every timed call, median. A fresh workload per call (markers with
-    # one key share one instance within one call): fn and its synchronize.
-    warmup, rep = 2, 5
-    fn = Trusted("async_work", key="w", params=params)
-    sync = Trusted("async_work", key="w", attr="synchronize")
-    what = f"time_proper(fn, warmup={warmup}, rep={rep}, sync=fn.synchronize)"
-    result = sub.call("time_proper", fn, warmup=warmup, rep=rep, sync=sync)
-    got = _positive_ms(result.value, what)
-    if abs(got - ms) > 0.25 * ms + 2.0:
-        why = ("far below: the clock stopped when the work was queued; call sync() after fn, "
-               "before reading the clock" if got < ms else
-               "far above: the first call's compile or earlier queued work was billed to the timed "
-               "calls; warm up first and sync() before starting the clock")
-        raise CheckFailed(f"{what}: expected about {ms} ms ({case}), got {got:.3f} ms ({why})")
-    wall_ms = result.wall_s * 1e3
-    if wall_ms < rep * got:
-        raise CheckFailed(f"{what}: reported a median of {got:.3f} ms over {rep} timed calls, but "
-                          f"the whole call took {wall_ms:.1f} ms on the grader's clock (less than "
-                          f"{rep} x {got:.3f}); the time must come from {rep} real timed calls")
 
+def _judge_proper(stream, got: float, warmup: int, rep: int, start: float, end: float,
+                  what: str, case: str) -> None:
+    """The grader's count of calls, then what its log says any honest timer could report.
+    A blocking stream runs each call's work before returning (a CPU op): no sync is needed."""
+    waited = not stream.blocking
+    launches = stream.launches()
+    if len(launches) != warmup + rep:
+        n = len(launches)
+        why = ("fn was never called: the time must come from real calls" if n == 0 else
+               "one timed call: rep is the number of timed calls, and the median of their times "
+               "is the answer" if n <= warmup + 1 else
+               "were the warm-up calls made, and exactly rep timed calls after them?")
+        raise CheckFailed(f"{what}: the grader's clock counted {n} calls of fn; expected warmup + "
+                          f"rep = {warmup} + {rep} = {warmup + rep} ({case}). {why}",
+                          hint="warm-up first: `warmup` untimed calls, then time `rep` calls, "
+                               "each on its own, and return their median")
+    lows, highs = [], []
+    for k, launch in enumerate(launches[warmup:]):
+        earlier = [e.done for e in launches if e.arrival < launch.arrival]
+        if earlier and max(earlier) > launch.arrival + 1e-6:
+            raise CheckFailed(
+                f"{what}: timed call {k + 1} of {rep} was launched while earlier calls were still "
+                f"running on the device (their work ended {_ms(max(earlier) - launch.arrival)} "
+                f"later) ({case}); that time is billed to this call",
+                hint="sync() before starting the clock, so earlier queued work (the warm-up "
+                     "calls) is not billed to the timed call")
+        low, high = timing.interval_bounds(stream.events, launch, start, end, waited=waited)
+        lows.append(low)
+        highs.append(high)
+    if got < min(lows) * 1e3 * 0.999:
+        raise CheckFailed(
+            f"{what}: reported {got:.4g} ms, but the work of every timed call took at least "
+            f"{_ms(min(lows))} on the grader's clock ({case}): the clock stopped before the work "
+            f"was done",
+            hint="kernels launch asynchronously: call sync() after fn() and before reading the "
+                 "clock (synchronise), and return milliseconds")
+    missing = [k + 1 for k, high in enumerate(highs) if high is None]
+    if missing:
+        raise CheckFailed(
+            f"{what}: timed call {missing[0]} of {rep} was never waited for: no synchronize "
+            f"covered its work before the next call ({case})",
+            hint="call sync() after fn() inside the timed region (synchronise), so the clock "
+                 "stops when the work is done, not when it is queued")
+    high = max(statistics.median(highs), statistics.fmean(highs))
+    if got > high * 1e3 * 1.001 + 0.01:
+        raise CheckFailed(
+            f"{what}: reported {got:.4g} ms, more than the timed calls could have measured on the "
+            f"grader's clock (at most {_ms(high)} each; the work took {_ms(min(lows))}) ({case})",
+            hint="time each of the rep calls on its own, warm-up outside the clock, and return "
+                 "the median of their times (not their sum)")
+
+
+@pytest.mark.check("bench_attn.dishonest_timers")
+def test_dishonest_timers(student, rng):
+    sub = student()
     # 4a: one cold call, no sync: the compile, not the work
+    work_ms = timing.log_uniform(rng, *WORK_MS)
+    compile_ms = timing.log_uniform(rng, *COMPILE_MS)
+    case = (f"fn: its work takes {work_ms:.3f} ms after a launch that returns at once; its first "
+            f"call compiles for {compile_ms:.0f} ms [seed {rng.seed}]")
     what = "time_once_no_sync(fn)"
-    result = sub.call("time_once_no_sync", Trusted("async_work", params=params))
+    result, stream, start, end = _timed_call(sub, rng, "time_once_no_sync",
+                                             timing.Stream(ms=work_ms, compile_ms=compile_ms))
     got = _positive_ms(result.value, what)
-    if got < 0.9 * first:
-        raise CheckFailed(f"{what}: expected at least the {first} ms compile of the first call "
-                          f"({case}), got {got:.3f} ms. One cold call: no warm-up before the clock")
-    if got > result.wall_s * 1e3:
-        raise CheckFailed(f"{what}: reported {got:.3f} ms, longer than the whole call took on the "
-                          f"grader's clock ({result.wall_s * 1e3:.1f} ms)")
+    _judge_no_sync(stream, got, 0, start, end, what, case, compile_ms)
 
     # 4b: warm, no sync: launch overhead only
-    warmup = 3
+    work_ms = timing.log_uniform(rng, *WORK_MS)
+    warmup = int(rng.integers(2, 5))
+    case = f"fn: its work takes {work_ms:.3f} ms after a launch that returns at once [seed {rng.seed}]"
     what = f"time_warm_no_sync(fn, warmup={warmup})"
-    got = sub.time_warm_no_sync(Trusted("async_work", params=params), warmup=warmup)
+    result, stream, start, end = _timed_call(sub, rng, "time_warm_no_sync",
+                                             timing.Stream(ms=work_ms, compile_ms=compile_ms),
+                                             warmup=warmup)
+    got = result.value
     if not _is_number(got) or got < 0:
         raise CheckFailed(f"{what}: expected a number of milliseconds >= 0, got {got!r:.80}")
-    if got > 0.5 * ms:       # loose: a preempted launch on a busy machine still passes
-        why = (f"that includes the {first} ms compile: make the warm-up calls before starting the "
-               f"clock" if got >= 0.9 * first else "no sync: only the launch should be timed")
-        raise CheckFailed(f"{what}: expected launch overhead only, far below the {ms} ms the work "
-                          f"takes ({case}), got {got:.3f} ms ({why})")
+    _judge_no_sync(stream, float(got), warmup, start, end, what, case, compile_ms)
+
+
+def _judge_no_sync(stream, got: float, warmup: int, start: float, end: float, what: str,
+                   case: str, compile_ms: float) -> None:
+    """One launch timed after `warmup` untimed ones, the clock stopped as soon as it returned."""
+    launches = stream.launches()
+    if len(launches) != warmup + 1:
+        expected = "one cold call" if warmup == 0 else f"{warmup} warm-up calls, then one timed call"
+        raise CheckFailed(f"{what}: the grader's clock counted {len(launches)} calls of fn; "
+                          f"expected {warmup + 1}: {expected} ({case})",
+                          hint="Break It 4: 4a times one cold call (no warm-up); 4b makes "
+                               "`warmup` untimed calls, then times one")
+    launch = launches[-1]
+    low, high = timing.interval_bounds(stream.events, launch, start, end, waited=False)
+    if got > high * 1e3 * 1.001 + 0.01:
+        synced = any(e.kind == "sync" and e.arrival >= launch.arrival for e in stream.events)
+        if synced:
+            why = ("the clock kept running through a synchronize: this timer must not sync, so "
+                   "that it shows what an unsynchronised timing measures")
+        elif warmup and got >= 0.9 * compile_ms:
+            why = (f"that includes the {compile_ms:.0f} ms compile: make the warm-up calls before "
+                   f"starting the clock")
+        else:
+            why = "only the one call belongs inside the clock"
+        raise CheckFailed(f"{what}: reported {got:.4g} ms, more than the timed call could have "
+                          f"measured on the grader's clock (at most {_ms(high)}) ({case})",
+                          hint=f"Break It 4: {why}")
+    if got < low * 1e3 * 0.999:
+        raise CheckFailed(f"{what}: reported {got:.4g} ms, but the call took at least {_ms(low)} "
+                          f"before it returned on the grader's clock ({case}); milliseconds, "
+                          f"from just before the call to just after it",
+                          hint="Break It 4a: the first call pays the compile: perf_counter right "
+                               "before and right after the one call, times 1e3")
 
 
 # ------------------------------------------------------------------------------ sweeps
@@ -217,21 +326,46 @@ def _check_timed_row(row: dict, B: int, H: int, D: int, what: str, formula: bool
                           f"got {peak!r}")
 
 
+SWEEP_MS = (0.2, 3.0)        # per (impl, N): what one call of that impl takes, drawn here
+
+
 @pytest.mark.check("bench_attn.sweep_rows")
 def test_sweep_rows(student, rng):
     sub = student()
     Ns, B, H, D = [int(rng.integers(9, 33)), int(rng.integers(33, 65))], 1, 2, 16   # tiny, awkward
-    # trusted stand-ins (functions cannot cross); no "mine": its check against sdpa costs ~0.6 s
-    impls = {name: Trusted("attention") for name in ("naive", "sdpa")}
+    # each impl is a workload that runs for a time drawn here per N (it returns when done, like a
+    # CPU op), so each row's ms can be checked against the grader's own clock
+    names = ("naive", "sdpa")
+    streams = {name: timing.Stream(blocking=True, ms_range=SWEEP_MS) for name in names}
     what = (f"run_sweep(Ns={Ns}, B={B}, H={H}, D={D}, float32, device='cpu', "
-            f"impls={list(impls)}) [seed {rng.seed}]")
-    rows, wall_ms = _sweep(sub, what, Ns, B, H, D, impls, "attn_bench.json")
+            f"impls={list(names)}) [seed {rng.seed}]")
+    with timing.Clock(sub.scratch, streams, rng) as clock:
+        impls = {name: Trusted("async_work", params=clock.params(name)) for name in names}
+        start = time.perf_counter()
+        rows, _ = _sweep(sub, what, Ns, B, H, D, impls, "attn_bench.json")
+        end = time.perf_counter()
     for row in rows:
         _check_timed_row(row, B, H, D, what)
-    total = sum(row["ms"] for row in rows)
-    if total > wall_ms:
-        raise CheckFailed(f"{what}: the rows' ms add up to {total:.3f} ms, more than the whole "
-                          f"sweep took on the grader's clock ({wall_ms:.1f} ms)")
+    for row in rows:
+        stream = streams[row["impl"]]
+        launches = stream.launches(row["N"])
+        where = f"{what}: row N={row['N']}, impl={row['impl']!r}"
+        if not launches:
+            raise CheckFailed(f"{where}: ms = {row['ms']!r}, but the grader's clock saw no call of "
+                              f"{row['impl']} at N={row['N']}: every ms must come from timing "
+                              f"that impl at that N",
+                              hint="time each impl with time_proper(lambda: fn(q, k, v)) at each N")
+        bounds = [timing.interval_bounds(stream.events, e, start, end, waited=False)
+                  for e in launches]
+        low = min(b[0] for b in bounds) * 1e3
+        high = max(b[1] for b in bounds) * 1e3
+        if not low * 0.999 <= row["ms"] <= high * 1.001 + 0.01:
+            raise CheckFailed(f"{where}: ms = {row['ms']:.4g}, but one call of {row['impl']} at "
+                              f"N={row['N']} took {stream.by_n[row['N']]:.3f} ms of work, and any "
+                              f"timing of it lies between {low:.3f} and {high:.3f} ms on the "
+                              f"grader's clock",
+                              hint="ms comes from time_proper on that impl at that N; is "
+                                   "time_proper right (see honest_timing)?")
 
 
 @pytest.mark.check("bench_attn.oom_recorded")
@@ -259,7 +393,7 @@ def test_oom_recorded(student, rng):
 
 
 @pytest.mark.check("bench_attn.gpu_sweep")
-def test_gpu_sweep(student, gpu):
+def test_gpu_sweep(student, gpu, workers):
     from grader.judge import ceilings
 
     sub = student()
@@ -267,6 +401,9 @@ def test_gpu_sweep(student, gpu):
     Ns = [1024, 2048, 4096]
     import torch
 
+    # free memory is judged with nothing of the student's alive (a worker holding memory would
+    # otherwise turn this check into "not run"); anything else on the GPU fails it
+    timing.quiet_gpu(workers, "bench_attn.gpu_sweep")
     # never allocate what cannot fit (unified memory can stall the whole machine): estimate first
     Ns = [N for N in Ns if ceilings.fits(ceilings.naive_attention_bytes(B, H, N, D, "float16"), torch)]
     if len(Ns) < 2:

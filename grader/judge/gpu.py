@@ -1,19 +1,14 @@
-"""Trusted-side GPU helpers for the gpu and perf layers: inputs, references, comparison, timing.
+"""Trusted-side GPU helpers for the gpu and perf layers: inputs, references, comparison.
 
 Everything here runs in the trusted process, on the same GPU as the worker. Inputs are drawn by
 torch's generator from a fresh seed (`inputs.seeded`): the worker draws the same numbers itself,
 so real sizes (N = 16K) need no transfer, and the reference here is computed from exactly the
 values the kernel saw. Outputs come back in full and are compared on the GPU.
 
-Timing never trusts the worker's clock: `per_call_ms` times two requests that differ only in the
-number of back-to-back calls, on this process's clock, and divides the difference. A patched
-timer, work left on another stream (the request ends with a synchronize) or a result cached by
-pointer (`refresh` negates q before every repeat) gains nothing.
+Timing lives in grader/judge/timing.py (the perf layer's requests, checksums, baselines).
 """
 
 from __future__ import annotations
-
-import time
 
 from grader.judge.compare import TOLERANCES, CheckFailed, where
 from grader.judge.inputs import seeded, torch_randn
@@ -114,62 +109,3 @@ def assert_unchanged(after, before, what: str) -> None:
         idx = t.unravel_index(diff.flatten().int().argmax(), before.shape)
         raise CheckFailed(f"{what} was modified by the call: {int(diff.sum())} elements changed, "
                           f"first at {where(idx)}. Inputs must be left as they were.")
-
-
-# --------------------------------------------------------------------------------- timing
-
-
-def per_call_ms(request, first: int = 2, more: int = 10, target_ms: float = 150.0) -> float:
-    """Milliseconds per call of `request(repeat)` on this process's clock.
-
-    request(repeat) runs the function 1 + repeat times back to back and synchronizes. The
-    fixed costs (IPC, launch of the first call, the final synchronize) cancel in the difference
-    between two repeat counts; `more` grows until the difference spans about `target_ms`."""
-    def wall(repeat: int) -> float:
-        start = time.perf_counter()
-        request(repeat)
-        return (time.perf_counter() - start) * 1e3
-
-    wall(first)   # warm: compilation, allocator, caches
-    base = wall(first)
-    extra = max(1.0, wall(first + more) - base)
-    if extra < target_ms:
-        more = min(2000, int(more * target_ms / extra) + 1)
-    samples = []
-    for _ in range(3):
-        base = wall(first)
-        samples.append((wall(first + more) - base) / more)
-    samples.sort()
-    return max(samples[1], 1e-6)   # median of three
-
-
-def refresh_ms(tensor) -> float:
-    """What negating `tensor` in place costs per call (the `refresh` in every timed request),
-    to take out of per_call_ms: it reads and writes the tensor once, which for a memory-bound
-    kernel such as softmax is as much traffic as the kernel itself."""
-    return per_call_ms(local_request(lambda *args: None, [tensor.clone()]))
-
-
-def local_request(fn, args, refresh: bool = True):
-    """A `request(repeat)` for a function run here (the PyTorch baselines), shaped like the
-    worker's: one call, then `repeat` more with q negated before each, then synchronize."""
-    t = _torch()
-
-    def request(repeat: int):
-        fn(*args)
-        for _ in range(repeat):
-            if refresh:
-                args[0].neg_()
-            fn(*args)
-        t.cuda.synchronize()
-
-    return request
-
-
-def worker_request(sub, fn: str, args, kwargs=None, refresh: bool = True):
-    """A `request(repeat)` that runs the student's function in its worker."""
-    def request(repeat: int):
-        sub.call(fn, *args, opts={"repeat": repeat, "refresh": refresh, "discard": True},
-                 **(kwargs or {}))
-
-    return request

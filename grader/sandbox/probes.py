@@ -10,7 +10,7 @@ opts keys (all optional):
                       tensor → extras["args_after"], extras["guards_after"]
   sync: bool          torch.cuda.synchronize() before returning, so asynchronous faults and
                       work left running show up inside the call
-  repeat, refresh, discard: timing requests (see `run`)
+  runs: dict          the perf layer's calls: R calls with fresh inputs, a checksum each (see `run`)
   cuda_peak: bool     peak CUDA memory above what was allocated at the start → extras["cuda_peak_bytes"]
   poison_empty: bool  torch.empty/empty_like/... return NaN-filled tensors (integers: their
                       max) during the call, on any device, through torch's deterministic mode
@@ -104,32 +104,61 @@ def around_call(opts: dict, args: list, kwargs: dict):
 
 
 def run(fn, args: list, kwargs: dict, opts: dict):
-    """Call the student function, and again `repeat` times if asked (for timing).
+    """Call the student function: once, or once per entry of `runs` (the perf layer).
 
-    repeat: R     after the first call, R more calls back to back, then one synchronize. The
-                  trusted side times two such requests with different R on its own clock; the
-                  difference over the difference in R is the time per call, whatever the worker
-                  reports. With `refresh`, the first tensor argument is negated in place before
-                  each repeat, so a submission that caches results by pointer or by call count
-                  computes anyway (the last call's output is checked against -q or q).
-    discard: bool the value is not sent back (no transfer inside a timed request)
+    runs: {"arg": i, "seeds": [s0, s1, ...], "std": float, "weights": seed}
+        Every call of the perf layer has this one shape, whether the grader will time it, check
+        it in full, or both: R = len(seeds) calls back to back, and before call j, argument i is
+        refilled in place from seed s_j (grader.judge.timing.refill: fresh values every call, so
+        nothing can be cached). Right after each call its output is reduced to one checksum
+        (timing.checksum, weights drawn from `weights`); then one synchronize. The value sent
+        back is {"sums": [one checksum per call]}; the last output stays here until the next
+        such request. The grader picks, after the call, which checksums to compare with its
+        references and whether to fetch the last output and compare it in full, so a call that
+        skips its work is caught wherever it falls.
+    fetch: True   send back the last output of the previous `runs` request; fn is not called.
+    Workloads (bench_attn) given to the call answer torch.cuda.synchronize() too.
     """
-    value = fn(*args, **kwargs)
-    repeat = int(opts.get("repeat", 0))
-    if repeat:
-        import torch
+    from grader.sandbox import workloads
 
-        torch.cuda.synchronize()
-        first = next((a for a in args if type(a).__name__ == "Tensor"), None)
-        for _ in range(repeat):
-            if opts.get("refresh") and first is not None:
-                first.neg_()
-            value = fn(*args, **kwargs)
-    if opts.get("sync") or repeat:
-        import torch
+    if opts.get("fetch"):
+        value, _retained[0] = _retained[0], None
+        return value
+    with workloads.routed_synchronize():
+        runs = opts.get("runs")
+        if runs:
+            return _run_many(fn, args, kwargs, runs)
+        value = fn(*args, **kwargs)
+        if opts.get("sync"):
+            import torch
 
+            torch.cuda.synchronize()
+        return value
+
+
+_retained: list = [None]   # the last output of the last `runs` request, until it is fetched
+
+
+def _run_many(fn, args, kwargs, runs: dict) -> dict:
+    import torch
+
+    from grader.judge import timing
+
+    # the previous request's output (if not fetched) stays until the end: it is part of the
+    # memory at the start of this call, so cuda_peak still measures this call's own allocations
+    target = args[int(runs["arg"])]
+    sums, out, weights = [], None, None
+    for seed in runs["seeds"]:
+        timing.refill(target, int(seed), float(runs["std"]))
+        out = None                        # the previous output is freed before the next call
+        out = fn(*args, **kwargs)
+        if weights is None:
+            weights = timing.checksum_weights(out, int(runs["weights"]))
+        sums.append(timing.checksum(out, weights))
+    if torch.cuda.is_available():         # the repo's tests run this on CPU tensors
         torch.cuda.synchronize()
-    return None if opts.get("discard") else value
+    _retained[0] = out
+    return {"sums": timing.to_floats(sums)}
 
 
 def _is_array(a) -> bool:

@@ -7,39 +7,90 @@ code reports about them (a time, a row) can be checked against it.
 
 from __future__ import annotations
 
-import time
+import contextlib
 
 from grader.sandbox import recorders
 
 
 class AsyncWork:
-    """A stand-in for a GPU launch: the call returns at once, the work takes `ms` afterwards.
+    """A stand-in for a GPU launch whose timing lives in the grader, not here.
 
-    Calls queue like kernels on one stream; `synchronize()` waits until the queue is empty.
-    The first call also pays `first_call_ms` synchronously, like Triton compiling a kernel.
-    Timing it without synchronising measures nothing; without warm-up, the compile.
+    It holds a socket and nothing else: each call sends "launch" and returns when the grader
+    answers (at once, like a queued kernel; the first call after a compile; a `blocking` stream
+    after its work), and `synchronize()` sends "sync" and returns when the grader says every
+    launch so far has finished. The durations are drawn and kept in the grader's process
+    (grader.judge.timing.Clock), which also logs every request on its own clock: nothing in
+    this object tells a submission what the answer is, and the grader counts the calls itself.
     """
 
-    # private: a submission handed this object should time it, not read its settings
-    __slots__ = ("_ms", "_first_call_ms", "_calls", "_busy_until")
+    __slots__ = ("_sock",)
 
-    def __init__(self, ms: float = 40.0, first_call_ms: float = 300.0):
-        self._ms = ms
-        self._first_call_ms = first_call_ms
-        self._calls = 0
-        self._busy_until = 0.0
+    def __init__(self, socket: str, stream: str):
+        import socket as _socket
+
+        self._sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        self._sock.connect(socket)            # relative: the worker's cwd is its scratch folder
+        self._sock.sendall(f"H {stream}\n".encode())
+        _LIVE.append(self)
+
+    def _ask(self, line: str) -> None:
+        self._sock.sendall(line.encode() + b"\n")
+        if self._sock.recv(1) != b".":
+            raise RuntimeError("the grader's clock stopped answering")
 
     def __call__(self, *args, **kwargs):
-        if self._calls == 0:
-            time.sleep(self._first_call_ms / 1e3)
-        self._calls += 1
-        self._busy_until = max(time.perf_counter(), self._busy_until) + self._ms / 1e3
+        n = _seq_len(args)
+        self._ask(f"L {n}")
         return None
 
     def synchronize(self) -> None:
-        delay = self._busy_until - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
+        self._ask("S")
+
+
+def _seq_len(args) -> int:
+    """N of an attention call (q is (B, H, N, D)), so a sweep's runs can differ per N."""
+    shape = getattr(args[0], "shape", None) if args else None
+    return int(shape[-2]) if shape is not None and len(shape) >= 2 else 0
+
+
+_LIVE: list = []   # AsyncWork objects of the call being run
+
+
+@contextlib.contextmanager
+def routed_synchronize():
+    """During a call, torch.cuda.synchronize() waits for the workloads it was given, and on a
+    machine without CUDA (the CPU layers) does nothing else: CPU ops finish before they return.
+
+    On a GPU, a timer that calls torch.cuda.synchronize() instead of its `sync` argument is
+    right; this makes it right on the CPU too. On a CUDA worker with no workload, torch's own
+    synchronize stays."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None or not (_LIVE or not torch.cuda.is_available()):
+        try:
+            yield
+        finally:
+            _LIVE.clear()
+        return
+    saved = torch.cuda.synchronize
+    live = list(_LIVE)
+
+    def synchronize(device=None):
+        for work in live:
+            work.synchronize()
+
+    torch.cuda.synchronize = synchronize
+    try:
+        yield
+    finally:
+        torch.cuda.synchronize = saved
+        for work in live:
+            try:
+                work._sock.close()
+            except OSError:
+                pass
+        _LIVE.clear()
 
 
 class OutOfMemoryAbove:

@@ -1,0 +1,306 @@
+"""The timing layer's logic on the CPU: the bench clock, and the perf layer's verified requests.
+
+The perf layer runs on a GPU; what it decides is tested here with CPU tensors: a real worker
+(softmax_triton under the interpreter) answers `runs` requests, and the grader's verification
+must pass honest outputs and catch skipped, stale or NaN ones, with the choice of what to check
+made after the call.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from grader.judge import compare, reference, timing
+from grader.judge.inputs import seeded, torch_randn
+from grader.sandbox import launcher, probes, workloads
+from tests.helpers import SOLUTIONS
+
+# the bench judges live next to their checks, whose @pytest.mark.check only the grader registers
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnknownMarkWarning")
+
+
+class Rng:
+    def __init__(self, seed):
+        self.seed = seed
+        self.generator = np.random.default_rng(seed)
+
+    def __getattr__(self, name):
+        return getattr(self.generator, name)
+
+
+# ------------------------------------------------------------------------------ the bench clock
+
+
+def _proper(fn, sync, warmup, rep):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(rep):
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return float(np.median(times))
+
+
+def _with_clock(tmp_path, stream, body):
+    with timing.Clock(tmp_path, {"fn": stream}, Rng(1)) as clock:
+        work = workloads.AsyncWork(str(clock.path), "fn")
+        start = time.perf_counter()
+        got = body(work)
+        end = time.perf_counter()
+        work._sock.close()
+        workloads._LIVE.clear()
+    return got, start, end
+
+
+def test_clock_bounds_an_honest_timer(tmp_path):
+    from grader.checks.test_bench_attn import _judge_proper
+
+    stream = timing.Stream(ms=3.0, compile_ms=20.0)
+    got, start, end = _with_clock(tmp_path, stream,
+                                  lambda w: _proper(w, w.synchronize, warmup=2, rep=5))
+    assert len(stream.launches()) == 7
+    assert 3.0 <= got < 30
+    _judge_proper(stream, got, 2, 5, start, end, "time_proper", "case")   # passes
+    with pytest.raises(compare.CheckFailed, match="before the work was done"):
+        _judge_proper(stream, 0.5, 2, 5, start, end, "time_proper", "case")
+    with pytest.raises(compare.CheckFailed, match="more than the timed calls"):
+        _judge_proper(stream, 26.0 + (end - start) * 1e3, 2, 5, start, end, "time_proper", "case")
+    with pytest.raises(compare.CheckFailed, match="counted 7 calls"):
+        _judge_proper(stream, got, 2, 20, start, end, "time_proper", "case")
+
+
+def test_clock_sees_a_missing_sync(tmp_path):
+    from grader.checks.test_bench_attn import _judge_proper
+
+    stream = timing.Stream(ms=5.0)
+    got, start, end = _with_clock(tmp_path, stream,
+                                  lambda w: _proper(w, lambda: None, warmup=1, rep=3))
+    with pytest.raises(compare.CheckFailed):
+        _judge_proper(stream, got, 1, 3, start, end, "time_proper", "case")
+
+
+def test_the_workload_holds_no_duration(tmp_path):
+    stream = timing.Stream(ms=12.5, compile_ms=40.0)
+
+    def look(work):
+        seen = [getattr(work, name, None) for name in type(work).__slots__]
+        assert all(isinstance(x, type(work._sock)) for x in seen)
+        assert not hasattr(work, "__dict__")
+        return 0.0
+
+    _with_clock(tmp_path, stream, look)
+
+
+def test_torch_cuda_synchronize_reaches_the_workload(tmp_path):
+    stream = timing.Stream(ms=20.0)
+
+    def body(work):
+        with workloads.routed_synchronize():
+            work()
+            t0 = time.perf_counter()
+            torch.cuda.synchronize()          # on a CPU build this would raise without routing
+            return (time.perf_counter() - t0) * 1e3
+
+    with timing.Clock(tmp_path, {"fn": stream}, Rng(2)) as clock:
+        work = workloads.AsyncWork(str(clock.path), "fn")
+        waited = body(work)
+    assert waited >= 15.0
+    assert [e.kind for e in stream.events] == ["launch", "sync"]
+
+
+def test_a_second_connection_to_a_stream_is_refused(tmp_path):
+    with timing.Clock(tmp_path, {"fn": timing.Stream(ms=1.0)}, Rng(3)) as clock:
+        workloads.AsyncWork(str(clock.path), "fn")
+        intruder = workloads.AsyncWork(str(clock.path), "fn")
+        with pytest.raises((RuntimeError, OSError)):
+            intruder()
+        workloads._LIVE.clear()
+
+
+# ------------------------------------------------------------------------------ perf requests
+
+
+def test_refill_and_checksum_agree_across_tensors():
+    a = torch.empty(5, 33)
+    b = torch.empty(165)[:165].view(5, 33)
+    timing.refill(a, 11, 2.0)
+    timing.refill(b, 11, 2.0)
+    assert torch.equal(a, b)
+    w = timing.checksum_weights(a, 5)
+    assert float(timing.checksum(a, w)) == pytest.approx(float(timing.checksum(b.clone(), w)))
+    assert torch.isnan(timing.checksum(None, w))
+    assert torch.isnan(timing.checksum(a[:, :10], w))
+
+
+class FakeSub:
+    """A worker stand-in that runs the probe's `runs` loop in this process."""
+
+    def __init__(self, fn, x):
+        self.fn, self.x = fn, x
+
+    def call(self, name, *args, opts=None, **kwargs):
+        value = probes.run(self.fn, [self.x], kwargs, opts)
+        if opts.get("fetch"):
+            value = None if value is None else compare_value(value)
+        return launcher.CallResult(value, extras={})
+
+
+def compare_value(t):
+    from grader.sandbox.codec import TensorValue
+
+    return TensorValue(t.detach().double().numpy(), str(t.dtype).removeprefix("torch."), "cpu",
+                       tuple(t.shape), tuple(t.stride()))
+
+
+def _requests(fn, rng, dtype="float32"):
+    x = torch.empty(7, 130, dtype=getattr(torch, dtype))
+    ref = lambda inputs: torch.softmax(inputs[0].double(), dim=-1)
+    return timing.Requests(FakeSub(fn, x), "softmax", [x], rng=rng, reference=ref,
+                           inputs=[torch.empty_like(x)], dtype=dtype, what="softmax(x)",
+                           full_share=1.0)
+
+
+def test_honest_requests_verify():
+    reqs = _requests(lambda x: torch.softmax(x.float(), -1).to(x.dtype), Rng(4), "float16")
+    for repeat in (2, 12, 2, 30):
+        reqs(repeat)
+    assert reqs.verify() >= 4
+
+
+@pytest.mark.parametrize("name, fn", [
+    ("nan", lambda x: torch.full_like(x, float("nan"))),
+    ("uniform", lambda x: torch.full_like(x, 1 / x.shape[-1])),
+])
+def test_outputs_that_compute_nothing_fail(name, fn):
+    reqs = _requests(fn, Rng(5))
+    reqs(3)
+    with pytest.raises(compare.CheckFailed, match="wrong output|NaN"):
+        reqs.verify()
+
+
+def test_skipping_work_on_some_calls_is_caught():
+    """A cache that answers every call after the first with the first output (what a kernel that
+    tells timed calls apart, or caches by pointer, would do) fails on its checksums."""
+    cache = {}
+
+    def lazy(x):
+        if "out" not in cache:
+            cache["out"] = torch.softmax(x, -1)
+        return cache["out"].clone()
+
+    caught = 0
+    for seed in range(5):
+        cache.clear()
+        reqs = _requests(lazy, Rng(seed))
+        reqs(12)
+        try:
+            reqs.verify()
+        except compare.CheckFailed:
+            caught += 1
+    assert caught == 5
+
+
+def test_roofline_floor():
+    assert timing.below_floor(1.0, 1.0, "x") is None
+    assert "roofline" in timing.below_floor(0.5, 1.0, "x")
+    assert "roofline" in timing.below_floor(-0.01, 1.0, "x")
+
+
+def test_quiet_gpu_fails_closed():
+    class Workers:
+        def __init__(self):
+            self.closed = 0
+
+        def all(self):
+            return [self]
+
+        def close(self):
+            self.closed += 1
+
+    w = Workers()
+    assert timing.quiet_gpu(w, "x", processes=lambda: []) == ""
+    assert w.closed == 1
+    assert "unavailable" in timing.quiet_gpu(w, "x", processes=lambda: None)
+    import os
+
+    with pytest.raises(compare.CheckFailed, match="other processes"):
+        timing.quiet_gpu(w, "x", processes=lambda: [os.getppid()])
+    # a PID from another namespace (not in this /proc) is not ours to judge
+    assert timing.quiet_gpu(w, "x", processes=lambda: [2 ** 22 + 7]) == ""
+
+
+def test_runs_request_through_a_real_worker(tmp_path):
+    """End to end on CPU: the worker's `runs` loop, the codec, and verification."""
+    workers = launcher.Workers(SOLUTIONS, tmp_path)
+    try:
+        sub = workers.get("softmax_triton", "interp")
+        shape, seed = (3, 130), 9
+        marker = seeded(shape, "float32", "cpu", seed, 1.0, 0)
+        x = torch_randn(shape, "float32", "cpu", seed)
+        reqs = timing.Requests(sub, "softmax", [marker], rng=Rng(6), inputs=[x],
+                               dtype="float32", what="softmax(x)", full_share=1.0,
+                               cuda_peak=False, reference=lambda i: torch.softmax(i[0].double(), -1))
+        reqs(1)
+        reqs(3)
+        assert reqs.verify() >= 2
+    finally:
+        workers.close()
+
+
+def test_a_kernel_that_skips_timed_calls_is_caught(tmp_path):
+    """tools/gpu_mutants.py's skipper (it computes only on calls that do not look timed),
+    through a real worker on CPU: its requests fail verification."""
+    from tools import gpu_mutants
+
+    folder = gpu_mutants.perf_submissions(tmp_path / "subs")["skip_timed"]
+    workers = launcher.Workers(folder, tmp_path / "scratch")
+    try:
+        sub = workers.get("softmax_triton", "interp")
+        shape, seed = (3, 130), 10
+        marker = seeded(shape, "float32", "cpu", seed, 1.0, 0)
+        x = torch_randn(shape, "float32", "cpu", seed)
+        assert sub.softmax(marker) is not None          # the first call computes
+        reqs = timing.Requests(sub, "softmax", [marker], rng=Rng(7), inputs=[x],
+                               dtype="float32", what="softmax(x)", cuda_peak=False,
+                               reference=lambda i: torch.softmax(i[0].double(), -1))
+        reqs(3)
+        with pytest.raises(compare.CheckFailed, match="wrong output|NaN|max abs error"):
+            reqs.verify()
+    finally:
+        workers.close()
+
+
+def test_a_timer_that_calls_torch_cuda_synchronize_gets_full_marks(tmp_path):
+    """Right on a GPU, so right here: torch.cuda.synchronize() reaches the workload, and on a
+    CPU worker it is a no-op (CPU ops finish before they return)."""
+    from tests.helpers import copy_solutions, grade
+
+    source = (SOLUTIONS / "bench_attn.py").read_text()
+    a = source.index("def time_proper(")
+    b = source.index("\ndef ", a + 1)
+    timer = '''def time_proper(fn, *args, warmup=5, rep=20, sync=None) -> float:
+    for _ in range(warmup):
+        fn(*args)
+    times = []
+    for _ in range(rep):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn(*args)
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+'''
+    sub = copy_solutions(tmp_path / "sub", {"bench_attn.py": source[:a] + timer + source[b:]})
+    report = grade(sub, "--exercises", "bench_attn", "--layers", "cpu,adversarial")
+    failing = [(t["name"], t["message"]) for t in report["tests"]
+               if t["status"] not in ("passed", "not_run")]
+    assert not failing and report["score"] == report["max_score"] > 0, failing
