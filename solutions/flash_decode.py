@@ -491,7 +491,7 @@ def bench(lengths=(4096, 8192, 16384, 32768, 65536, 131072), kv_heads=(32, 8), B
         for ax, Hkv in zip(axes[0], kv_heads):
             rs = [r for r in rows if r["Hkv"] == Hkv]
             Ls = [r["L"] for r in rs]
-            ax.plot(Ls, [r["mine_gbs"] for r in rs], "o-", label="flash_decode (solution)")
+            ax.plot(Ls, [r["mine_gbs"] for r in rs], "o-", label="flash_decode")
             for b in ("cudnn_attention", "flash_attention"):
                 ax.plot(Ls, [r["sdpa_gbs"].get(b, float("nan")) for r in rs], "s--", label=f"SDPA {b}")
             ax.axhline(copy, color="k", lw=1, label="copy (read + write)")
