@@ -194,17 +194,21 @@ CHECKS: list[Check] = [
        "Same trick, opposite axis: each program runs _flash_fwd's block rule over its split of "
        "the keys (s = dot(q, k) * scale, m_new, p, alpha, l_i, acc) and stores (m, l, acc); the "
        "merge kernel combines the splits with the merge rule and divides by l once.",
-       follows=("flash_decode.max_in_last_split", "flash_decode.large_scores")),
+       follows=("flash_decode.max_in_last_split", "flash_decode.large_scores",
+                "flash_decode.padded_keys_masked")),
     _C("flash_decode.ragged_lengths", "interp", 4,
        "seq_lens of 1, not multiples of the split or block size, different per sequence",
        "Each sequence attends to its own first seq_lens[b] keys: a split covers [lo, min(lo + "
        "split_size, seq_len)), loads are masked on cols < seq_len and scores past it are -inf.",
        follows=("flash_decode.padded_keys_masked", "flash_decode.empty_splits",
-                "flash_decode.max_in_last_split", "flash_decode.large_scores")),
+                "flash_decode.max_in_last_split", "flash_decode.large_scores",
+                "flash_decode.uses_kernel")),
     _C("flash_decode.gqa_heads", "interp", 3,
        "grouped-query attention: query head h reads KV head h // (Hq // Hkv)",
        "GQA: the Hq / Hkv query heads of group g are g*GROUP .. g*GROUP + GROUP - 1 and all "
-       "read KV head g (h // GROUP, not h % Hkv)."),
+       "read KV head g (h // GROUP, not h % Hkv).",
+       follows=("flash_decode.max_in_last_split", "flash_decode.padded_keys_masked",
+                "flash_decode.large_scores")),
     _C("flash_decode.empty_splits", "adversarial", 2,
        "splits that hold no keys, and a sequence of length 0, give no nan",
        "The empty state is the identity: a split past seq_len must hand back (-inf, 0, 0) "
@@ -213,7 +217,8 @@ CHECKS: list[Check] = [
     _C("flash_decode.padded_keys_masked", "adversarial", 3,
        "cache positions past seq_lens[b] hold garbage and get no weight",
        "Keys past seq_lens[b] belong to no one: mask the K and V loads on cols < seq_len AND "
-       "set their scores to -inf (a zero key still scores 0 and gets weight exp(0 - m))."),
+       "set their scores to -inf (a zero key still scores 0 and gets weight exp(0 - m)).",
+       follows=("flash_decode.large_scores",)),
     _C("flash_decode.max_in_last_split", "adversarial", 3,
        "correct when every head's max score sits in the last split",
        "The merge rule rescales: each split's l and acc are relative to its own max, so "
@@ -222,7 +227,8 @@ CHECKS: list[Check] = [
     _C("flash_decode.large_scores", "adversarial", 2,
        "scores up to ~300: exp overflows without the running max",
        "The running max keeps exp finite: p = exp(s - m_new), never exp(s), in every split; "
-       "the merge's weights exp(m_split - m_max) are <= 1 too."),
+       "the merge's weights exp(m_split - m_max) are <= 1 too.",
+       follows=("flash_decode.max_in_last_split",)),
     _C("flash_decode.uses_kernel", "adversarial", 1,
        "flash_decode computes with its Triton kernels",
        "The splits and the merge both run in Triton (_decode_split, _decode_merge): calling "

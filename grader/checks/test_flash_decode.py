@@ -268,10 +268,14 @@ def test_gqa_heads(student, rng):
 @pytest.mark.check("flash_decode.empty_splits")
 def test_empty_splits(student, rng):
     sub = student()
-    # many splits for short sequences: every split past seq_len holds no keys; the last
-    # sequence has length 0 (its output is 0). Zeros past seq_lens: only the nan matters here.
-    for B, Hq, Hkv, L, D, lens, splits in ((3, 2, 2, 256, 64, [1, 40, 0], 8),
-                                           (2, 1, 1, 128, 64, [3, 128], 16)):
+    # Many splits for short sequences: every split past seq_len holds no keys, and the last
+    # sequence of the first case has length 0 (its output is 0). Each length fits in the
+    # shortest first split any split size allows (cdiv(L_max, num_splits) keys), so only the
+    # empty states are new here; zeros past seq_lens, so only the nan matters.
+    for B, Hq, Hkv, L, D, splits in ((3, 2, 2, 256, 64, 8), (2, 1, 1, 128, 64, 16)):
+        first = -(-L // splits)
+        lens = [1, int(rng.integers(2, first + 1)), 0][:B] if B == 3 else \
+            [int(rng.integers(2, first + 1)), first]
         q, k, v = _inputs(rng, B, Hq, Hkv, L, D)
         k, v = _fill_past(k, v, lens, 0.0, 0.0)
         _decode(sub, q, k, v, lens, num_splits=splits, seed=rng.seed, nan_hint=SPLIT_NAN_HINT,
@@ -283,33 +287,31 @@ def test_padded_keys_masked(student, rng):
     sub = student()
     # Every real score is negative (q > 0 > k), so a padded key loaded as zeros scores 0, above
     # all of them, and without the -inf it takes most of the weight. The garbage past seq_lens
-    # is a key along q (a huge score) with values of 100: any weight on it shows.
-    for B, Hq, Hkv, L, D, lens, splits in ((2, 2, 2, 100, 64, [17, 70], 2),
-                                           (3, 1, 1, 64, 128, [1, 33, 50], None)):
+    # is a key along q (a huge score) with values of 100: any weight on it shows. One split, so
+    # nothing here depends on the merge.
+    for B, Hq, Hkv, L, D, lens in ((2, 2, 2, 100, 64, [17, 70]), (3, 1, 1, 64, 128, [1, 33, 50])):
         q = round_to(np.abs(rng.standard_normal((B, Hq, D))) + 0.5, "float16")
         k = round_to(-np.abs(rng.standard_normal((B, Hkv, L, D))) - 0.5, "float16")
         v = randn(rng, (B, Hkv, L, D), "float16")
         garbage = round_to(np.broadcast_to(q[:, :1, None, :] * 4, (B, Hkv, L, D)), "float16")
         k, v = _fill_past(k, v, lens, garbage[:, :, :1], 100.0)
-        _decode(sub, q, k, v, lens, num_splits=splits, seed=rng.seed,
+        _decode(sub, q, k, v, lens, num_splits=1, seed=rng.seed,
                 case="all real scores < 0; garbage past seq_lens would score ~+100")
 
 
 @pytest.mark.check("flash_decode.max_in_last_split")
 def test_max_in_last_split(student, rng):
     sub = student()
-    # coordinate 0 adds 8 * 8 / sqrt(64) = 8 to the scores of the last 4 keys of each sequence
-    # only: the max sits in the last split that holds keys, and every earlier split's l and acc
-    # must shrink by ~e^-8 in the merge (and in the last block of a split, by alpha)
-    for B, Hq, Hkv, L, D, lens, splits in ((2, 2, 2, 200, 64, [200, 150], 4),
-                                           (1, 1, 1, 256, 64, [256], 8)):
+    # coordinate 0 adds 8 * 8 / sqrt(64) = 8 to the scores of the last 4 keys only: the max
+    # sits in the last split, and every earlier split's l and acc must shrink by ~e^-8 in the
+    # merge (and, within the last split, by alpha). Full lengths: no split is empty here.
+    for B, Hq, Hkv, L, D, splits in ((2, 2, 2, 200, 64, 4), (1, 1, 1, 256, 64, 8)):
         q, k, v = _inputs(rng, B, Hq, Hkv, L, D)
         q[..., 0] = 8.0
         k[..., 0] = 0.0
-        for b, n in enumerate(lens):
-            k[b, :, n - 4:n, 0] = 8.0
-        _decode(sub, q, k, v, lens, num_splits=splits, seed=rng.seed,
-                case="each sequence's max scores are its last 4 keys")
+        k[..., L - 4:, 0] = 8.0
+        _decode(sub, q, k, v, [L] * B, num_splits=splits, seed=rng.seed,
+                case="the max scores are the last 4 keys")
 
 
 @pytest.mark.check("flash_decode.large_scores")
@@ -317,9 +319,9 @@ def test_large_scores(student, rng):
     sub = student()
     # q, k ~ 10 * randn, D = 64: scores ~ +-100, row maxima ~ 250, past float32 exp's overflow
     # at 88.7: exp(s) without the running max is inf, and inf / inf is nan
-    B, Hq, Hkv, L, D = 2, 2, 2, 80, 64
+    B, Hq, Hkv, L, D = 2, 2, 2, 96, 64
     q, k, v = _inputs(rng, B, Hq, Hkv, L, D, scale=10.0)
-    _decode(sub, q, k, v, [L, 61], num_splits=3, seed=rng.seed,
+    _decode(sub, q, k, v, [L, L], num_splits=3, seed=rng.seed,
             case="q, k scaled by 10: scores up to ~300",
             nan_hint="nan with scores up to ~300: exp(s) overflows float32 past 88.7 and inf / inf "
                      "is nan. Subtract the running max in every split: p = exp(s - m_new).")
