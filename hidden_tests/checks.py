@@ -42,3 +42,19 @@ CHECKS = [
        "nothing is stored into Q, K or V."),
 ]
 del _C
+
+# ------------------------------------------------- flash_decode (extension track, 4)
+from grader.registry import Check as _C2  # noqa: E402
+
+CHECKS += [
+    _C2("flash_decode.hidden_shapes", "interp", 3,
+        "other B, Hq/Hkv, L_max, D, lengths and split counts, each twice, computed by the kernels",
+        "Same trick, opposite axis: one program per (split, KV head, sequence) with masks on "
+        "cols < seq_len, the merge rule in a second kernel, every output row written, and "
+        "nothing remembered from an earlier call."),
+    _C2("flash_decode.hidden_merge", "cpu", 1,
+        "merge_partials of more, shuffled splits with empty ones, each shape twice",
+        "The merge rule in any order, the empty state (-inf, 0, 0) as its identity, and o = acc "
+        "/ l once at the end, computed from the parts you are given."),
+]
+del _C2
