@@ -16,7 +16,8 @@ Your job, in this order:
   3. _decode_merge (Triton): one program per (sequence, query head) merges the num_splits states
      with the rule of step 1 and normalises once.
   4. pick_num_splits, then delete the `raise NotImplementedError` line in flash_decode.
-The merge runs in a Triton kernel too: the wrapper only allocates and launches.
+The merge runs in a Triton kernel too: the wrapper only allocates and launches (reading
+seq_lens.max() to choose a split count is fine; any other torch arithmetic is not).
 
 Run:
   python exercises/flash_decode.py                      # self-check on a CUDA machine
