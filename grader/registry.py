@@ -2,7 +2,9 @@
 
 Every graded check is a pytest test marked `@pytest.mark.check("<id>")` whose id is a row here;
 the pytest plugin (`grader.plugin`) looks the row up for points, layer and hint. Nothing about
-scoring is written anywhere else. Public checks add up to 100 points; instructor-only checks
+scoring is written anywhere else. The core track's public checks add up to 100 points
+(`public_total()`); extension-track exercises (`Exercise.track`) add points of their
+own (`public_total("extension")`). Instructor-only checks
 (`hidden_tests/`) add their own rows through `hidden_tests/checks.py`, marked hidden.
 """
 
