@@ -125,16 +125,15 @@ def _decode_split(Q, K, V, SeqLens, MidM, MidL, MidAcc,
     dims = tl.arange(0, D)
     offs_n = tl.arange(0, BLOCK_N)
 
-    # The query heads of this KV head: GQA's heads pid_kv*GROUP .. pid_kv*GROUP + GROUP - 1.
     offs_h = tl.arange(0, BLOCK_H)
-    heads = pid_kv * GROUP + offs_h
-    head_ok = offs_h < GROUP
-    q = tl.load(Q + pid_b * stride_qb + heads[:, None] * stride_qh + dims[None, :],
-                mask=head_ok[:, None], other=0.0)                      # (BLOCK_H, D)
+    head_ok = offs_h < GROUP            # rows past GROUP are padding (tl.dot needs 16 rows)
     # int64: a (8, 32, 128K, 128) cache is 2^32 elements, past what int32 offsets can reach
     k_base = K + pid_b.to(tl.int64) * stride_kb + pid_kv.to(tl.int64) * stride_kh
     v_base = V + pid_b.to(tl.int64) * stride_vb + pid_kv.to(tl.int64) * stride_vh
 
+    # 0. heads (BLOCK_H,): the GROUP query heads that read KV head pid_kv (query head h reads
+    #    KV head h // GROUP: which h are those?); q = their rows of Q, (BLOCK_H, D), masked on
+    #    head_ok, other=0.0                                                   (roughly 3 lines)
     # 1. seq_len = this sequence's length (load it from SeqLens); this split's keys are
     #    lo = pid_s * split_size up to hi = min(lo + split_size, seq_len). A split past the end
     #    has lo >= hi: the loop below does not run and the state stays empty.  (roughly 3 lines)
@@ -163,7 +162,8 @@ def _decode_merge(MidM, MidL, MidAcc, O, stride_ob, stride_oh, num_splits, Hq,
     dims = tl.arange(0, D)
     offs_s = tl.arange(0, BLOCK_S)
 
-    # 1. the empty state: m_run = -inf, l_run = 0 (scalars, float32), acc_run = 0 (D,)
+    # 1. the empty state: m_run = -inf, l_run = 0 (float32 scalars, e.g.
+    #    tl.max(tl.full([BLOCK_S], float("-inf"), tl.float32), axis=0)), acc_run = 0 (D,)
     #                                                                         (roughly 3 lines)
     # 2. for s0 in range(0, num_splits, BLOCK_S): load BLOCK_S states (masked: m other=-inf,
     #    l and acc other=0), then merge_state's rule on vectors: m_new = max(m_run, max of m),
