@@ -87,16 +87,18 @@ def merge_partials(parts):
 
 
 def decode_reference(q, k_cache, v_cache, seq_lens):
-    """q (B, Hq, D), caches (B, Hkv, L_max, D), seq_lens (B,): o (B, Hq, D) float32.
+    """q (B, Hq, D), caches (B, Hkv, L_max, D), seq_lens (B,): o (B, Hq, D) in float32
+    (float64 for float64 inputs).
 
     Query head h reads KV head h // (Hq // Hkv). Keys at positions >= seq_lens[b] get no weight;
     a sequence of length 0 gives o = 0."""
     B, Hq, D = q.shape
     Hkv, L = k_cache.shape[1], k_cache.shape[2]
     group = Hq // Hkv
-    k = k_cache.float().repeat_interleave(group, dim=1)                 # (B, Hq, L, D)
-    v = v_cache.float().repeat_interleave(group, dim=1)
-    s = torch.einsum("bhd,bhnd->bhn", q.float(), k) * D ** -0.5         # (B, Hq, L)
+    work = torch.promote_types(q.dtype, torch.float32)                  # float64 stays float64
+    k = k_cache.to(work).repeat_interleave(group, dim=1)                # (B, Hq, L, D)
+    v = v_cache.to(work).repeat_interleave(group, dim=1)
+    s = torch.einsum("bhd,bhnd->bhn", q.to(work), k) * D ** -0.5        # (B, Hq, L)
     pad = torch.arange(L, device=q.device)[None, :] >= seq_lens.to(q.device).long()[:, None]
     s = s.masked_fill(pad[:, None, :], float("-inf"))
     p = torch.softmax(s, dim=-1).nan_to_num(0.0)                        # length 0: all -inf
