@@ -1,0 +1,473 @@
+"""Checks for exercises/flash_decode.py (extension track; lesson: the Flash-Decoding paragraph,
+"Same trick, opposite axis", and the merge rule from "Online softmax").
+
+NumPy part (cpu, adversarial): merge_partials gets partial states (m, l, acc) that the grader
+computes here, in float64, from fresh random scores and values split at random places; the answer
+is softmax(s) @ v over all the keys.
+
+Triton part (interp, adversarial): flash_decode runs under the interpreter on small caches. Every
+input is rounded here to the dtype the kernel sees, so the float64 reference (computed here, from
+the valid keys only) sees exactly the same numbers. What lies in the cache past seq_lens[b] and
+behind each tensor is chosen by the check: NaN where the masks are the point (ragged_lengths),
+garbage that would dominate the softmax where the -inf on padded scores is the point
+(padded_keys_masked), zeros elsewhere, so each check fails for its own idea. Checks other than
+gqa_heads use Hq = Hkv or Hkv = 1, where a wrong query-to-KV-head mapping cannot show.
+
+gpu and perf: real sizes on CUDA; caches drawn by torch's generator in the worker and again here
+(grader.judge.gpu.seeded_inputs), the reference computed here on the GPU in float32.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from grader.judge.compare import CheckFailed, assert_close, assert_shape, values
+from grader.judge.inputs import chunks, randn, round_to, tensor
+from grader.judge.kernel_use import assert_kernel_computed
+
+KERNELS = ("_decode_split[grid](...) and _decode_merge[grid](...)", "the attention and the merge")
+# Reductions a wrapper may run on seq_lens to choose its split count (seq_lens.max().item()):
+# they compute nothing of the attention. Everything else is judged by kernel_use's list.
+SIZE_OPS = frozenset({"max", "amax", "min", "amin", "_local_scalar_dense", "clamp", "clamp_min",
+                      "clamp_max"})
+CACHE_GUARD_ROWS = 128   # poison rows behind each cache: more than any tile can reach past L_max
+
+
+# ------------------------------------------------------------------------------ references
+
+
+def attention_rows(s: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """softmax(s) @ v for scores s (rows, n) and values v (n, D), float64; n = 0 gives 0."""
+    if s.shape[-1] == 0:
+        return np.zeros(s.shape[:-1] + v.shape[-1:])
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p @ v) / p.sum(-1, keepdims=True)
+
+
+def decode_reference(q, k, v, seq_lens, interleaved: bool = False) -> np.ndarray:
+    """q (B, Hq, D), k and v (B, Hkv, L_max, D): o (B, Hq, D) in float64 over each sequence's
+    first seq_lens[b] keys, query head h reading KV head h // (Hq // Hkv) (with `interleaved`,
+    the usual mistake: h % Hkv)."""
+    q, k, v = (np.asarray(t, dtype=np.float64) for t in (q, k, v))
+    B, Hq, D = q.shape
+    Hkv = k.shape[1]
+    o = np.zeros((B, Hq, D))
+    for b in range(B):
+        n = int(seq_lens[b])
+        for h in range(Hq):
+            g = h % Hkv if interleaved else h // (Hq // Hkv)
+            o[b, h] = attention_rows((q[b, h] @ k[b, g, :n].T / np.sqrt(D))[None], v[b, g, :n])[0]
+    return o
+
+
+def state_of(s: np.ndarray, v: np.ndarray):
+    """The partial state (m, l, acc) of scores s (rows, n) over values v (n, D); n = 0 or a row
+    of only -inf gives the empty state (-inf, 0, 0)."""
+    rows, D = s.shape[0], v.shape[1]
+    m = np.full(rows, -np.inf) if s.shape[1] == 0 else s.max(1)
+    shift = np.where(np.isneginf(m), 0.0, m)
+    e = np.exp(s - shift[:, None]) if s.shape[1] else np.zeros((rows, 0))
+    return m, e.sum(1), e @ v if s.shape[1] else np.zeros((rows, D))
+
+
+# ------------------------------------------------------------------------------ NumPy part
+
+
+def _diagnose(got, expected, error: CheckFailed, nan_hint: str, twins) -> CheckFailed:
+    """The failure with the hint its evidence supports: nan where the reference has a number, or
+    an output that equals a known mistake's answer (a wrong twin), else the registry's hint."""
+    g = np.asarray(values(got), dtype=np.float64)
+    if g.shape == np.shape(expected):
+        if nan_hint and np.isnan(g).any():
+            return CheckFailed(str(error), hint=nan_hint)
+        for twin, hint in twins:
+            if np.allclose(g, twin, rtol=1e-2, atol=1e-2):
+                return CheckFailed(str(error), hint=hint)
+    return CheckFailed(str(error))
+
+
+EMPTY_NAN_HINT = ("nan where the reference has a number: an empty state (-inf, 0, 0) went "
+                  "through exp(-inf - (-inf)). The empty state is the identity: shift by 0 where "
+                  "the max is -inf.")
+UNRESCALED_HINT = ("Your o equals sum(acc) / sum(l): the splits were added without rescaling. The "
+                   "merge rule moves each state onto the common max first: l_a*exp(m_a - m) + "
+                   "l_b*exp(m_b - m), and acc the same way.")
+
+
+def _merge(sub, parts, expected, what, seed):
+    got = sub.merge_partials(parts)
+    try:
+        assert_close(got, expected, what=what, dtype="float64", seed=seed)
+    except CheckFailed as e:
+        raise _diagnose(got, expected, e, EMPTY_NAN_HINT, [(_unrescaled(parts), UNRESCALED_HINT)]) from None
+
+
+def _unrescaled(parts):
+    """What merging without rescaling gives: sum of acc / sum of l."""
+    with np.errstate(all="ignore"):
+        l = sum(np.asarray(p[1], dtype=np.float64) for p in parts)
+        acc = sum(np.asarray(p[2], dtype=np.float64) for p in parts)
+        return acc / np.asarray(l)[..., None]
+
+
+@pytest.mark.check("flash_decode.merge_matches_one_pass")
+def test_merge_matches_one_pass(student, rng):
+    sub = student()
+    for scale in (1, 10, 100):
+        rows, n, D = 3, 500, int(rng.choice([32, 64]))
+        s = randn(rng, (rows, n), "float64", scale)
+        v = randn(rng, (n, D), "float64")
+        expected = attention_rows(s, v)
+        parts = [state_of(s[:, c], v[c]) for c in chunks(rng, n, 7)]
+        orders = {"left to right": parts, "shuffled": [parts[i] for i in rng.permutation(7)],
+                  "right to left": parts[::-1]}
+        for name, order in orders.items():
+            _merge(sub, order, expected, f"merge_partials of 7 uneven splits, {name} "
+                   f"(rows={rows}, D={D}, scores * {scale})", rng.seed)
+        # one row, as plain floats m, l and an acc of shape (D,)
+        one = [(float(m[0]), float(l[0]), acc[0]) for m, l, acc in parts]
+        _merge(sub, one, expected[0], f"merge_partials of 7 splits of one row, m and l floats, "
+               f"acc (D,) (scores * {scale})", rng.seed)
+
+
+@pytest.mark.check("flash_decode.merge_empty_split")
+def test_merge_empty_split(student, rng):
+    sub = student()
+    rows, n, D = 3, 200, 32
+    s = randn(rng, (rows, n), "float64", 10)
+    v = randn(rng, (n, D), "float64")
+    parts = [state_of(s[:, c], v[c]) for c in chunks(rng, n, 3)]
+    empty = (np.full(rows, -np.inf), np.zeros(rows), np.zeros((rows, D)))
+    expected = attention_rows(s, v)
+    for where, order in (("first", [empty, *parts]), ("in the middle", [parts[0], empty, *parts[1:]]),
+                         ("last", [*parts, empty]), ("twice, first", [empty, empty, *parts])):
+        _merge(sub, order, expected, f"merge_partials with an empty split {where}", rng.seed)
+    # row 1 has no keys in the first split only (a shorter sequence): masked as -inf there
+    masked = s.copy()
+    masked[1, :80] = -np.inf
+    mixed = [state_of(masked[:, :80], v[:80]), state_of(masked[:, 80:], v[80:])]
+    _merge(sub, mixed, attention_rows(masked, v), "merge_partials where row 1's first split "
+           "holds no keys", rng.seed)
+    # a row with no keys in any split (a sequence of length 0): o = 0, as documented
+    s0 = s.copy()
+    s0[2] = -np.inf
+    none = [state_of(s0[:, c], v[c]) for c in chunks(rng, n, 3)]
+    want = attention_rows(s0[:2], v)
+    _merge(sub, none, np.vstack([want, np.zeros((1, D))]),
+           "merge_partials where row 2 has no keys in any split (o must be 0 there)", rng.seed)
+    _merge(sub, [(-np.inf, 0.0, np.zeros(D))] * 2, np.zeros(D),
+           "merge_partials of two empty states of one row (o must be 0)", rng.seed)
+
+
+# ------------------------------------------------------------------------------ Triton part
+
+
+def assert_kernels(extras: dict, call: str) -> None:
+    """kernel_use's rule, except for the size reductions a wrapper may run on seq_lens."""
+    ops = [op for op in extras.get("ops", []) if op not in SIZE_OPS]
+    assert_kernel_computed({**extras, "ops": ops}, call, *KERNELS)
+
+
+def _inputs(rng, B, Hq, Hkv, L, D, dtype="float16", scale=1.0):
+    q = randn(rng, (B, Hq, D), dtype, scale)
+    k = randn(rng, (B, Hkv, L, D), dtype, scale)
+    v = randn(rng, (B, Hkv, L, D), dtype)
+    return q, k, v
+
+
+def _fill_past(k, v, seq_lens, k_fill, v_fill):
+    """Cache positions past seq_lens[b] set to the given values (arrays broadcast or floats)."""
+    k, v = k.copy(), v.copy()
+    for b, n in enumerate(seq_lens):
+        k[b, :, n:] = k_fill if np.isscalar(k_fill) else k_fill[b]
+        v[b, :, n:] = v_fill
+    return k, v
+
+
+def _decode(sub, q, k, v, seq_lens, *, dtype="float16", num_splits=None, guard_poison=0.0,
+            case="", seed=None, nan_hint="", twins=()):
+    """flash_decode on these inputs (poison `guard_poison` behind each cache), checked in full
+    against the float64 reference; twins: (answer of a known mistake, hint) pairs."""
+    B, Hq, D = q.shape
+    Hkv, L = k.shape[1], k.shape[2]
+    lens = np.asarray(seq_lens, dtype=np.int32)
+    args = [tensor(q, dtype, guard=D, poison=guard_poison),
+            *(tensor(t, dtype, guard=CACHE_GUARD_ROWS * D, poison=guard_poison) for t in (k, v)),
+            tensor(lens, "int32", poison=0.0)]
+    what = "flash_decode(q, k_cache, v_cache, seq_lens" + (
+        f", num_splits={num_splits})" if num_splits is not None else ")")
+    context = (f"B={B}, Hq={Hq}, Hkv={Hkv}, L_max={L}, D={D}, seq_lens={lens.tolist()}, {dtype}"
+               + (f", {case}" if case else ""))
+    out = sub.flash_decode(*args, **({} if num_splits is None else {"num_splits": num_splits}))
+    expected = decode_reference(q, k, v, lens)
+    try:
+        assert_close(out, expected, what=what, dtype=dtype, case=context, seed=seed)
+    except CheckFailed as e:
+        raise _diagnose(out, expected, e, nan_hint, twins) from None
+    return out
+
+
+SPLIT_NAN_HINT = ("nan in the output: a split that holds no keys must hand back the empty state "
+                  "(-inf, 0, 0) (its loop should not run: hi = min(lo + split_size, seq_len)), and "
+                  "the merge must never compute -inf - (-inf) (shift by 0 where the max is -inf).")
+MASK_NAN_HINT = ("nan in the output, and the cache holds NaN past seq_lens[b] here: a K or V load "
+                 "read past the sequence's end. Mask the loads on cols < seq_len (not L_max), and "
+                 "let no split run past seq_len.")
+
+
+@pytest.mark.check("flash_decode.matches_reference")
+def test_matches_reference(student, rng):
+    sub = student()
+    cases = [  # B, Hq, Hkv, L_max, D, dtype, num_splits; every sequence uses its whole cache
+        (2, 2, 2, 96, 64, "float16", 3),
+        (1, 4, 1, 64, 128, "float16", None),     # one KV head for all query heads (MQA)
+        (3, 1, 1, 70, 64, "float16", 2),
+        (2, 2, 2, 50, 64, "float32", 2),
+    ]
+    for B, Hq, Hkv, L, D, dtype, splits in cases:
+        q, k, v = _inputs(rng, B, Hq, Hkv, L, D, dtype)
+        _decode(sub, q, k, v, [L] * B, dtype=dtype, num_splits=splits, seed=rng.seed)
+
+
+@pytest.mark.check("flash_decode.ragged_lengths")
+def test_ragged_lengths(student, rng):
+    sub = student()
+    # NaN in every cache position past seq_lens[b] and behind the caches: a K or V load that is
+    # not masked on cols < seq_len, or a split that runs past it, turns into nan
+    cases = [  # B, Hq, Hkv, L_max, D, seq_lens, num_splits
+        (4, 2, 2, 150, 64, None, 3),
+        (3, 2, 2, 100, 128, [1, 100, 51], None),
+        (2, 3, 1, 97, 64, [96, 17], 4),
+    ]
+    for B, Hq, Hkv, L, D, lens, splits in cases:
+        if lens is None:   # 1, L_max and two lengths that are no multiple of 16
+            lens = [1, L, *(int(rng.integers(2, L // 16)) * 16 + int(rng.integers(1, 16))
+                            for _ in range(B - 2))]
+        q, k, v = _inputs(rng, B, Hq, Hkv, L, D)
+        k, v = _fill_past(k, v, lens, np.nan, np.nan)
+        _decode(sub, q, k, v, lens, num_splits=splits, guard_poison=np.nan, seed=rng.seed,
+                case="NaN past seq_lens[b] and behind the caches", nan_hint=MASK_NAN_HINT)
+
+
+@pytest.mark.check("flash_decode.gqa_heads")
+def test_gqa_heads(student, rng):
+    sub = student()
+    cases = [(2, 8, 2, 40, 64), (1, 6, 3, 33, 64), (1, 12, 4, 20, 128)]   # groups of 4, 2, 3
+    for B, Hq, Hkv, L, D in cases:
+        q, k, v = _inputs(rng, B, Hq, Hkv, L, D)
+        lens = [L] * B
+        hint = (f"Your output is what query head h gets from KV head h % Hkv. The heads of one "
+                f"group are consecutive: head h reads KV head h // (Hq // Hkv), here h // "
+                f"{Hq // Hkv}.")
+        _decode(sub, q, k, v, lens, num_splits=2, seed=rng.seed,
+                case=f"groups of {Hq // Hkv} query heads per KV head",
+                twins=[(decode_reference(q, k, v, lens, interleaved=True), hint)])
+
+
+@pytest.mark.check("flash_decode.empty_splits")
+def test_empty_splits(student, rng):
+    sub = student()
+    # Many splits for short sequences: every split past seq_len holds no keys, and the last
+    # sequence of the first case has length 0 (its output is 0). Each length fits in the
+    # shortest first split any split size allows (cdiv(L_max, num_splits) keys), so only the
+    # empty states are new here; zeros past seq_lens, so only the nan matters.
+    for B, Hq, Hkv, L, D, splits in ((3, 2, 2, 256, 64, 8), (2, 1, 1, 128, 64, 16)):
+        first = -(-L // splits)
+        lens = [1, int(rng.integers(2, first + 1)), 0][:B] if B == 3 else \
+            [int(rng.integers(2, first + 1)), first]
+        q, k, v = _inputs(rng, B, Hq, Hkv, L, D)
+        k, v = _fill_past(k, v, lens, 0.0, 0.0)
+        _decode(sub, q, k, v, lens, num_splits=splits, seed=rng.seed, nan_hint=SPLIT_NAN_HINT,
+                case=f"{splits} splits: most hold no keys")
+
+
+@pytest.mark.check("flash_decode.padded_keys_masked")
+def test_padded_keys_masked(student, rng):
+    sub = student()
+    # Every real score is negative (q > 0 > k), so a padded key loaded as zeros scores 0, above
+    # all of them, and without the -inf it takes most of the weight. The garbage past seq_lens
+    # is a key along q (a huge score) with values of 100: any weight on it shows. One split, so
+    # nothing here depends on the merge.
+    for B, Hq, Hkv, L, D, lens in ((2, 2, 2, 100, 64, [17, 70]), (3, 1, 1, 64, 128, [1, 33, 50])):
+        q = round_to(np.abs(rng.standard_normal((B, Hq, D))) + 0.5, "float16")
+        k = round_to(-np.abs(rng.standard_normal((B, Hkv, L, D))) - 0.5, "float16")
+        v = randn(rng, (B, Hkv, L, D), "float16")
+        garbage = round_to(np.broadcast_to(q[:, :1, None, :] * 4, (B, Hkv, L, D)), "float16")
+        k, v = _fill_past(k, v, lens, garbage[:, :, :1], 100.0)
+        _decode(sub, q, k, v, lens, num_splits=1, seed=rng.seed,
+                case="all real scores < 0; garbage past seq_lens would score ~+100")
+
+
+@pytest.mark.check("flash_decode.max_in_last_split")
+def test_max_in_last_split(student, rng):
+    sub = student()
+    # coordinate 0 adds 8 * 8 / sqrt(64) = 8 to the scores of the last 4 keys only: the max
+    # sits in the last split, and every earlier split's l and acc must shrink by ~e^-8 in the
+    # merge (and, within the last split, by alpha). Full lengths: no split is empty here.
+    for B, Hq, Hkv, L, D, splits in ((2, 2, 2, 200, 64, 4), (1, 1, 1, 256, 64, 8)):
+        q, k, v = _inputs(rng, B, Hq, Hkv, L, D)
+        q[..., 0] = 8.0
+        k[..., 0] = 0.0
+        k[..., L - 4:, 0] = 8.0
+        _decode(sub, q, k, v, [L] * B, num_splits=splits, seed=rng.seed,
+                case="the max scores are the last 4 keys")
+
+
+@pytest.mark.check("flash_decode.large_scores")
+def test_large_scores(student, rng):
+    sub = student()
+    # q, k ~ 10 * randn, D = 64: scores ~ +-100, row maxima ~ 250, past float32 exp's overflow
+    # at 88.7: exp(s) without the running max is inf, and inf / inf is nan
+    B, Hq, Hkv, L, D = 2, 2, 2, 96, 64
+    q, k, v = _inputs(rng, B, Hq, Hkv, L, D, scale=10.0)
+    _decode(sub, q, k, v, [L, L], num_splits=3, seed=rng.seed,
+            case="q, k scaled by 10: scores up to ~300",
+            nan_hint="nan with scores up to ~300: exp(s) overflows float32 past 88.7 and inf / inf "
+                     "is nan. Subtract the running max in every split: p = exp(s - m_new).")
+
+
+@pytest.mark.check("flash_decode.uses_kernel")
+def test_uses_kernel(student, rng):
+    sub = student()
+    q, k, v = _inputs(rng, 2, 2, 2, 40, 64)
+    r = sub.call("flash_decode", *(tensor(t, "float16") for t in (q, k, v)),
+                 tensor(np.array([40, 23], np.int32), "int32", poison=0.0), opts={"trace": True})
+    assert_kernels(r.extras, "flash_decode(q, k_cache, v_cache, seq_lens)")
+    # the values are the other checks' business; here only that a tensor came back
+    assert_shape(r.value, q.shape, what="flash_decode(q, k_cache, v_cache, seq_lens)",
+                 dtype="float16")
+
+
+# ------------------------------------------------------------------------------- gpu, perf
+
+# (B, Hq, Hkv, L_max, D, dtype): B from 1 to 16, MHA, GQA and MQA, ragged L_max, D 64 and 128
+GPU_CASES = ((1, 32, 8, 32768, 128, "float16"), (16, 32, 8, 4097, 128, "bfloat16"),
+             (4, 16, 16, 8191, 64, "float16"), (8, 32, 4, 2000, 128, "bfloat16"),
+             (2, 8, 1, 777, 64, "float16"), (3, 4, 2, 1, 128, "float16"))
+
+
+def gpu_decode_reference(q, k, v, seq_lens):
+    """flash_decode's answer in float32 on the GPU, one sequence at a time."""
+    import torch
+
+    B, Hq, D = q.shape
+    group = Hq // k.shape[1]
+    out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    for b in range(B):
+        n = int(seq_lens[b])
+        if n == 0:
+            continue
+        kk = k[b, :, :n].float().repeat_interleave(group, dim=0)       # (Hq, n, D)
+        vv = v[b, :, :n].float().repeat_interleave(group, dim=0)
+        s = torch.einsum("hd,hnd->hn", q[b].float(), kk) * D ** -0.5
+        out[b] = torch.einsum("hn,hnd->hd", torch.softmax(s, dim=-1), vv)
+    return out
+
+
+def per_call_ms(request, **kwargs) -> float:
+    """The grader's GPU clock (time per call of `request(repeat)`), through one name here."""
+    from grader.judge import gpu as g
+
+    return g.per_call_ms(request, **kwargs)
+
+
+def _gpu_lens(rng, B, L):
+    lens = rng.integers(1, L + 1, size=B)
+    lens[0] = L
+    if B > 2:
+        lens[-1] = 1
+    return lens.astype(np.int32)
+
+
+@pytest.mark.check("flash_decode.gpu_real_sizes")
+def test_gpu_real_sizes(student, rng, gpu):
+    import torch
+
+    from grader.judge import gpu as g
+
+    sub = student()
+    for B, Hq, Hkv, L, D, dtype in GPU_CASES:
+        lens = _gpu_lens(rng, B, L)
+        case = f"{dtype} B={B}, Hq={Hq}, Hkv={Hkv}, L_max={L}, D={D}, seq_lens={lens.tolist()[:6]}"
+        (mq,), (q,) = g.seeded_inputs(rng, (B, Hq, D), dtype, count=1)
+        mkv, (k, v) = g.seeded_inputs(rng, (B, Hkv, L, D), dtype, count=2,
+                                      guard=CACHE_GUARD_ROWS * D)
+        r = sub.call("flash_decode", mq, *mkv, tensor(lens, "int32", device="cuda", poison=0.0),
+                     opts={"poison_empty": True, "sync": True, "trace": True})
+        assert_kernels(r.extras, f"flash_decode ({case})")
+        g.assert_close_gpu(r.value, gpu_decode_reference(q, k, v, torch.from_numpy(lens)),
+                           what="flash_decode(q, k_cache, v_cache, seq_lens)", dtype=dtype,
+                           case=case, seed=rng.seed)
+        del q, k, v
+
+
+PERF_B, PERF_HQ, PERF_D = 8, 32, 128
+PERF_CASES = ((32, 32768), (8, 32768), (32, 131072), (8, 131072))   # (Hkv, L)
+SPEEDUP_CASE = (1, 32, 8, 131072, 128)                              # B, Hq, Hkv, L, D
+FULL_FRACTION, ZERO_FRACTION = 0.6, 0.15       # of the copy bandwidth measured in this run
+FULL_SPEEDUP, ZERO_SPEEDUP = 4.0, 1.0          # num_splits=None over num_splits=1
+
+
+def _perf_markers(rng, B, Hq, Hkv, L, D, lens=None):
+    """Markers for q, k_cache, v_cache (drawn in the worker) and seq_lens = L everywhere."""
+    from grader.judge.inputs import seeded
+
+    seeds = [int(s) for s in rng.integers(0, 2**31 - 1, size=3)]
+    return [seeded((B, Hq, D), "float16", "cuda", seeds[0]),
+            seeded((B, Hkv, L, D), "float16", "cuda", seeds[1]),
+            seeded((B, Hkv, L, D), "float16", "cuda", seeds[2]),
+            tensor(np.full(B, L, np.int32) if lens is None else lens, "int32", device="cuda",
+                   poison=0.0)]
+
+
+@pytest.mark.check("flash_decode.bandwidth")
+def test_bandwidth(student, rng, gpu, credit):
+    from grader.judge import gpu as g
+    from grader.judge.devices import linear_credit
+
+    sub = student()
+    copy = gpu.ceiling("copy_gbs")
+    fractions, lines = [], []
+    for Hkv, L in PERF_CASES:
+        markers = _perf_markers(rng, PERF_B, PERF_HQ, Hkv, L, PERF_D)
+        traced = sub.call("flash_decode", *markers, opts={"trace": True, "discard": True})
+        assert_kernels(traced.extras, f"flash_decode at Hkv={Hkv}, L={L}")
+        ms = per_call_ms(g.worker_request(sub, "flash_decode", markers))
+        nbytes = 2 * PERF_B * Hkv * L * PERF_D * 2
+        gbs = nbytes / ms / 1e6
+        fractions.append(linear_credit(gbs / copy, FULL_FRACTION, ZERO_FRACTION))
+        lines.append(f"Hkv={Hkv}, L={L}: {ms:.3f} ms = {gbs:.0f} GB/s = {gbs / copy:.2f} of copy")
+    credit.set(sum(fractions) / len(fractions),
+               f"B={PERF_B}, Hq={PERF_HQ}, D={PERF_D}, float16: " + "; ".join(lines)
+               + f". Bytes = 2 * B * Hkv * L * D * 2 (K and V read once); copy bandwidth measured "
+               f"in this run: {copy:.0f} GB/s; full marks from {FULL_FRACTION:g} of it, none "
+               f"below {ZERO_FRACTION:g}.")
+
+
+@pytest.mark.check("flash_decode.splits_speedup")
+def test_splits_speedup(student, rng, gpu, credit):
+    import torch
+
+    from grader.judge import gpu as g
+    from grader.judge.devices import linear_credit
+
+    sub = student()
+    B, Hq, Hkv, L, D = SPEEDUP_CASE
+    # correctness first, at this very size, with the split count the submission picks
+    (mq,), (q,) = g.seeded_inputs(rng, (B, Hq, D), "float16", count=1)
+    mkv, (k, v) = g.seeded_inputs(rng, (B, Hkv, L, D), "float16", count=2)
+    lens = np.full(B, L, np.int32)
+    markers = [mq, *mkv, tensor(lens, "int32", device="cuda", poison=0.0)]
+    r = sub.call("flash_decode", *markers, opts={"trace": True, "sync": True})
+    assert_kernels(r.extras, f"flash_decode at B={B}, L={L}")
+    g.assert_close_gpu(r.value, gpu_decode_reference(q, k, v, torch.from_numpy(lens)),
+                       what="flash_decode(q, k_cache, v_cache, seq_lens)", dtype="float16",
+                       case=f"B={B}, Hq={Hq}, Hkv={Hkv}, L={L}, D={D}", seed=rng.seed)
+    del q, k, v
+    split = per_call_ms(g.worker_request(sub, "flash_decode", markers))
+    one = per_call_ms(g.worker_request(sub, "flash_decode", markers, {"num_splits": 1}))
+    speedup = one / split
+    credit.set(linear_credit(speedup, FULL_SPEEDUP, ZERO_SPEEDUP),
+               f"B={B}, Hq={Hq}, Hkv={Hkv}, L={L}, D={D}, float16: num_splits=None {split:.3f} ms, "
+               f"num_splits=1 {one:.3f} ms: {speedup:.1f}x (full marks from {FULL_SPEEDUP:g}x)")
