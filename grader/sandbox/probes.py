@@ -25,7 +25,7 @@ import tracemalloc as _tracemalloc
 
 import numpy as np
 
-from grader.sandbox import codec
+from grader.sandbox import codec, workloads   # imported here, never inside a measured call
 
 # state of the call being decoded/run (the worker runs one call at a time)
 _built_tensors: list = []   # (view, guard) for each TensorArg, in argument order
@@ -36,8 +36,6 @@ def build_marker(marker):
     """Make the worker-side object for a TensorArg or Trusted marker."""
     if isinstance(marker, codec.TensorArg):
         return _build_tensor(marker)
-    from grader.sandbox import workloads
-
     obj = _trusted.get(marker.key) if marker.key else None
     if obj is None:
         obj = workloads.make(marker.name, **marker.params)
@@ -119,8 +117,6 @@ def run(fn, args: list, kwargs: dict, opts: dict):
     fetch: True   send back the last output of the previous `runs` request; fn is not called.
     Workloads (bench_attn) given to the call answer torch.cuda.synchronize() too.
     """
-    from grader.sandbox import workloads
-
     if opts.get("fetch"):
         value, _retained[0] = _retained[0], None
         return value
