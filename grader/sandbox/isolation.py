@@ -1,0 +1,265 @@
+"""Isolation from the operating system: how a worker process is started.
+
+Two levels (`choose()` picks one per grading run; the report says which ran):
+
+  os        Root (Gradescope's container, a GPU box run by an instructor, CI) or asked for with
+            GRADER_SANDBOX=1 / --sandbox. The worker runs under util-linux
+            `unshare --pid --fork --kill-child --mount --net --ipc --uts`. Inside the new
+            namespaces, this file, run as a script by root with `python -I -S` (stdlib only, so
+            nothing a submission planted can shadow it), builds an allow-list root on a tmpfs:
+            read-only binds of what Python needs (/usr, /lib*, /bin, /sbin, /etc, /opt, the
+            interpreter's prefixes and site-packages outside the repo, the `grader` package),
+            /dev, /sys read-only, a fresh /proc, a tmpfs /tmp, the worker's scratch folder
+            read-write and the submission's `.py` files read-only. Not the repo, `solutions/`,
+            `hidden_tests/`, reports, other submissions, /root or /home. It then moves that root
+            over `/`, chroots, drops to an unprivileged user (`labstudent` if it exists, else
+            `nobody`) with no supplementary groups and PR_SET_NO_NEW_PRIVS, and execs the worker
+            with `python -I -B` and an allow-listed environment. The worker is PID 1 of its PID
+            namespace: when it dies (or is killed), every process it started dies with it.
+  process   No privileges (a student on a laptop): the worker is a process in its own session, in
+            a scratch folder, with an address-space limit. Where the kernel lets an unprivileged
+            user create namespaces, it also gets its own user, PID and network namespaces (no
+            network, no process outliving the worker).
+
+GRADER_SANDBOX=0 forces "process"; GRADER_SANDBOX=1 forces "os" (and fails closed: every check
+of the run reports that isolation could not be set up, rather than running unisolated).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+UNSHARE_OS = ["--pid", "--fork", "--kill-child", "--mount", "--net", "--ipc", "--uts"]
+UNSHARE_USER = ["--user", "--map-current-user", "--pid", "--fork", "--kill-child", "--net"]
+SANDBOX_USERS = ("labstudent", "nobody")
+# paths inside the allow-list root
+INSIDE_LIB = "/sandbox/lib"        # holds the read-only `grader` package
+INSIDE_SRC = "/sandbox/src"        # the submission's .py files, read-only
+INSIDE_WORK = "/sandbox/work"      # scratch: cwd, HOME, TMPDIR's parent, read-write
+ENV_KEEP = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
+            "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "LD_LIBRARY_PATH",
+            "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TRITON_INTERPRET", "TRITON_PTXAS_PATH",
+            "TRITON_LIBCUDA_PATH", "PYTORCH_NO_CUDA_MEMORY_CACHING", "GRADER_TIMEOUT_SCALE")
+FILE_LIMIT_BYTES = 256 << 20       # largest file a worker may write: its printed output included
+
+
+@dataclass
+class Level:
+    name: str                  # "os", "process", or "unavailable" (os asked for, cannot be had)
+    description: str           # one line for the report
+    unshare: list = field(default_factory=list)   # the unshare prefix, [] for none
+    uid: int | None = None
+    gid: int | None = None
+    reason: str = ""           # why "os" is unavailable
+
+
+_CHOSEN: dict = {}
+
+
+def requested() -> str:
+    """'os', 'process' or 'auto' from GRADER_SANDBOX."""
+    value = os.environ.get("GRADER_SANDBOX", "").strip().lower()
+    if value in ("1", "os", "yes", "true", "on"):
+        return "os"
+    if value in ("0", "process", "no", "false", "off"):
+        return "process"
+    return "auto"
+
+
+def choose() -> Level:
+    """The isolation level of this run (probed once per process)."""
+    want = requested()
+    if want in _CHOSEN:
+        return _CHOSEN[want]
+    level = None
+    if want == "os" or (want == "auto" and os.geteuid() == 0):
+        level, why = _os_level()
+        if level is None:
+            level = (Level("unavailable", f"os isolation asked for but unavailable: {why}", reason=why)
+                     if want == "os" else None)
+    if level is None:
+        level = _process_level()
+    _CHOSEN[want] = level
+    return level
+
+
+def _os_level() -> tuple[Level | None, str]:
+    if sys.platform != "linux":
+        return None, "needs Linux namespaces"
+    if os.geteuid() != 0:
+        return None, "needs root (Gradescope, CI and instructors' GPU boxes run as root)"
+    unshare = shutil.which("unshare") or "/usr/bin/unshare"
+    if not _works([unshare, *UNSHARE_OS, "--", "/bin/true"]):
+        return None, "`unshare --pid --mount --net` failed (no namespaces in this container?)"
+    import pwd
+
+    for name in SANDBOX_USERS:
+        try:
+            user = pwd.getpwnam(name)
+        except KeyError:
+            continue
+        if user.pw_uid == 0:
+            continue
+        return Level("os", f"os: pid+mount+net+ipc namespaces, allow-list root, uid {name}",
+                     [unshare, *UNSHARE_OS], user.pw_uid, user.pw_gid), ""
+    return None, f"none of the users {', '.join(SANDBOX_USERS)} exists"
+
+
+def _process_level() -> Level:
+    unshare = shutil.which("unshare")
+    if sys.platform == "linux" and unshare and _works([unshare, *UNSHARE_USER, "--", "/bin/true"]):
+        return Level("process", "process only (no root): own session, scratch cwd, user+pid+net "
+                                "namespaces; files readable by you are readable by the submission",
+                     [unshare, *UNSHARE_USER])
+    return Level("process", "process only (no root, no namespaces): own session and scratch cwd; "
+                            "the submission runs as you")
+
+
+def _works(cmd: list) -> bool:
+    try:
+        return subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+# ------------------------------------------------------------------------------ the allow-list
+
+
+def read_only_paths(repo: str, exclude: list[str]) -> list[str]:
+    """Host paths bound read-only at the same place: what Python and its packages need.
+
+    Never the repo (except the interpreter's own prefix if it lives there, e.g. repo/.venv) or
+    anything in `exclude` (the submission, reports), nor a folder that contains one of them."""
+    repo = os.path.realpath(repo)
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    wanted = ["/usr", "/etc", "/opt", *prefixes]
+    wanted += [p for p in sys.path if p and os.path.isdir(p)]
+    for exe in (sys.executable, os.path.realpath(sys.executable)):
+        wanted.append(os.path.dirname(exe))
+    out: list[str] = []
+    for p in wanted:
+        p = os.path.realpath(p)
+        if not os.path.isdir(p) or p == "/":
+            continue
+        if _inside(repo, p) or any(_inside(x, p) or _inside(p, x) for x in exclude):
+            continue  # p is the repo or holds it, or touches a protected path
+        if _inside(p, repo) and not any(_inside(p, pre) for pre in prefixes):
+            continue  # inside the repo, and not the interpreter's own prefix
+        if any(_inside(p, q) for q in out):
+            continue
+        out = [q for q in out if not _inside(q, p)] + [p]
+    return sorted(out)
+
+
+def _inside(path: str, folder: str) -> bool:
+    """path is folder or below it."""
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def environment(mode: str, home: str) -> dict:
+    env = {k: os.environ[k] for k in ENV_KEEP if k in os.environ}
+    env.update(PATH="/usr/local/bin:/usr/bin:/bin", HOME=home, TMPDIR="/tmp", USER="student",
+               LOGNAME="student", LANG=env.get("LANG", "C.UTF-8"), PYTHONDONTWRITEBYTECODE="1",
+               PYTHONNOUSERSITE="1", TRITON_CACHE_DIR=os.path.join(home, ".triton"),
+               MPLCONFIGDIR=os.path.join(home, ".matplotlib"), XDG_CACHE_HOME=os.path.join(home, ".cache"))
+    bindir = os.path.dirname(sys.executable)
+    env["PATH"] = f"{bindir}:{env['PATH']}"
+    if mode == "interp":
+        env["TRITON_INTERPRET"] = "1"
+    else:
+        env.pop("TRITON_INTERPRET", None)
+    if mode in ("cpu", "interp"):
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+# ------------------------------------------------------------------------------ the trusted step
+# Runs as root inside the new namespaces (`python -I -S isolation.py SPEC`), stdlib only.
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 32, 4096, 8192, 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+
+
+def _libc():
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
+    return libc, ctypes
+
+
+def _mount(libc, ctypes, src, dst, fstype, flags, data=None) -> None:
+    enc = (lambda s: s.encode() if s is not None else None)
+    if libc.mount(enc(src), enc(dst), enc(fstype), flags, enc(data)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {src} on {dst}: {os.strerror(err)}")
+
+
+def _bind(libc, ctypes, src: str, dst: str, writable: bool = False, recursive: bool = False,
+          nodev: bool = True) -> None:
+    if os.path.isdir(src):
+        os.makedirs(dst, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        open(dst, "a").close()
+    _mount(libc, ctypes, src, dst, None, MS_BIND | (MS_REC if recursive else 0))
+    flags = MS_REMOUNT | MS_BIND | MS_NOSUID | (MS_NODEV if nodev else 0) | (0 if writable else MS_RDONLY)
+    _mount(libc, ctypes, None, dst, None, flags)
+
+
+def enter(spec: dict) -> None:
+    """Build the allow-list root, switch to it, drop privileges, exec the worker."""
+    libc, ctypes = _libc()
+    new = spec["root"]
+    _mount(libc, ctypes, None, "/", None, MS_REC | MS_PRIVATE)
+    _mount(libc, ctypes, "tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
+    at = (lambda p: os.path.join(new, p.lstrip("/")))
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        host = "/" + name
+        if os.path.islink(host):
+            os.symlink(os.readlink(host), at(host))
+        elif os.path.isdir(host):
+            _bind(libc, ctypes, host, at(host))
+    for path in spec["read_only"]:
+        _bind(libc, ctypes, path, at(path))
+    _bind(libc, ctypes, "/dev", at("/dev"), writable=True, recursive=True, nodev=False)
+    if os.path.isdir(at("/dev/shm")):
+        _mount(libc, ctypes, "tmpfs", at("/dev/shm"), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=256m")
+    if os.path.isdir("/sys"):
+        _bind(libc, ctypes, "/sys", at("/sys"), recursive=True)
+    os.makedirs(at("/proc"))
+    _mount(libc, ctypes, "proc", at("/proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    os.makedirs(at("/tmp"))
+    _mount(libc, ctypes, "tmpfs", at("/tmp"), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=1g")
+    _bind(libc, ctypes, spec["grader"], at(INSIDE_LIB + "/grader"))
+    _bind(libc, ctypes, spec["sources"], at(INSIDE_SRC))
+    _bind(libc, ctypes, spec["scratch"], at(INSIDE_WORK), writable=True)
+    _mount(libc, ctypes, None, new, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "mode=0755")
+    # switch_root: move the new root over /, then chroot into it; the old root is covered
+    os.chdir(new)
+    _mount(libc, ctypes, new, "/", None, MS_MOVE)
+    os.chroot(".")
+    os.chdir(INSIDE_WORK)
+    # drop privileges: no groups, the sandbox user, no way back (setuid binaries, file caps)
+    os.setgroups([])
+    os.setgid(spec["gid"])
+    os.setuid(spec["uid"])
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS")
+    libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)   # cleared by setuid; unshare dying kills us again
+    os.execve(spec["argv"][0], spec["argv"], spec["env"])
+
+
+if __name__ == "__main__":
+    try:
+        enter(json.loads(sys.argv[1]))
+    except BaseException as e:  # noqa: BLE001 - tell the launcher why, on the capture file
+        print(f"sandbox setup failed: {type(e).__name__}: {e}", file=sys.stderr)
+        os._exit(70)
