@@ -81,7 +81,7 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
                for c in checks.values() if c.exercise in EXERCISES]
     return GradeReport(str(_relative(submission)), env.device, results,
                        round(time.perf_counter() - start, 2), layers_run, layers_not_run,
-                       plugin.layer_seconds, notes, plugin.device_info)
+                       plugin.layer_seconds, notes, plugin.device_info, workers.isolation)
 
 
 def _missing(check, selection: Selection, env: Environment, plugin: GradePlugin) -> Result:

@@ -29,18 +29,108 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 import sys
-from dataclasses import dataclass, field
 
-UNSHARE_OS = ["--pid", "--fork", "--kill-child", "--mount", "--net", "--ipc", "--uts"]
-UNSHARE_USER = ["--user", "--map-current-user", "--pid", "--fork", "--kill-child", "--net"]
-SANDBOX_USERS = ("labstudent", "nobody")
 # paths inside the allow-list root
 INSIDE_LIB = "/sandbox/lib"        # holds the read-only `grader` package
 INSIDE_SRC = "/sandbox/src"        # the submission's .py files, read-only
 INSIDE_WORK = "/sandbox/work"      # scratch: cwd, HOME, TMPDIR's parent, read-write
+
+# ------------------------------------------------------------------------------ the trusted step
+# Runs as root inside the new namespaces (`python -I -S isolation.py SPEC`), stdlib only;
+# first in this file so that running it imports nothing more (it execs the worker).
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 32, 4096, 8192, 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+
+
+def _libc():
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
+    return libc, ctypes
+
+
+def _mount(libc, ctypes, src, dst, fstype, flags, data=None) -> None:
+    enc = (lambda s: s.encode() if s is not None else None)
+    if libc.mount(enc(src), enc(dst), enc(fstype), flags, enc(data)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {src} on {dst}: {os.strerror(err)}")
+
+
+def _bind(libc, ctypes, src: str, dst: str, writable: bool = False, recursive: bool = False,
+          nodev: bool = True) -> None:
+    if os.path.isdir(src):
+        os.makedirs(dst, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        open(dst, "a").close()
+    _mount(libc, ctypes, src, dst, None, MS_BIND | (MS_REC if recursive else 0))
+    flags = MS_REMOUNT | MS_BIND | MS_NOSUID | (MS_NODEV if nodev else 0) | (0 if writable else MS_RDONLY)
+    _mount(libc, ctypes, None, dst, None, flags)
+
+
+def enter(spec: dict) -> None:
+    """Build the allow-list root, switch to it, drop privileges, exec the worker."""
+    libc, ctypes = _libc()
+    new = spec["root"]
+    _mount(libc, ctypes, None, "/", None, MS_REC | MS_PRIVATE)
+    _mount(libc, ctypes, "tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
+    at = (lambda p: os.path.join(new, p.lstrip("/")))
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        host = "/" + name
+        if os.path.islink(host):
+            os.symlink(os.readlink(host), at(host))
+        elif os.path.isdir(host):
+            _bind(libc, ctypes, host, at(host))
+    for path in spec["read_only"]:
+        _bind(libc, ctypes, path, at(path))
+    _bind(libc, ctypes, "/dev", at("/dev"), writable=True, recursive=True, nodev=False)
+    if os.path.isdir(at("/dev/shm")):
+        _mount(libc, ctypes, "tmpfs", at("/dev/shm"), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=256m")
+    if os.path.isdir("/sys"):
+        _bind(libc, ctypes, "/sys", at("/sys"), recursive=True)
+    os.makedirs(at("/proc"))
+    _mount(libc, ctypes, "proc", at("/proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    os.makedirs(at("/tmp"))
+    _mount(libc, ctypes, "tmpfs", at("/tmp"), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=1g")
+    _bind(libc, ctypes, spec["grader"], at(INSIDE_LIB + "/grader"))
+    _bind(libc, ctypes, spec["sources"], at(INSIDE_SRC))
+    _bind(libc, ctypes, spec["scratch"], at(INSIDE_WORK), writable=True)
+    _mount(libc, ctypes, None, new, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "mode=0755")
+    # switch_root: move the new root over /, then chroot into it; the old root is covered
+    os.chdir(new)
+    _mount(libc, ctypes, new, "/", None, MS_MOVE)
+    os.chroot(".")
+    os.chdir(INSIDE_WORK)
+    # drop privileges: no groups, the sandbox user, no way back (setuid binaries, file caps)
+    os.setgroups([])
+    os.setgid(spec["gid"])
+    os.setuid(spec["uid"])
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS")
+    libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)   # cleared by setuid; unshare dying kills us again
+    os.execve(spec["argv"][0], spec["argv"], spec["env"])
+
+
+if __name__ == "__main__":
+    try:
+        enter(json.loads(sys.argv[1]))
+    except BaseException as e:  # noqa: BLE001 - tell the launcher why, on the capture file
+        print(f"sandbox setup failed: {type(e).__name__}: {e}", file=sys.stderr)
+        os._exit(70)
+
+
+# ------------------------------------------------------------------------------ choosing a level
+import shutil  # noqa: E402 - below the trusted step on purpose (see above)
+import subprocess  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+
+UNSHARE_OS = ["--pid", "--fork", "--kill-child", "--mount", "--net", "--ipc", "--uts"]
+UNSHARE_USER = ["--user", "--map-current-user", "--pid", "--fork", "--kill-child", "--net"]
+SANDBOX_USERS = ("labstudent", "nobody")
 ENV_KEEP = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
             "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "LD_LIBRARY_PATH",
             "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TRITON_INTERPRET", "TRITON_PTXAS_PATH",
@@ -177,89 +267,3 @@ def environment(mode: str, home: str) -> dict:
     if mode in ("cpu", "interp"):
         env["CUDA_VISIBLE_DEVICES"] = ""
     return env
-
-
-# ------------------------------------------------------------------------------ the trusted step
-# Runs as root inside the new namespaces (`python -I -S isolation.py SPEC`), stdlib only.
-
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 32, 4096, 8192, 16384, 1 << 18
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
-
-
-def _libc():
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
-    return libc, ctypes
-
-
-def _mount(libc, ctypes, src, dst, fstype, flags, data=None) -> None:
-    enc = (lambda s: s.encode() if s is not None else None)
-    if libc.mount(enc(src), enc(dst), enc(fstype), flags, enc(data)) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"mount {src} on {dst}: {os.strerror(err)}")
-
-
-def _bind(libc, ctypes, src: str, dst: str, writable: bool = False, recursive: bool = False,
-          nodev: bool = True) -> None:
-    if os.path.isdir(src):
-        os.makedirs(dst, exist_ok=True)
-    else:
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        open(dst, "a").close()
-    _mount(libc, ctypes, src, dst, None, MS_BIND | (MS_REC if recursive else 0))
-    flags = MS_REMOUNT | MS_BIND | MS_NOSUID | (MS_NODEV if nodev else 0) | (0 if writable else MS_RDONLY)
-    _mount(libc, ctypes, None, dst, None, flags)
-
-
-def enter(spec: dict) -> None:
-    """Build the allow-list root, switch to it, drop privileges, exec the worker."""
-    libc, ctypes = _libc()
-    new = spec["root"]
-    _mount(libc, ctypes, None, "/", None, MS_REC | MS_PRIVATE)
-    _mount(libc, ctypes, "tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
-    at = (lambda p: os.path.join(new, p.lstrip("/")))
-    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-        host = "/" + name
-        if os.path.islink(host):
-            os.symlink(os.readlink(host), at(host))
-        elif os.path.isdir(host):
-            _bind(libc, ctypes, host, at(host))
-    for path in spec["read_only"]:
-        _bind(libc, ctypes, path, at(path))
-    _bind(libc, ctypes, "/dev", at("/dev"), writable=True, recursive=True, nodev=False)
-    if os.path.isdir(at("/dev/shm")):
-        _mount(libc, ctypes, "tmpfs", at("/dev/shm"), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=256m")
-    if os.path.isdir("/sys"):
-        _bind(libc, ctypes, "/sys", at("/sys"), recursive=True)
-    os.makedirs(at("/proc"))
-    _mount(libc, ctypes, "proc", at("/proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    os.makedirs(at("/tmp"))
-    _mount(libc, ctypes, "tmpfs", at("/tmp"), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=1g")
-    _bind(libc, ctypes, spec["grader"], at(INSIDE_LIB + "/grader"))
-    _bind(libc, ctypes, spec["sources"], at(INSIDE_SRC))
-    _bind(libc, ctypes, spec["scratch"], at(INSIDE_WORK), writable=True)
-    _mount(libc, ctypes, None, new, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "mode=0755")
-    # switch_root: move the new root over /, then chroot into it; the old root is covered
-    os.chdir(new)
-    _mount(libc, ctypes, new, "/", None, MS_MOVE)
-    os.chroot(".")
-    os.chdir(INSIDE_WORK)
-    # drop privileges: no groups, the sandbox user, no way back (setuid binaries, file caps)
-    os.setgroups([])
-    os.setgid(spec["gid"])
-    os.setuid(spec["uid"])
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS")
-    libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)   # cleared by setuid; unshare dying kills us again
-    os.execve(spec["argv"][0], spec["argv"], spec["env"])
-
-
-if __name__ == "__main__":
-    try:
-        enter(json.loads(sys.argv[1]))
-    except BaseException as e:  # noqa: BLE001 - tell the launcher why, on the capture file
-        print(f"sandbox setup failed: {type(e).__name__}: {e}", file=sys.stderr)
-        os._exit(70)
