@@ -72,8 +72,6 @@ def test_monkeypatching_and_fake_reports_gain_nothing(tmp_path):
     assert report["score"] < report["max_score"]
     if report["isolation"].startswith("os"):   # the sandbox gives it nowhere to write them
         assert not (sub / "results.json").exists()
-    else:
-        assert (sub / "results.json").exists()   # it did write its fakes; they changed nothing
     assert all(t["score"] == 0 for t in report["tests"] if t["exercise"] == "online_softmax")
 
 
