@@ -34,6 +34,7 @@ _TORCH_WIRE = {
 MAX_DEPTH = 32
 MAX_HEADER_BYTES = 16 << 20     # the JSON part of one message
 MAX_MESSAGE_BYTES = 1 << 30     # all parts of one message (a (1, 32, 16384, 128) fp16 output is 128 MiB)
+MAX_ITEMS = 1 << 20             # items of one list, tuple or dict: bulk data travels as arrays
 INT_LIMIT = 1 << 64             # integers cross as JSON numbers; nothing the grader asks for is larger
 
 
@@ -139,6 +140,9 @@ def _enc(v: Any, bufs: list[bytes], depth: int) -> Any:
     if isinstance(v, float):
         v = float.__float__(v)
         return {"__float__": repr(v)} if v != v or v in (float("inf"), float("-inf")) else v
+    if isinstance(v, (list, tuple, dict)) and len(v) > MAX_ITEMS:
+        raise CodecError(f"value too large to send: a {type(v).__name__} of {len(v)} items (return "
+                         f"an array instead)")
     if isinstance(v, (list, tuple)):
         items = [_enc(x, bufs, depth + 1) for x in v]
         return {"__tuple__": items} if isinstance(v, tuple) else items
