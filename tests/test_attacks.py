@@ -198,3 +198,86 @@ def test_hanging_reply_times_out_and_counts(repo, tmp_path):
     tests = online(json.loads((tmp_path / "r.json").read_text()))
     assert sum("did not finish" in t["message"] for t in tests) == 2
     assert all(t["status"] == "timeout" for t in tests)
+
+
+# ------------------------------------------------------------------ student code outside the grader
+# compute-sanitizer runs the worker through the launcher like any other; on a CPU a stand-in
+# tool (same command line, writes a clean log, passes the worker's exit status on) drives it.
+# On a GPU, `make grade-gpu IMPL=solutions` runs the real one.
+
+FAKE_SANITIZER = ["/bin/sh", "-c", 'while [ "$#" -gt 0 ]; do case "$1" in --log-file) log="$2"; '
+                  'shift 2;; --*) shift 2;; *) break;; esac; done; "$@"; rc=$?; '
+                  'echo "========= ERROR SUMMARY: 0 errors" > "$log"; exit $rc', "fake-sanitizer"]
+
+
+@pytest.mark.parametrize("case", ["sanitize_exit", "sanitize_forge"])
+def test_sanitizer_verdict_comes_from_the_tools(case, tmp_path, monkeypatch):
+    pytest.importorskip("triton")
+    from grader import errors
+    from grader.judge.compare import CheckFailed
+    from grader.sandbox import sanitize
+
+    monkeypatch.setenv("GRADER_TIMEOUT_SCALE", "0.1")
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    shutil.copy(ATTACKS / case / "softmax_triton.py", sub)
+    with pytest.raises((errors.StudentProblem, CheckFailed)):
+        sanitize.memcheck(sub, "softmax_triton", tool=FAKE_SANITIZER, mode="interp")
+
+
+def test_sanitizer_passes_a_correct_kernel(tmp_path):
+    pytest.importorskip("triton")
+    from grader.sandbox import sanitize
+
+    summary = sanitize.memcheck(ROOT / "solutions", "softmax_triton", tool=FAKE_SANITIZER, mode="interp")
+    assert "ERROR SUMMARY: 0 errors" in summary
+
+
+# ------------------------------------------------------------------ one launcher
+
+STARTS_PROCESSES = ("subprocess", "multiprocessing", "os.fork", "os.exec", "os.spawn", "os.posix_spawn",
+                    "os.system", "os.popen", "pty.spawn")
+
+
+def test_only_the_launcher_starts_student_code():
+    """No grader module but the launcher (and the isolation step it runs) starts processes,
+    except to ask a tool for its version; tools/bench.py's student side goes through it too."""
+    import ast
+
+    allowed = {"grader/sandbox/launcher.py", "grader/sandbox/isolation.py",
+               "grader/sandbox/sanitize.py",   # `compute-sanitizer --help` only (checked below)
+               "grader/batch.py"}              # starts `python -m grader` per submission (checked below)
+    offenders = []
+    for path in sorted((ROOT / "grader").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                names = [f"{node.value.id}.{node.attr}"]
+            hits = [n for n in names if n.startswith(STARTS_PROCESSES)
+                    and not n.startswith("multiprocessing.connection")]   # the pipe's class only
+            if hits and rel not in allowed:
+                offenders.append(f"{rel}:{node.lineno} {hits[0]}")
+    assert not offenders, "only grader/sandbox/launcher.py may start processes:\n" + "\n".join(offenders)
+    sanitize_src = (ROOT / "grader" / "sandbox" / "sanitize.py").read_text()
+    assert sanitize_src.count("subprocess.run(") == 1 and '"--help"' in sanitize_src
+    batch_src = (ROOT / "grader" / "batch.py").read_text()
+    assert '"grader"' in batch_src and "Popen" not in batch_src
+
+
+def test_no_submission_module_in_the_grader_process(tmp_path):
+    """After a grade in this process, nothing from the submission was imported here."""
+    code = ("import sys; from grader.run import grade; "
+            f"grade({str(ROOT / 'solutions')!r}, ['online_softmax', 'tiled_attention'], ['cpu'], False); "
+            "bad = [m for m, mod in sys.modules.items() if m in ('online_softmax', 'tiled_attention') "
+            f"or {str(ROOT / 'solutions')!r} in str(getattr(mod, '__file__', '') or '')]; "
+            "print('LEAKED', bad) if bad else print('CLEAN')")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GRADER_TIMEOUT_SCALE": "0.2"}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert "CLEAN" in proc.stdout, proc.stdout + proc.stderr

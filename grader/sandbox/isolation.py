@@ -99,24 +99,42 @@ def enter(spec: dict) -> None:
     _bind(libc, ctypes, spec["grader"], at(INSIDE_LIB + "/grader"))
     _bind(libc, ctypes, spec["sources"], at(INSIDE_SRC))
     _bind(libc, ctypes, spec["scratch"], at(INSIDE_WORK), writable=True)
+    for host, inside in spec.get("writable", []):   # e.g. a root-only folder for a tool's log
+        _bind(libc, ctypes, host, at(inside), writable=True)
     _mount(libc, ctypes, None, new, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "mode=0755")
     # switch_root: move the new root over /, then chroot into it; the old root is covered
     os.chdir(new)
     _mount(libc, ctypes, new, "/", None, MS_MOVE)
     os.chroot(".")
     os.chdir(INSIDE_WORK)
-    # drop privileges: no groups, the sandbox user, no way back (setuid binaries, file caps)
+    if spec.get("tool"):
+        # a tool that watches the worker (compute-sanitizer) stays root, so the student cannot
+        # write its log or signal it; its target is this file again, which drops privileges
+        drop_spec = {"uid": spec["uid"], "gid": spec["gid"], "argv": spec["argv"], "env": spec["env"]}
+        argv = [*spec["tool"], sys.executable, "-I", "-S", INSIDE_LIB + "/grader/sandbox/isolation.py",
+                "--drop", json.dumps(drop_spec)]
+        os.execve(argv[0], argv, spec["env"])
+    drop(spec, libc, ctypes)
+
+
+def drop(spec: dict, libc=None, ctypes=None, env: dict | None = None) -> None:
+    """Drop to the sandbox user (no groups, no way back through setuid binaries or file
+    capabilities) and exec the worker."""
+    if libc is None:
+        libc, ctypes = _libc()
     os.setgroups([])
     os.setgid(spec["gid"])
     os.setuid(spec["uid"])
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS")
-    libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)   # cleared by setuid; unshare dying kills us again
-    os.execve(spec["argv"][0], spec["argv"], spec["env"])
+    libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)   # cleared by setuid; our parent dying kills us again
+    os.execve(spec["argv"][0], spec["argv"], env if env is not None else spec["env"])
 
 
 if __name__ == "__main__":
     try:
+        if sys.argv[1] == "--drop":   # the target of a tool: keep what the tool added to the env
+            drop(json.loads(sys.argv[2]), env=dict(os.environ))
         enter(json.loads(sys.argv[1]))
     except BaseException as e:  # noqa: BLE001 - tell the launcher why, on the capture file
         print(f"sandbox setup failed: {type(e).__name__}: {e}", file=sys.stderr)

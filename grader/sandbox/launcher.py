@@ -85,7 +85,8 @@ class Submission:
 
     def __init__(self, exercise: str, directory: Path, mode: str, scratch: Path,
                  sources: Path | None = None, level: isolation.Level | None = None,
-                 tool: list[str] | None = None, env: dict | None = None):
+                 tool: list[str] | None = None, env: dict | None = None,
+                 writable: list[tuple[str, str]] | None = None):
         self.exercise = exercise
         self.directory = Path(directory).resolve()
         self.sources = Path(sources) if sources is not None else copy_sources(
@@ -97,6 +98,7 @@ class Submission:
         self.level = level or isolation.choose()
         self.tool = tool            # e.g. compute-sanitizer's command line, run around the worker
         self.extra_env = env or {}
+        self.writable = writable
         self.timeout_s = DEFAULT_TIMEOUT_S[mode]
         self.outputs: list[str] = []   # what the student printed, per call, for the report
         self._worker: Launched | None = None
@@ -163,7 +165,7 @@ class Submission:
             raise self._load_error
         try:
             self._worker = launch(self.exercise, self.mode, self.sources, self.scratch, self.level,
-                                  tool=self.tool, env=self.extra_env)
+                                  tool=self.tool, env=self.extra_env, writable=self.writable)
         except OSError as e:
             raise errors.GraderError(f"could not start a worker: {e}") from None
         try:
@@ -412,10 +414,13 @@ def _children(pid: int) -> list[int]:
 
 
 def launch(exercise: str, mode: str, sources: Path, scratch: Path, level: isolation.Level,
-           tool: list[str] | None = None, env: dict | None = None) -> Launched:
+           tool: list[str] | None = None, env: dict | None = None,
+           writable: list[tuple[str, str]] | None = None) -> Launched:
     """Start a worker for `exercise` (imported from `sources`) in `mode`. THE one place that
-    starts student code. `tool` (e.g. compute-sanitizer and its options) runs around it;
-    `env` adds variables to the worker's allow-listed environment."""
+    starts student code. `tool` (e.g. compute-sanitizer and its options) runs around it, as
+    root at the os level (the worker below it drops privileges); `env` adds variables to the
+    worker's allow-listed environment; `writable` binds (host folder, path inside) read-write
+    at the os level (a root-only folder for the tool's log)."""
     scratch = Path(scratch)
     scratch.mkdir(parents=True, exist_ok=True)
     base = scratch.parent
@@ -448,7 +453,8 @@ def launch(exercise: str, mode: str, sources: Path, scratch: Path, level: isolat
         spec = {"root": str(root), "grader": str(GRADER_DIR), "sources": str(sources),
                 "scratch": str(scratch), "uid": level.uid, "gid": level.gid,
                 "read_only": isolation.read_only_paths(str(REPO), [str(base), str(sources)]),
-                "argv": worker_argv, "env": worker_env, "tool": tool or []}
+                "argv": worker_argv, "env": worker_env, "tool": tool or [],
+                "writable": [list(w) for w in writable or []]}
         argv = [*level.unshare, "--", sys.executable, "-I", "-S", isolation.__file__, json.dumps(spec)]
         popen_env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
     else:
