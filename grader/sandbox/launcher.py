@@ -86,7 +86,7 @@ class Submission:
     def __init__(self, exercise: str, directory: Path, mode: str, scratch: Path,
                  sources: Path | None = None, level: isolation.Level | None = None,
                  tool: list[str] | None = None, env: dict | None = None,
-                 writable: list[tuple[str, str]] | None = None):
+                 writable: list[tuple[str, str]] | None = None, tool_as_student: bool = False):
         self.exercise = exercise
         self.directory = Path(directory).resolve()
         self.sources = Path(sources) if sources is not None else copy_sources(
@@ -99,6 +99,7 @@ class Submission:
         self.tool = tool            # e.g. compute-sanitizer's command line, run around the worker
         self.extra_env = env or {}
         self.writable = writable
+        self.tool_as_student = tool_as_student
         self.timeout_s = DEFAULT_TIMEOUT_S[mode]
         self.outputs: list[str] = []   # what the student printed, per call, for the report
         self._worker: Launched | None = None
@@ -165,7 +166,8 @@ class Submission:
             raise self._load_error
         try:
             self._worker = launch(self.exercise, self.mode, self.sources, self.scratch, self.level,
-                                  tool=self.tool, env=self.extra_env, writable=self.writable)
+                                  tool=self.tool, env=self.extra_env, writable=self.writable,
+                                  tool_as_student=self.tool_as_student)
         except OSError as e:
             raise errors.GraderError(f"could not start a worker: {e}") from None
         try:
@@ -279,8 +281,9 @@ class Launched:
     """A running worker: its process, its pipe, its capture file."""
 
     def __init__(self, proc: subprocess.Popen, conn: Connection, sock: socket.socket,
-                 capture_fd: int, level: isolation.Level):
+                 capture_fd: int, level: isolation.Level, cgroup=None):
         self.proc = proc
+        self.cgroup = cgroup
         self.conn = conn
         self._sock = sock            # the same socket as conn, to shut it down from the watchdog
         self.capture_fd = capture_fd
@@ -388,6 +391,9 @@ class Launched:
             pass
 
     def close_files(self, keep_capture: bool = False) -> None:
+        if self.cgroup is not None and self.proc.poll() is not None:
+            self.cgroup.remove()
+            self.cgroup = None   # one that could not be removed yet stays (empty) until reboot
         for f in (self.conn, self._sock):
             try:
                 f.close()
@@ -415,12 +421,13 @@ def _children(pid: int) -> list[int]:
 
 def launch(exercise: str, mode: str, sources: Path, scratch: Path, level: isolation.Level,
            tool: list[str] | None = None, env: dict | None = None,
-           writable: list[tuple[str, str]] | None = None) -> Launched:
+           writable: list[tuple[str, str]] | None = None, tool_as_student: bool = False) -> Launched:
     """Start a worker for `exercise` (imported from `sources`) in `mode`. THE one place that
     starts student code. `tool` (e.g. compute-sanitizer and its options) runs around it, as
     root at the os level (the worker below it drops privileges); `env` adds variables to the
     worker's allow-listed environment; `writable` binds (host folder, path inside) read-write
-    at the os level (a root-only folder for the tool's log)."""
+    at the os level (a root-only folder for the tool's log). `tool_as_student`: run the tool
+    after dropping privileges instead (a fallback for tools that cannot watch another user)."""
     scratch = Path(scratch)
     scratch.mkdir(parents=True, exist_ok=True)
     base = scratch.parent
@@ -429,12 +436,14 @@ def launch(exercise: str, mode: str, sources: Path, scratch: Path, level: isolat
     os.unlink(capture)   # only the two open descriptors reach it: no path to plant a link at
     parent_sock, child_sock = socket.socketpair()
     isolated = level.name == "os"
+    cgroup = None
     inside = (lambda host, path: path if isolated else str(host))
     cfg = {"exercise": exercise, "mode": mode, "conn_fd": child_sock.fileno(), "capture_fd": capture_fd,
            "path": inside(Path(sources) / f"{exercise}.py", f"{isolation.INSIDE_SRC}/{exercise}.py"),
            "submission_dir": inside(sources, isolation.INSIDE_SRC),
            "scratch": inside(scratch, isolation.INSIDE_WORK),
-           "memory_limit_bytes": MEMORY_LIMIT_BYTES, "file_limit_bytes": isolation.FILE_LIMIT_BYTES}
+           "memory_limit_bytes": MEMORY_LIMIT_BYTES, "file_limit_bytes": isolation.FILE_LIMIT_BYTES,
+           "process_limit": isolation.PROCESS_LIMIT if isolated else None}
     if isolated:
         lib = isolation.INSIDE_LIB
     else:
@@ -445,6 +454,8 @@ def launch(exercise: str, mode: str, sources: Path, scratch: Path, level: isolat
         lib = str(lib_dir)
     worker_env = {**isolation.environment(mode, cfg["scratch"]), **(env or {})}
     worker_argv = [sys.executable, "-I", "-B", "-c", BOOT.format(lib=lib), json.dumps(cfg)]
+    if tool and (tool_as_student or not isolated):
+        worker_argv, tool = [*tool, *worker_argv], None
     if isolated:
         os.chown(scratch, level.uid, level.gid)
         scratch.chmod(0o700)
@@ -457,8 +468,11 @@ def launch(exercise: str, mode: str, sources: Path, scratch: Path, level: isolat
                 "writable": [list(w) for w in writable or []]}
         argv = [*level.unshare, "--", sys.executable, "-I", "-S", isolation.__file__, json.dumps(spec)]
         popen_env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+        cgroup = isolation.WorkerCgroup.make(f"grader-{os.getpid()}-{time.monotonic_ns()}")
+        if cgroup is not None:
+            argv = cgroup.wrap(argv)
     else:
-        argv = [*level.unshare, *(["--"] if level.unshare else []), *(tool or []), *worker_argv]
+        argv = [*level.unshare, *(["--"] if level.unshare else []), *worker_argv]
         popen_env = worker_env
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=capture_fd, stderr=capture_fd,
@@ -468,10 +482,12 @@ def launch(exercise: str, mode: str, sources: Path, scratch: Path, level: isolat
         for f in (parent_sock, child_sock):
             f.close()
         os.close(capture_fd)
+        if cgroup is not None:
+            cgroup.remove()
         raise
     child_sock.close()
     conn = Connection(os.dup(parent_sock.fileno()))
-    return Launched(proc, conn, parent_sock, capture_fd, level)
+    return Launched(proc, conn, parent_sock, capture_fd, level, cgroup)
 
 
 class Workers:

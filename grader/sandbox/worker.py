@@ -51,6 +51,9 @@ def main() -> None:
         n = cfg["file_limit_bytes"]
         resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if cfg.get("process_limit"):   # a fork bomb stops here (the sandbox user's processes and threads)
+        n = cfg["process_limit"]
+        resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
     if cfg["mode"] == "interp":
         _patch_interpreter_index()
     os.chdir(cfg["scratch"])  # files the student writes land in scratch, not in the repo
