@@ -387,4 +387,22 @@ def _cgroup_base(controller: str) -> str | None:
     except OSError:
         base = None
     _BASES[controller] = base
+    if base is not None:
+        _remove_stale(base)
     return base
+
+
+def _remove_stale(base: str) -> None:
+    """Empty cgroups left by graders that have exited (a big PID namespace can take longer to
+    die than `remove` waits)."""
+    try:
+        names = [n for n in os.listdir(base) if n.startswith("grader-")]
+    except OSError:
+        return
+    for name in names:
+        owner = name.split("-")[1]
+        if owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
+            try:
+                os.rmdir(os.path.join(base, name))
+            except OSError:
+                pass
