@@ -296,8 +296,8 @@ class WorkerCgroup:
     hierarchies, or v2 with those controllers delegated):
       pids  every task the worker starts counts, up to PIDS_MAX: a fork bomb stops there
             without touching anyone else's processes;
-      cpu   the whole worker weighs as much as one ordinary process, however many threads or
-            processes it starts: the grader and other workers keep their share of the CPU.
+      cpu   the whole worker weighs as much as one busy process per core (up to 8), however many
+            threads or processes it starts: the grader and other workers keep their share.
     `make` returns None where neither is available."""
 
     def __init__(self, paths: list):
@@ -306,8 +306,9 @@ class WorkerCgroup:
     @classmethod
     def make(cls, name: str) -> "WorkerCgroup | None":
         paths = []
+        cores = min(os.cpu_count() or 1, 8)   # a worker weighs as much as one busy process per core
         for controller, settings in (("pids", {"pids.max": str(PIDS_MAX)}),
-                                     ("cpu", {"cpu.shares": "1024", "cpu.weight": "100"})):
+                                     ("cpu", {"cpu.shares": str(1024 * cores), "cpu.weight": str(100 * cores)})):
             base = _cgroup_base(controller)
             if base is None:
                 continue
