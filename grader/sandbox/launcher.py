@@ -385,8 +385,10 @@ class Launched:
                 os.killpg(proc.pid, signal.SIGKILL)   # the worker (or unshare) leads its own group
             except (ProcessLookupError, PermissionError):
                 proc.kill()
+        # unshare is reaped only once every process of the namespace is gone (a thousand forked
+        # processes take a few seconds): the report is written after that
         try:
-            proc.wait(5)
+            proc.wait(60)
         except subprocess.TimeoutExpired:
             pass
 
