@@ -8,7 +8,6 @@ bad arguments or a missing folder.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -45,9 +44,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--gradescope", metavar="FILE", help="write Gradescope's results.json here")
     p.add_argument("--no-hidden", action="store_true", help="skip hidden_tests/ even if present")
     p.add_argument("--quiet", action="store_true", help="no terminal report")
-    p.add_argument("--sandbox", action="store_true",
-                   help="run student code under OS isolation or not at all (GRADER_SANDBOX=1; "
-                        "the default when run as root); see docs/SECURITY.md")
     return p
 
 
@@ -61,8 +57,6 @@ def main(argv: list[str] | None = None) -> int:
         args = parser().parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
-    if args.sandbox:
-        os.environ["GRADER_SANDBOX"] = "1"
     submission = Path(args.submission)
     if not submission.is_dir():
         print(f"grader: no such folder: {submission}", file=sys.stderr)

@@ -50,7 +50,6 @@ def to_json(report: GradeReport) -> dict:
         "layers_not_run": report.layers_not_run,
         "layer_seconds": {k: round(v, 2) for k, v in report.layer_seconds.items()},
         "device_info": report.device_info,
-        "isolation": report.isolation,
         "notes": report.notes,
         "tests": [
             {"name": r.check.id, "title": r.check.title, "exercise": r.check.exercise,
