@@ -256,6 +256,44 @@ def test_sanitizer_passes_a_correct_kernel(tmp_path):
     assert "ERROR SUMMARY: 0 errors" in summary
 
 
+def _gpu_sanitizer() -> bool:
+    try:
+        import torch
+
+        from grader.sandbox import sanitize
+    except ImportError:
+        return False
+    return torch.cuda.is_available() and sanitize.sanitizer_path() is not None
+
+
+@pytest.mark.skipif(not _gpu_sanitizer(), reason="needs a CUDA GPU and compute-sanitizer")
+def test_sanitizer_under_isolation_on_the_gpu(tmp_path):
+    """On the GPU (one command: python -m pytest tests/test_attacks.py -q -k gpu): the real
+    compute-sanitizer through the launcher, at whatever level this run has: the solutions pass,
+    an exit at import and an unmasked store do not."""
+    from grader import errors
+    from grader.judge.compare import CheckFailed
+    from grader.sandbox import isolation, sanitize
+
+    print("isolation:", isolation.choose().description)
+    for exercise in ("softmax_triton", "flash_triton"):
+        assert "ERROR SUMMARY: 0 errors" in sanitize.memcheck(ROOT / "solutions", exercise)
+    exits = tmp_path / "exits"
+    exits.mkdir()
+    shutil.copy(ATTACKS / "sanitize_exit" / "softmax_triton.py", exits)
+    with pytest.raises(errors.StudentProblem):
+        sanitize.memcheck(exits, "softmax_triton")
+    unmasked = tmp_path / "unmasked"
+    unmasked.mkdir()
+    text = (ROOT / "solutions" / "softmax_triton.py").read_text()
+    store = "y.to(out_ptr.dtype.element_ty), mask=mask)"
+    assert store in text
+    (unmasked / "softmax_triton.py").write_text(text.replace(store, "y.to(out_ptr.dtype.element_ty))"))
+    with pytest.raises(CheckFailed) as caught:
+        sanitize.memcheck(unmasked, "softmax_triton")
+    print(caught.value)
+
+
 # ------------------------------------------------------------------ one launcher
 
 STARTS_PROCESSES = ("subprocess", "multiprocessing", "os.fork", "os.exec", "os.spawn", "os.posix_spawn",
