@@ -43,6 +43,7 @@ CASES = {
     "classmate": (True, None),
     "escape_tools": (True, None),
     "fork_bomb": (True, {"timeout", "crashed", "error"}),
+    "userns_escape": (True, None),
     "hang_reply": (False, {"timeout"}),
     "flood": (False, {"error", "not_implemented", "crashed"}),
     "codec_bomb": (False, {"error"}),

@@ -72,6 +72,29 @@ def _bind(libc, ctypes, src: str, dst: str, writable: bool = False, recursive: b
     _mount(libc, ctypes, None, dst, None, flags)
 
 
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217}
+MNT_DETACH = 2
+
+
+def _switch_root(libc, ctypes, new: str) -> None:
+    """Make `new` the root of this mount namespace and drop the old root from it entirely
+    (pivot_root, then a lazy unmount): nothing of the host's tree is left to climb back to,
+    even from a user namespace the student makes. Where pivot_root is refused, move the new
+    root over / and chroot (the old tree is then covered, and a chrooted process may not make
+    user namespaces)."""
+    number = SYS_PIVOT_ROOT.get(os.uname().machine)
+    os.chdir(new)
+    if number is not None and libc.syscall(number, b".", b".oldroot") == 0:
+        os.chroot(".")
+        os.chdir("/")
+        if libc.umount2(b"/.oldroot", MNT_DETACH) != 0:
+            raise OSError(ctypes.get_errno(), "umount of the old root")
+        return
+    _mount(libc, ctypes, new, "/", None, MS_MOVE)
+    os.chroot(".")
+    os.chdir("/")
+
+
 def enter(spec: dict) -> None:
     """Build the allow-list root, switch to it, drop privileges, exec the worker."""
     libc, ctypes = _libc()
@@ -101,11 +124,9 @@ def enter(spec: dict) -> None:
     _bind(libc, ctypes, spec["scratch"], at(INSIDE_WORK), writable=True)
     for host, inside in spec.get("writable", []):   # e.g. a root-only folder for a tool's log
         _bind(libc, ctypes, host, at(inside), writable=True)
+    os.mkdir(at("/.oldroot"))
     _mount(libc, ctypes, None, new, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "mode=0755")
-    # switch_root: move the new root over /, then chroot into it; the old root is covered
-    os.chdir(new)
-    _mount(libc, ctypes, new, "/", None, MS_MOVE)
-    os.chroot(".")
+    _switch_root(libc, ctypes, new)
     os.chdir(INSIDE_WORK)
     if spec.get("tool"):
         # a tool that watches the worker (compute-sanitizer) stays root, so the student cannot
