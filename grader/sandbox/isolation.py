@@ -241,13 +241,14 @@ def _os_level() -> tuple[Level | None, str]:
 
 
 def _process_level() -> Level:
+    why = "GRADER_SANDBOX=0" if requested() == "process" else "not root"
     unshare = shutil.which("unshare")
     if sys.platform == "linux" and unshare and _works([unshare, *UNSHARE_USER, "--", "/bin/true"]):
-        return Level("process", "process only (no root): own session, scratch cwd, user+pid+net "
-                                "namespaces; files readable by you are readable by the submission",
+        return Level("process", f"process only ({why}): own session, scratch cwd, user+pid+net "
+                                f"namespaces; files readable by you are readable by the submission",
                      [unshare, *UNSHARE_USER])
-    return Level("process", "process only (no root, no namespaces): own session and scratch cwd; "
-                            "the submission runs as you")
+    return Level("process", f"process only ({why}, no namespaces): own session and scratch cwd; "
+                            f"the submission runs as you")
 
 
 def _works(cmd: list) -> bool:
