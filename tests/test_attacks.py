@@ -91,9 +91,15 @@ def tree_hash(root: Path) -> str:
     return h.hexdigest()
 
 
-def run_grader(repo: Path, submission: Path, report: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_grader(repo: Path, submission: Path, report: Path, timeout: float = 300,
+               sandbox: bool = False) -> subprocess.CompletedProcess:
+    """`sandbox`: the grader must run student code at the os level or not at all. Attacks that
+    only the os level stops are always graded so: unsandboxed, they would write into the
+    interpreter's own folders (sys.path) on the machine running the tests."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env.update(GRADER_TIMEOUT_SCALE="0.1", PYTHONPATH=str(repo))
+    if sandbox:
+        env["GRADER_SANDBOX"] = "1"
     return subprocess.run([sys.executable, "-m", "grader", "--submission", str(submission),
                            "--json", str(report), "--quiet", *ARGS],
                           cwd=repo, capture_output=True, text=True, timeout=timeout, env=env)
@@ -139,7 +145,7 @@ def test_attack_gains_nothing(case, repo, tmp_path):
         Path(p).unlink(missing_ok=True)
 
     start = time.perf_counter()
-    proc = run_grader(repo, attacker, report)
+    proc = run_grader(repo, attacker, report, sandbox=needs_os)
     elapsed = time.perf_counter() - start
     assert proc.returncode == 0, f"grader exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
     assert "Traceback" not in proc.stderr, proc.stderr
