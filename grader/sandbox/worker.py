@@ -1,10 +1,11 @@
 """The worker: the only process that imports and runs student code.
 
-Started by `grader.sandbox.launcher` (one per exercise and mode), it loads `<submission>/<exercise>.py`
-by path, then answers call requests over a pipe until told to stop. Nothing it sends back is
+Started by `grader.sandbox.launcher.launch` (one per exercise and mode, inside the sandbox of
+`grader.sandbox.isolation`), it loads `<exercise>.py` by path from the read-only copy of the
+submission's sources, then answers call requests over an inherited socket until told to stop. Nothing it sends back is
 trusted: verdicts are made by the process that started it, from the values it returns (decoded by
-`grader.sandbox.codec`, never unpickled). What student code prints goes to a capture file that the
-trusted side reads, also after a crash.
+`grader.sandbox.codec`, never unpickled). What student code prints goes to a capture file (inherited
+as fd 1 and 2) that the trusted side reads, also after a crash.
 
 Modes: "cpu" (NumPy exercises), "interp" (Triton kernels on the CPU, TRITON_INTERPRET=1),
 "cuda" (real kernels). The mode is fixed before any import, since Triton reads it at import.
