@@ -349,3 +349,29 @@ def test_no_submission_module_in_the_grader_process(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                           text=True, timeout=300, env=env)
     assert "CLEAN" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_worker_dies_with_a_killed_grader(tmp_path):
+    """A grader killed from outside (an OOM killer, a scheduler) takes its looping workers with
+    it: unshare runs under `setpriv --pdeathsig KILL`, and the PID namespace dies with it."""
+    if _level() != "os":
+        pytest.skip("needs the os isolation level (root and util-linux unshare)")
+    from grader.sandbox import isolation
+
+    if not isolation._die_with_grader():
+        pytest.skip("util-linux setpriv with --pdeathsig is not installed")
+    code = ("import numpy as np, sys; from pathlib import Path; "
+            "from grader.sandbox.launcher import Workers; "
+            f"s = Workers(Path({str(ROOT / 'tests' / 'submissions' / 'hang')!r})).get('online_softmax'); "
+            "print(s.worker_pid, flush=True); s.call('softmax_safe', np.ones(3), timeout=300)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GRADER_SANDBOX": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
+    pid = int(proc.stdout.readline())
+    time.sleep(0.5)
+    assert Path(f"/proc/{pid}").exists()
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{pid}").exists(), "the worker outlived its grader"

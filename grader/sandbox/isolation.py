@@ -236,7 +236,7 @@ def _os_level() -> tuple[Level | None, str]:
         if user.pw_uid == 0:
             continue
         return Level("os", f"os: pid+mount+net+ipc namespaces, allow-list root, uid {name}",
-                     [unshare, *UNSHARE_OS], user.pw_uid, user.pw_gid), ""
+                     [*_die_with_grader(), unshare, *UNSHARE_OS], user.pw_uid, user.pw_gid), ""
     return None, f"none of the users {', '.join(SANDBOX_USERS)} exists"
 
 
@@ -249,6 +249,15 @@ def _process_level() -> Level:
                      [unshare, *UNSHARE_USER])
     return Level("process", f"process only ({why}, no namespaces): own session and scratch cwd; "
                             f"the submission runs as you")
+
+
+def _die_with_grader() -> list:
+    """`setpriv --pdeathsig KILL` where util-linux has it: unshare (and with it the whole PID
+    namespace) is killed if the grader itself dies, even while student code loops."""
+    setpriv = shutil.which("setpriv")
+    if setpriv and _works([setpriv, "--pdeathsig", "KILL", "/bin/true"]):
+        return [setpriv, "--pdeathsig", "KILL"]
+    return []
 
 
 def _works(cmd: list) -> bool:
