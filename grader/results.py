@@ -66,6 +66,7 @@ class GradeReport:
     layer_seconds: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     device_info: dict = field(default_factory=dict)   # GPU details and ceilings measured in the run
+    isolation: str = ""   # how student code was isolated (grader.sandbox.isolation), one line
 
     @property
     def score(self) -> float:

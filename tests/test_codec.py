@@ -47,3 +47,48 @@ def test_torch_tensors_arrive_as_values():
     back = roundtrip(t)
     assert isinstance(back, codec.TensorValue) and back.dtype == "bfloat16" and back.shape == (2, 2)
     assert np.array_equal(back.array, t.float().numpy())
+
+
+@pytest.mark.parametrize("bomb, words", [
+    (10 ** 5000, "bits"),
+    (2 ** 64, "bits"),
+    (list(range(codec.MAX_ITEMS + 1)), "too large"),
+], ids=["10**5000", "2**64", "long_list"])
+def test_bombs_are_refused_with_a_reason(bomb, words):
+    with pytest.raises(codec.CodecError, match=words):
+        codec.encode(bomb)
+
+
+def test_deep_nesting_is_refused_both_ways():
+    deep = []
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises(codec.CodecError, match="nested too deeply"):
+        codec.encode(deep)
+    with pytest.raises(codec.CodecError):   # a forged header: json's own recursion, or ours
+        codec.decode([b"[" * 100_000 + b"]" * 100_000])
+    with pytest.raises(codec.CodecError):
+        codec.decode([b"1" * 5000])          # an integer too long for int()
+
+
+def test_str_and_int_subclasses_cross_as_plain_values():
+    class Sneaky(str):
+        def __str__(self):
+            raise RuntimeError("no")
+
+    class Big(int):
+        pass
+
+    back = roundtrip([Sneaky("hello"), Big(7)])
+    assert back == ["hello", 7] and type(back[0]) is str and type(back[1]) is int
+
+
+def test_receive_refuses_oversized_messages():
+    from multiprocessing import Pipe
+
+    a, b = Pipe()
+    a.send_bytes(b'{"parts": 2}')
+    a.send_bytes(b'{"__ndarray__": 0, "dtype": "uint8", "shape": [100]}')
+    a.send_bytes(b"x" * 100)
+    with pytest.raises(codec.CodecError, match="larger than"):
+        codec.recv(b, max_bytes=64)

@@ -70,7 +70,8 @@ def test_monkeypatching_and_fake_reports_gain_nothing(tmp_path):
         del os.environ["FAKE_REPORT_PATH"]
     assert report["tests"] and report["score"] == sum(t["score"] for t in report["tests"])
     assert report["score"] < report["max_score"]
-    assert (sub / "results.json").exists()   # it did write its fakes; they changed nothing
+    if report.get("isolation", "").startswith("os"):   # the sandbox gives it nowhere to write them
+        assert not (sub / "results.json").exists()
     assert all(t["score"] == 0 for t in report["tests"] if t["exercise"] == "online_softmax")
 
 

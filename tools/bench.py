@@ -10,10 +10,12 @@ What it does, on a CUDA machine:
        fp16 matmul      TFLOP/s = 2 * n^3 / time, n = 8192
   2. plans the runs: naive attention runs at N only if its S and P fit (estimated first, never
      allocated to find out: on a unified-memory GB10 that can stall the whole machine);
-  3. runs the submission's own code in a subprocess (cwd = --out, the submission first on
-     sys.path): bench_attn.run_sweep one N at a time, the SDPA backends, flash_fwd at the tile
-     shapes that fit this chip's shared memory (plus Break It 5's 256 x 256), and softmax GB/s of
-     softmax, softmax_eager and torch.softmax;
+  3. runs the submission's own code through the grader's launcher (the same sandbox and
+     workers as grading): bench_attn.run_sweep one N at a time (its own timer: the exercise);
+     then flash_fwd at the tile shapes that fit this chip's shared memory (plus Break It 5's
+     256 x 256) and softmax GB/s of softmax, softmax_eager, each checked against PyTorch and
+     timed here on this process's clock like the perf layer (grader.judge.gpu.per_call_ms),
+     beside the SDPA backends and torch.softmax timed the same way;
   4. writes attn_bench.json, softmax_bench.json, tiles.json, ceilings.json, four PNG plots and
      measure.md: the Measure tables with the predictions from <submission>/predictions.md beside
      what was measured.
@@ -26,15 +28,11 @@ Without a CUDA GPU it prints one line and exits 0, writing nothing.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import math
 import os
 import re
-import signal
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -63,28 +61,49 @@ SIZES = {
 NO_GPU = ("bench: no CUDA GPU on this machine; `make bench` measures kernels on a GPU "
           "(see docs/SPARK.md). To see the report from synthetic numbers: "
           "python -m tools.bench --dry-run --out /tmp/bench")
-WORKER_FILE = "bench_worker.json"
+WORKER_FILE = "bench_worker.json"   # no longer written (the student side returns its rows over the codec)
 
 
-# ===================================================================== the student process
+# ===================================================================== the student's code
 
 
-def worker(plan_path: str) -> int:
-    """Runs in the subprocess, cwd = the out dir: the submission's code, timed, into JSON."""
-    plan = json.loads(Path(plan_path).read_text())
-    sys.path.insert(0, plan["submission"])
+class Deadline(Exception):
+    pass
+
+
+def run_student(plan: dict, out: Path, timeout_s: float) -> dict:
+    """Run the submission's code through the grader's launcher (the same sandbox and worker as
+    grading) and time it here, on this process's clock: the student's process never times
+    anything but its own sweep (bench_attn.run_sweep with its own timer: that is the exercise).
+
+    Returns {"attn": the sweep's rows, "backends", "tiles", "softmax", "errors"}."""
+    import tempfile
+
+    import numpy as np
     import torch
     import torch.nn.functional as F
 
+    from grader import errors as student_errors
+    from grader.judge.inputs import seeded, torch_randn
+    from grader.sandbox import launcher
+    from grader.sandbox.codec import Trusted
+
     device, (B, H, D) = plan["device"], plan["bhd"]
-    dtype = torch.float16
+    mode = "interp" if device == "cpu" else "cuda"
     result = {"attn": [], "backends": [], "tiles": [], "softmax": [], "errors": []}
+    deadline = time.monotonic() + timeout_s
+    scratch = Path(tempfile.mkdtemp(prefix="bench-"))
+    workers = launcher.Workers(Path(plan["submission"]), scratch)
+    sources = workers.sources
+    print(f"bench: student code runs in the sandbox ({workers.isolation})", flush=True)
 
-    def save():
-        Path(WORKER_FILE).write_text(json.dumps(result, indent=1, default=str))
-
-    def timed(fn):
-        return ceilings.time_cuda(fn, warmup=plan["warmup"], rep=plan["rep"], device=device)
+    def student(exercise):
+        sub = workers.get(exercise, mode)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise Deadline
+        sub.timeout_s = left
+        return sub
 
     def first_line(e):
         return (str(e).strip().splitlines() or [""])[0]
@@ -95,109 +114,154 @@ def worker(plan_path: str) -> int:
         print("bench:", text, flush=True)
         return text
 
-    # 1. the student's own sweep, one N at a time with the impls planned for that N
-    fns = {}
+    def student_ms(sub, fn, args, kwargs):
+        if device == "cpu":   # testing the tool: the round trip of a call, best of two
+            return 1e3 * min(sub.call(fn, *args, opts={"discard": True}, **kwargs).wall_s
+                             for _ in range(2))
+        from grader.judge import gpu
+
+        return gpu.per_call_ms(gpu.worker_request(sub, fn, args, kwargs, refresh=False))
+
+    def trusted_ms(fn, args):
+        if device == "cpu":
+            return ceilings.time_cuda(lambda: fn(*args), warmup=plan["warmup"], rep=plan["rep"],
+                                      device=device)
+        from grader.judge import gpu
+
+        return gpu.per_call_ms(gpu.local_request(fn, list(args), refresh=False))
+
+    def inputs(shape, count):
+        seeds = [int(x) for x in np.random.default_rng().integers(0, 2**31 - 1, size=count)]
+        markers = [seeded(shape, "float16", device, s) for s in seeds]
+        tensors = [torch_randn(shape, "float16", device, s) for s in seeds]
+        return markers, tensors
+
+    def max_err(value, ref) -> float:
+        arr = getattr(value, "array", None)
+        if arr is None or tuple(arr.shape) != tuple(ref.shape):
+            raise AssertionError(f"returned {value!r}, not a tensor of shape {tuple(ref.shape)}")
+        return float(np.nanmax(np.abs(arr.astype(np.float64) - ref.float().cpu().numpy())))
+
     try:
-        import bench_attn
+        # 1. the student's own sweep, one N at a time with the impls planned for that N
+        where = {"naive": ("bench_attn", "naive"), "sdpa": ("bench_attn", "sdpa"),
+                 "mine": ("flash_triton", "flash_fwd")}
+        have = {name for name, (module, _) in where.items() if (sources / f"{module}.py").is_file()}
+        todo = "naive" not in have
+        if todo:
+            error("import", FileNotFoundError("bench_attn.py is not in the submission"))
+        dtype = Trusted("dtype", params={"dtype": "float16"})
+        for item in plan["attn"]:
+            names = [name for name in item["impls"] if name in have]
+            while names and not todo:
+                impls = {name: Trusted("submission_function", params=dict(zip(("module", "name"), where[name])))
+                         for name in names}
+                try:
+                    rows = student("bench_attn").run_sweep(Ns=[item["N"]], B=B, H=H, D=D, dtype=dtype,
+                                                            device=device, out_path=None, impls=impls)
+                    result["attn"] += [r for r in rows or [] if isinstance(r, dict)]
+                    break
+                except (student_errors.StudentProblem, student_errors.GraderError) as e:
+                    error("bench_attn.run_sweep" + (f" at N={item['N']}" if "mine" not in names else ""), e)
+                    if isinstance(e, student_errors.StudentTimeout):
+                        raise Deadline from None
+                    if "mine" in names:            # flash_fwd is a TODO or broken: naive and sdpa
+                        names.remove("mine")
+                        have.discard("mine")
+                    elif isinstance(e, student_errors.NotImplementedByStudent):
+                        todo = True                # time_proper is a TODO: nothing can be timed
+                    else:
+                        break
 
-        fns = {"naive": bench_attn.naive, "sdpa": bench_attn.sdpa}
-        import flash_triton
+        # 2. SDPA backends (timed here, no student code), and flash_fwd at each tile shape
+        N = plan["tile_n"]
+        markers, (q, k, v) = inputs((B, H, N, D), 3)
+        flops = 4 * B * H * N * N * D
+        from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        fns["mine"] = flash_triton.flash_fwd
-    except Exception as e:  # a missing or broken file: measure what is there
-        error("import", e)
-    todo = "naive" not in fns
-    for item in plan["attn"]:
-        names = [name for name in item["impls"] if name in fns]
-        while names and not todo:
+        for name in BACKENDS:
+            row = dict(N=N, backend=name, ms=None, tflops=None, error=None)
             try:
-                rows = bench_attn.run_sweep(Ns=[item["N"]], B=B, H=H, D=D, dtype=dtype,
-                                            device=device, out_path=None,
-                                            impls={name: fns[name] for name in names})
-                result["attn"] += list(rows)
-                break
-            except NotImplementedError as e:
-                error("bench_attn.run_sweep", e)
-                if "mine" in names:            # flash_fwd is a TODO: measure naive and sdpa
-                    names.remove("mine")
-                    fns.pop("mine")
-                else:
-                    todo = True                # time_proper is a TODO: nothing can be timed
-            except Exception as e:
-                error(f"bench_attn.run_sweep at N={item['N']}", e)
-                break
-        save()
-
-    # 2. SDPA backends, and flash_fwd at each tile shape (Break It 5 last), at one N
-    N = plan["tile_n"]
-    q, k, v = (torch.randn(B, H, N, D, device=device, dtype=dtype) for _ in range(3))
-    flops = 4 * B * H * N * N * D
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    for name in BACKENDS:
-        row = dict(N=N, backend=name, ms=None, tflops=None, error=None)
-        try:
-            with sdpa_kernel(getattr(SDPBackend, name)):
-                F.scaled_dot_product_attention(q, k, v)
-                row["ms"] = timed(lambda: F.scaled_dot_product_attention(q, k, v))
-            row["tflops"] = flops / row["ms"] / 1e9
-        except RuntimeError as e:
-            row["error"] = first_line(e)[:200] or "RuntimeError"
-        result["backends"].append(row)
-    save()
-    if "mine" in fns:
-        ref = F.scaled_dot_product_attention(q, k, v)
-        accepts = set(inspect.signature(fns["mine"]).parameters)
-        for cfg in plan["tiles"] + [list(BREAK_IT_5)]:
-            kw = dict(BLOCK_M=cfg[0], BLOCK_N=cfg[1])
-            if {"num_warps", "num_stages"} <= accepts:
-                kw.update(num_warps=cfg[2], num_stages=cfg[3])
-            row = dict(N=N, BLOCK_M=cfg[0], BLOCK_N=cfg[1], num_warps=kw.get("num_warps"),
-                       num_stages=kw.get("num_stages"), ms=None, tflops=None, error=None,
-                       break_it=list(cfg) == list(BREAK_IT_5))
-            try:
-                out = fns["mine"](q, k, v, **kw)
-                err = (out.float() - ref.float()).abs().max().item()
-                if not err <= 2e-2:
-                    raise AssertionError(f"wrong result, max abs error {err:.2e} against SDPA")
-                row["ms"] = timed(lambda: fns["mine"](q, k, v, **kw))
+                with sdpa_kernel(getattr(SDPBackend, name)):
+                    F.scaled_dot_product_attention(q, k, v)
+                    row["ms"] = trusted_ms(F.scaled_dot_product_attention, (q, k, v))
                 row["tflops"] = flops / row["ms"] / 1e9
-            except Exception as e:  # "out of resources: shared memory" is the expected one
-                row["error"] = f"{type(e).__name__}: {str(e).strip()[:300]}"
-            result["tiles"].append(row)
-            save()
-    q = k = v = ref = out = None
+            except RuntimeError as e:
+                row["error"] = first_line(e)[:200] or "RuntimeError"
+            result["backends"].append(row)
+        if "mine" in have:
+            ref = F.scaled_dot_product_attention(q, k, v)
+            takes_warps = True
+            for cfg in plan["tiles"] + [list(BREAK_IT_5)]:
+                kw = dict(BLOCK_M=cfg[0], BLOCK_N=cfg[1])
+                if takes_warps:
+                    kw.update(num_warps=cfg[2], num_stages=cfg[3])
+                row = dict(N=N, BLOCK_M=cfg[0], BLOCK_N=cfg[1], num_warps=kw.get("num_warps"),
+                           num_stages=kw.get("num_stages"), ms=None, tflops=None, error=None,
+                           break_it=list(cfg) == list(BREAK_IT_5))
+                try:
+                    flash = student("flash_triton")
+                    try:
+                        out_value = flash.call("flash_fwd", *markers, **kw).value
+                    except student_errors.StudentRaised as e:
+                        if not (takes_warps and "unexpected keyword" in str(e)):
+                            raise
+                        takes_warps = False
+                        kw = dict(BLOCK_M=cfg[0], BLOCK_N=cfg[1])
+                        row.update(num_warps=None, num_stages=None)
+                        out_value = flash.call("flash_fwd", *markers, **kw).value
+                    err = max_err(out_value, ref)
+                    if not err <= 2e-2:
+                        raise AssertionError(f"wrong result, max abs error {err:.2e} against SDPA")
+                    row["ms"] = student_ms(flash, "flash_fwd", markers, kw)
+                    row["tflops"] = flops / row["ms"] / 1e9
+                except Deadline:
+                    raise
+                except (student_errors.StudentProblem, student_errors.GraderError, AssertionError) as e:
+                    # "out of resources: shared memory" is the expected one
+                    message = str(e).strip()
+                    found = re.search(r"(OutOfResources[^\n]*|out of resources[^\n]*)", message)
+                    row["error"] = (found.group(1) if found else f"{type(e).__name__}: {message}")[:300]
+                result["tiles"].append(row)
+        q = k = v = ref = None
 
-    # 3. softmax GB/s: the fused kernel, the eager one, PyTorch's
-    try:
-        import softmax_triton
-
-        sm = {"softmax": softmax_triton.softmax, "softmax_eager": softmax_triton.softmax_eager}
-    except Exception as e:
-        error("import softmax_triton", e)
-        sm = {}
-    sm["torch.softmax"] = lambda x: torch.softmax(x, dim=-1)
-    for rows, cols in plan["softmax"]:
-        x = torch.randn(rows, cols, device=device, dtype=dtype)
-        ref = torch.softmax(x.float(), dim=-1)
-        nbytes = 2 * rows * cols * 2
-        for name in SOFTMAX_IMPLS:
-            row = dict(rows=rows, cols=cols, impl=name, bytes=nbytes, ms=None, gbs=None,
-                       error=None)
-            try:
-                if name not in sm:
-                    raise RuntimeError("not importable")
-                err = (sm[name](x).float() - ref).abs().max().item()
-                if not err <= 5e-3:
-                    raise AssertionError(f"wrong result, max abs error {err:.2e}")
-                row["ms"] = timed(lambda: sm[name](x))
-                row["gbs"] = nbytes / row["ms"] / 1e6
-            except Exception as e:
-                row["error"] = f"{type(e).__name__}: {str(e).strip()[:200]}"
-            result["softmax"].append(row)
-        save()
-    save()
-    return 0
+        # 3. softmax GB/s: the fused kernel, the eager one (the student's, timed here), PyTorch's
+        for rows, cols in plan["softmax"]:
+            markers, (x,) = inputs((rows, cols), 1)
+            ref = torch.softmax(x.float(), dim=-1)
+            nbytes = 2 * rows * cols * 2
+            for name in SOFTMAX_IMPLS:
+                row = dict(rows=rows, cols=cols, impl=name, bytes=nbytes, ms=None, gbs=None, error=None)
+                try:
+                    if name == "torch.softmax":
+                        row["ms"] = trusted_ms(lambda t: torch.softmax(t, dim=-1), (x,))
+                    else:
+                        if not (sources / "softmax_triton.py").is_file():
+                            raise RuntimeError("softmax_triton.py is not in the submission")
+                        sm = student("softmax_triton")
+                        err = max_err(sm.call(name, *markers).value, ref)
+                        if not err <= 5e-3:
+                            raise AssertionError(f"wrong result, max abs error {err:.2e}")
+                        row["ms"] = student_ms(sm, name, markers, {})
+                    row["gbs"] = nbytes / row["ms"] / 1e6
+                except Deadline:
+                    raise
+                except Exception as e:  # noqa: BLE001 - a row that could not be measured says why
+                    row["error"] = f"{type(e).__name__}: {first_line(e)[:200]}"
+                result["softmax"].append(row)
+    except Deadline:
+        result["errors"].append(f"the benchmark was stopped after {timeout_s:.0f} s; the rows "
+                                f"below are what it finished")
+    finally:
+        printed = [text for sub in workers.all() for text in sub.outputs]
+        workers.close()
+        launcher.remove_tree(scratch)
+        with open(out / "bench_worker.log", "w") as log:
+            for text in printed:
+                log.write(text + "\n")
+                for line in text.splitlines()[:20]:
+                    print("  |", line.rstrip()[:200], flush=True)
+    return result
 
 
 # ===================================================================== the trusted process
@@ -229,50 +293,6 @@ def plan_runs(sizes: dict, budget: int, submission: Path, device: str, profile) 
     return dict(submission=str(submission), device=device, bhd=list(sizes["bhd"]),
                 attn=attn, skipped=skipped, softmax=softmax, tile_n=sizes["tile_n"],
                 tiles=tiles, warmup=sizes["warmup"], rep=sizes["rep"])
-
-
-def run_worker(plan: dict, out: Path, timeout_s: float) -> dict:
-    """Start the subprocess, echo what it prints, stop its whole group at the deadline."""
-    plan_path = out / "bench_plan.json"
-    plan_path.write_text(json.dumps(plan, indent=1))
-    (out / WORKER_FILE).unlink(missing_ok=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))}
-    env["PYTHONUNBUFFERED"] = "1"              # echo the student's rows as they come
-    if plan["device"] == "cpu":
-        env["TRITON_INTERPRET"] = "1"
-    proc = subprocess.Popen([sys.executable, "-m", "tools.bench", "--worker", str(plan_path)],
-                            cwd=out, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, errors="replace", start_new_session=True)
-    timed_out = []
-
-    def stop():
-        timed_out.append(True)
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-    timer = threading.Timer(timeout_s, stop)
-    timer.start()
-    with open(out / "bench_worker.log", "w") as log:
-        for line in proc.stdout:
-            log.write(line)
-            print("  |", line.rstrip()[:200], flush=True)
-    proc.wait()
-    timer.cancel()
-    path = out / WORKER_FILE
-    result = json.loads(path.read_text()) if path.exists() else {}
-    path.unlink(missing_ok=True)
-    plan_path.unlink(missing_ok=True)
-    result.setdefault("errors", [])
-    if timed_out:
-        result["errors"].append(f"the benchmark was stopped after {timeout_s:.0f} s; the rows "
-                                f"below are what it finished")
-    elif proc.returncode != 0:
-        result["errors"].append(f"the benchmark process exited with status {proc.returncode} "
-                                f"(see bench_worker.log)")
-    return result
 
 
 def _num(x):
@@ -322,7 +342,7 @@ def measure(args, out: Path) -> int:
     budget = ceilings.memory_budget(torch, profile, device=args.device)
     ceil["memory_budget_gb"] = budget / 1e9
     plan = plan_runs(sizes, budget, Path(args.submission).resolve(), args.device, profile)
-    result = run_worker(plan, out, args.timeout)
+    result = run_student(plan, out, args.timeout)
     attn = clean_attn_rows(result.get("attn"), plan["skipped"])
     ceil["elapsed_s"] = time.perf_counter() - t0
     write_outputs(out, attn, result.get("softmax", []), ceil, result.get("backends", []),
@@ -682,10 +702,7 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
                     help="cpu: test the tool itself with tiny sizes under TRITON_INTERPRET=1")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds for the student's runs")
-    ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.worker:
-        return worker(args.worker)
     out = Path(args.out)
     if args.dry_run:
         attn, softmax, ceil, backends, tiles = synthetic()

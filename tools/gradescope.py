@@ -40,6 +40,11 @@ pip=/autograder/venv/bin/pip
 # PyTorch's CPU wheel first (no GPU on Gradescope; the default wheel brings gigabytes of CUDA)
 $pip install --quiet --index-url https://download.pytorch.org/whl/cpu "$(grep -E '^torch' requirements.txt)"
 $pip install --quiet -r requirements.txt
+# the unprivileged user student code runs as (grader/sandbox/isolation.py); util-linux's unshare
+# gives it its own PID, mount and network namespaces
+id labstudent > /dev/null 2>&1 || useradd --system --no-create-home --home-dir /nonexistent \
+    --shell /usr/sbin/nologin labstudent
+command -v unshare > /dev/null || apt-get install -y -qq util-linux > /dev/null
 """
 
 RUN = """#!/usr/bin/env bash

@@ -32,6 +32,10 @@ _TORCH_WIRE = {
     "int16": "int16",
 }
 MAX_DEPTH = 32
+MAX_HEADER_BYTES = 16 << 20     # the JSON part of one message
+MAX_MESSAGE_BYTES = 1 << 30     # all parts of one message (a (1, 32, 16384, 128) fp16 output is 128 MiB)
+MAX_ITEMS = 1 << 20             # items of one list, tuple or dict: bulk data travels as arrays
+INT_LIMIT = 1 << 64             # integers cross as JSON numbers; nothing the grader asks for is larger
 
 
 class CodecError(Exception):
@@ -99,21 +103,46 @@ class TensorValue:
 
 
 def encode(value: Any) -> list[bytes]:
-    """Value → [header, buffer, buffer, ...]."""
+    """Value → [header, buffer, buffer, ...]. Anything that cannot cross raises CodecError with
+    the reason (too deep, too large, an object): never another exception."""
     buffers: list[bytes] = []
-    header = _enc(value, buffers, 0)
-    return [json.dumps(header).encode()] + buffers
+    try:
+        header = json.dumps(_enc(value, buffers, 0)).encode()
+    except CodecError:
+        raise
+    except RecursionError:
+        raise CodecError("value nested too deeply") from None
+    except MemoryError:
+        raise CodecError("value too large to send") from None
+    except Exception as e:  # noqa: BLE001 - a str subclass, a broken __len__ ... from student code
+        raise CodecError(f"cannot send this value ({type(e).__name__}: {str(e)[:200]})") from None
+    size = len(header) + sum(len(b) for b in buffers)
+    if len(header) > MAX_HEADER_BYTES or size > MAX_MESSAGE_BYTES:
+        raise CodecError(f"value too large to send ({size / 2**20:.0f} MiB; the limit is "
+                         f"{MAX_MESSAGE_BYTES >> 20} MiB, with at most {MAX_HEADER_BYTES >> 20} MiB "
+                         f"outside arrays)")
+    return [header] + buffers
 
 
 def _enc(v: Any, bufs: list[bytes], depth: int) -> Any:
     if depth > MAX_DEPTH:
         raise CodecError("value nested too deeply")
-    if v is None or isinstance(v, (bool, str)):
+    if v is None or isinstance(v, bool):
         return v
-    if isinstance(v, int) and not isinstance(v, bool):
-        return int(v)
+    if isinstance(v, str):
+        return str.__str__(v)   # a plain str, whatever subclass came in
+    if isinstance(v, int):
+        v = int.__index__(v)
+        if not -INT_LIMIT < v < INT_LIMIT:
+            raise CodecError(f"an integer of {v.bit_length()} bits cannot be returned (at most 64 "
+                             f"bits cross the boundary)")
+        return v
     if isinstance(v, float):
+        v = float.__float__(v)
         return {"__float__": repr(v)} if v != v or v in (float("inf"), float("-inf")) else v
+    if isinstance(v, (list, tuple, dict)) and len(v) > MAX_ITEMS:
+        raise CodecError(f"value too large to send: a {type(v).__name__} of {len(v)} items (return "
+                         f"an array instead)")
     if isinstance(v, (list, tuple)):
         items = [_enc(x, bufs, depth + 1) for x in v]
         return {"__tuple__": items} if isinstance(v, tuple) else items
@@ -170,9 +199,13 @@ def decode(parts: list[bytes], build=None) -> Any:
     objects on the worker side; the trusted side passes None and gets the marker objects."""
     try:
         header = json.loads(parts[0].decode())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CodecError(f"unreadable message: {e}") from None
-    return _dec(header, parts[1:], build, 0)
+        return _dec(header, parts[1:], build, 0)
+    except CodecError:
+        raise
+    except RecursionError:
+        raise CodecError("value nested too deeply") from None
+    except (ValueError, TypeError, KeyError, IndexError, OverflowError, AttributeError) as e:
+        raise CodecError(f"unreadable message ({type(e).__name__}: {str(e)[:200]})") from None
 
 
 def _array(buf: bytes, dtype: str, shape: list) -> np.ndarray:
@@ -232,17 +265,33 @@ def _dec(h: Any, bufs: list[bytes], build, depth: int) -> Any:
 
 
 def send(conn, value: Any) -> None:
-    parts = encode(value)
+    parts = encode(value)   # whole message encoded first: a CodecError sends nothing
     conn.send_bytes(json.dumps({"parts": len(parts)}).encode())
     for p in parts:
         conn.send_bytes(p)
 
 
-def recv(conn, build=None, max_bytes: int = 8 << 30) -> Any:
+def recv(conn, build=None, max_bytes: int = MAX_MESSAGE_BYTES) -> Any:
+    """One message. The caller bounds the time (the launcher's watchdog closes the pipe); this
+    bounds the size: a header, part or message larger than the limits raises CodecError."""
     try:
-        n = int(json.loads(conn.recv_bytes(1 << 16).decode())["parts"])
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+        n = int(json.loads(conn.recv_bytes(1 << 12).decode())["parts"])
+    except OSError as e:
+        if "bad message length" in str(e):
+            raise CodecError("a message header larger than allowed") from None
+        raise
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError) as e:
         raise CodecError(f"unreadable message: {e}") from None
     if not 1 <= n <= 1 << 16:
         raise CodecError("bad part count")
-    return decode([conn.recv_bytes(max_bytes) for _ in range(n)], build)
+    parts, left = [], max_bytes
+    for i in range(n):
+        try:
+            part = conn.recv_bytes(max(1, min(left, MAX_HEADER_BYTES if i == 0 else left)))
+        except OSError as e:
+            if "bad message length" in str(e):
+                raise CodecError(f"a message larger than {max_bytes >> 20} MiB") from None
+            raise
+        left -= len(part)
+        parts.append(part)
+    return decode(parts, build)

@@ -1,12 +1,17 @@
 """compute-sanitizer memcheck of a student kernel at a ragged size.
 
 A load past the end of a tensor can give the right answer by luck (the memory there held
-zeros). memcheck sees the access itself. The trusted side (`memcheck`) runs this module as a
-separate process under compute-sanitizer, with PyTorch's caching allocator off so every tensor
-is its own allocation and a read past its end falls outside any allocation. The process that
-runs student code is that child, never the grader.
+zeros). memcheck sees the access itself. The worker runs under compute-sanitizer, started by
+`grader.sandbox.launcher` like every worker (same sandbox: at the os level compute-sanitizer
+itself runs as root inside the namespaces and the worker below it drops to the sandbox user),
+with PyTorch's caching allocator off so every tensor is its own allocation and a read past its
+end falls outside any allocation.
 
-    python -m grader.sandbox.sanitize <submission_dir> <exercise>      (run by memcheck, not by hand)
+The verdict comes from the tools, never from what the process printed:
+  - the call must return, through the codec, an answer the trusted side checks against its own
+    reference: a module that exits at import, or skips the launch, earns nothing;
+  - compute-sanitizer's exit status (`--error-exitcode`), after the worker exited cleanly;
+  - its `--log-file`, in a folder only root can write (at the os level), for the message.
 """
 
 from __future__ import annotations
@@ -15,14 +20,14 @@ import os
 import re
 import shutil
 import subprocess
-import sys
+import tempfile
 from pathlib import Path
 
 from grader import errors
 
-NOT_IMPLEMENTED_EXIT = 3
-STUDENT_ERROR_EXIT = 4
 TIMEOUT_S = 600
+ERROR_EXIT = 99
+LOG_INSIDE = "/sandbox/log"
 
 
 def sanitizer_path() -> str | None:
@@ -37,44 +42,74 @@ def _help(tool: str) -> str:
         return ""
 
 
-def memcheck(submission_dir: Path, exercise: str) -> str:
+def memcheck(submission, exercise: str, tool: str | list | None = None, mode: str = "cuda") -> str:
     """Run the exercise's kernel under memcheck; return the summary or raise CheckFailed /
-    a grader.errors exception."""
+    a grader.errors exception. `submission`: a launcher Submission (its sources are used) or a
+    folder. `tool`/`mode` let the repo's tests drive the plumbing on a CPU with a stand-in."""
     from grader.judge.compare import CheckFailed
+    from grader.sandbox import isolation, launcher
 
-    tool = sanitizer_path()
-    # --padding puts unallocated bytes after every allocation: without it a read past the end of
-    # k lands in v's allocation, which is valid memory, and memcheck has nothing to report
-    padding = ["--padding", "65536"] if "--padding" in _help(tool) else []
-    cmd = [tool, "--tool", "memcheck", *padding, "--print-limit", "5", "--error-exitcode", "99",
-           sys.executable, "-m", "grader.sandbox.sanitize", str(Path(submission_dir).resolve()), exercise]
-    env = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
-    env.pop("TRITON_INTERPRET", None)
+    tool = tool or sanitizer_path()
+    base = Path(tempfile.mkdtemp(prefix="sanitize-"))
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, env=env,
-                              cwd=Path(__file__).resolve().parents[2])
-    except subprocess.TimeoutExpired:
-        raise errors.StudentTimeout(f"{exercise} under compute-sanitizer did not finish within "
-                                    f"{TIMEOUT_S} s") from None
-    out = proc.stdout + proc.stderr
-    if os.environ.get("GRADER_SANITIZER_LOG"):   # for the record of a GPU session
-        with open(os.environ["GRADER_SANITIZER_LOG"], "a") as log:
-            log.write(f"$ {' '.join(cmd)}\n{out[-4000:]}\n")
-    if proc.returncode == NOT_IMPLEMENTED_EXIT:
-        raise errors.NotImplementedByStudent(f"{exercise} is not implemented yet")
-    if proc.returncode == STUDENT_ERROR_EXIT:
-        raise errors.StudentRaised(f"{exercise} raised under compute-sanitizer:\n{out[-1200:]}")
-    summary = re.search(r"ERROR SUMMARY: (\d+) error", out)
-    if summary is None:
-        raise errors.WorkerCrashed(f"{exercise} under compute-sanitizer ended with status "
-                                   f"{proc.returncode} and no error summary:\n{out[-1200:]}")
-    count = int(summary.group(1))
-    if count:
-        first = "\n".join(line for line in out.splitlines() if line.startswith("=========")
-                          and ("Invalid" in line or "at " in line or "by thread" in line))[:1500]
-        raise CheckFailed(f"compute-sanitizer found {count} memory error(s) in {exercise} at a "
-                          f"ragged size (inputs {TARGETS[exercise][0]}):\n{first}")
-    return summary.group(0)
+        if isinstance(submission, launcher.Submission):
+            directory, sources = submission.directory, submission.sources
+        else:
+            directory = Path(submission)
+            sources = launcher.copy_sources(directory, base / "sources")
+        level = isolation.choose()
+        logdir = base / "log"
+        logdir.mkdir(mode=0o700)
+        log_path = f"{LOG_INSIDE}/memcheck.log" if level.name == "os" else str(logdir / "memcheck.log")
+        # --padding puts unallocated bytes after every allocation: without it a read past the
+        # end of k lands in v's allocation, which is valid memory, and memcheck has nothing to report
+        padding = ["--padding", "65536"] if isinstance(tool, str) and "--padding" in _help(tool) else []
+        cmd = [*([tool] if isinstance(tool, str) else tool), "--tool", "memcheck", *padding, "--print-limit", "5",
+               "--error-exitcode", str(ERROR_EXIT), "--log-file", log_path]
+        # GRADER_SANITIZER_AS_STUDENT=1: if compute-sanitizer cannot watch a process of another
+        # user on some driver, run it as the sandbox user instead (the log is then writable by the
+        # student's process, so only the exit status and the checked answer decide)
+        as_student = os.environ.get("GRADER_SANITIZER_AS_STUDENT") == "1" and level.name == "os"
+        if as_student:
+            os.chown(logdir, level.uid, level.gid)
+        sub = launcher.Submission(exercise, directory, mode, base / "work", sources=sources,
+                                  level=level, tool=cmd, env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
+                                  writable=[(str(logdir), LOG_INSIDE)], tool_as_student=as_student)
+        try:
+            _check_target(sub, exercise, mode)
+            code = sub.close(wait_s=TIMEOUT_S)
+        finally:
+            sub.close(wait_s=5)
+        log = _read(logdir / "memcheck.log")
+        if os.environ.get("GRADER_SANITIZER_LOG"):   # for the record of a GPU session
+            with open(os.environ["GRADER_SANITIZER_LOG"], "a") as f:
+                f.write(f"$ {' '.join(cmd)} (exit {code})\n{log[-4000:]}\n")
+        if code == ERROR_EXIT:
+            count = re.search(r"ERROR SUMMARY: (\d+) error", log)
+            first = "\n".join(line for line in log.splitlines() if line.startswith("=========")
+                              and ("Invalid" in line or "at " in line or "by thread" in line))[:1500]
+            raise CheckFailed(f"compute-sanitizer found {count.group(1) if count else 'some'} memory "
+                              f"error(s) in {exercise} at a ragged size (inputs "
+                              f"{TARGETS[exercise][0]}):\n{first}")
+        if code != 0:
+            raise errors.WorkerCrashed(
+                f"{exercise} under compute-sanitizer: the worker {launcher.describe_exit(code)} "
+                f"after its checked call; compute-sanitizer's log ends:\n{log[-1200:]}")
+        summary = re.search(r"ERROR SUMMARY: 0 errors", log)
+        return summary.group(0) if summary else "compute-sanitizer: exit status 0"
+    finally:
+        launcher.remove_tree(base)
+
+
+def _read(path: Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - (256 << 10)))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 # the call each exercise is checked with: ragged sizes, so the last block runs past the end
@@ -84,38 +119,35 @@ TARGETS = {
 }
 
 
-def _target(module, exercise: str) -> None:
+def _check_target(sub, exercise: str, mode: str) -> None:
+    """One call at the ragged size with seeded inputs the worker draws itself; the answer comes
+    back through the codec and is checked here against the trusted reference."""
+    import numpy as np
+
+    from grader.judge.compare import CheckFailed
+    from grader.judge.inputs import seeded, torch_randn
+
+    device = "cuda" if mode == "cuda" else "cpu"
+    rng = np.random.default_rng()
+    if exercise == "flash_triton":
+        shape, fn = (1, 2, 1000, 64), "flash_fwd"
+    else:
+        shape, fn = (37, 781), "softmax"
+    seeds = [int(x) for x in rng.integers(0, 2**31 - 1, size=3 if exercise == "flash_triton" else 1)]
+    markers = [seeded(shape, "float16", device, s) for s in seeds]
+    got = sub.call(fn, *markers, timeout=TIMEOUT_S, opts={"sync": mode == "cuda"}).value
+    tensors = [torch_randn(shape, "float16", device, s).float() for s in seeds]
     import torch
 
-    gen = torch.Generator(device="cuda").manual_seed(0)
     if exercise == "flash_triton":
-        q, k, v = (torch.randn(1, 2, 1000, 64, generator=gen, device="cuda", dtype=torch.float16)
-                   for _ in range(3))
-        module.flash_fwd(q, k, v)
+        q, k, v = tensors
+        want = torch.softmax((q @ k.transpose(-2, -1)) * shape[-1] ** -0.5, dim=-1) @ v
     else:
-        x = torch.randn(37, 781, generator=gen, device="cuda", dtype=torch.float16)
-        module.softmax(x)
-    torch.cuda.synchronize()
-
-
-def main(argv: list[str]) -> int:
-    import importlib.util
-
-    submission, exercise = Path(argv[0]), argv[1]
-    sys.path.insert(0, str(submission))
-    try:
-        spec = importlib.util.spec_from_file_location(exercise, submission / f"{exercise}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[exercise] = module
-        spec.loader.exec_module(module)
-        _target(module, exercise)
-    except NotImplementedError:
-        return NOT_IMPLEMENTED_EXIT
-    except BaseException as e:  # noqa: BLE001
-        print(f"{type(e).__name__}: {e}", file=sys.stderr)
-        return STUDENT_ERROR_EXIT
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+        want = torch.softmax(tensors[0], dim=-1)
+    want = want.cpu().numpy()
+    arr = getattr(got, "array", None)
+    if arr is None or tuple(arr.shape) != tuple(want.shape) or not np.allclose(
+            np.asarray(arr, dtype=np.float64), want, atol=2e-2, rtol=2e-2):
+        raise CheckFailed(f"under compute-sanitizer, {exercise}.{fn}() did not return the right "
+                          f"answer at a ragged size ({TARGETS[exercise][0]}), so there is no "
+                          f"checked launch to judge")

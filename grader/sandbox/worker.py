@@ -1,10 +1,11 @@
 """The worker: the only process that imports and runs student code.
 
-Started by `grader.sandbox.launcher` (one per exercise and mode), it loads `<submission>/<exercise>.py`
-by path, then answers call requests over a pipe until told to stop. Nothing it sends back is
+Started by `grader.sandbox.launcher.launch` (one per exercise and mode, inside the sandbox of
+`grader.sandbox.isolation`), it loads `<exercise>.py` by path from the read-only copy of the
+submission's sources, then answers call requests over an inherited socket until told to stop. Nothing it sends back is
 trusted: verdicts are made by the process that started it, from the values it returns (decoded by
-`grader.sandbox.codec`, never unpickled). What student code prints goes to a capture file that the
-trusted side reads, also after a crash.
+`grader.sandbox.codec`, never unpickled). What student code prints goes to a capture file (inherited
+as fd 1 and 2) that the trusted side reads, also after a crash.
 
 Modes: "cpu" (NumPy exercises), "interp" (Triton kernels on the CPU, TRITON_INTERPRET=1),
 "cuda" (real kernels). The mode is fixed before any import, since Triton reads it at import.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import os
 import resource
 import signal
@@ -24,10 +26,19 @@ import traceback
 from grader.sandbox import codec, probes
 
 
-def main(conn, cfg: dict) -> None:
-    """Entry point of the worker process (multiprocessing, spawn)."""
-    os.setsid()  # own process group: a timeout kills the student's children too
+def main() -> None:
+    """Entry point of the worker process, started by `grader.sandbox.launcher` with
+    `python -I -B -c BOOT CONFIG`: CONFIG is JSON; the pipe to the trusted side and the capture
+    file arrive as inherited file descriptors."""
+    from multiprocessing.connection import Connection
+
+    cfg = json.loads(sys.argv[1])
+    os.dup2(cfg["capture_fd"], 1)   # anything printed, even outside a call, lands in the capture
+    os.dup2(cfg["capture_fd"], 2)
+    with contextlib.suppress(OSError):
+        os.setsid()  # own process group: a timeout kills the student's children too
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # a flood past the file limit fails the write
     if cfg["mode"] == "interp":
         os.environ["TRITON_INTERPRET"] = "1"
     else:
@@ -37,11 +48,18 @@ def main(conn, cfg: dict) -> None:
     limit = cfg.get("memory_limit_bytes")
     if limit and cfg["mode"] != "cuda":  # CUDA reserves huge address ranges; rely on its OOM
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    if cfg.get("file_limit_bytes"):
+        n = cfg["file_limit_bytes"]
+        resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if cfg.get("process_limit"):   # a fork bomb stops here (the sandbox user's processes and threads)
+        n = cfg["process_limit"]
+        resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
     if cfg["mode"] == "interp":
         _patch_interpreter_index()
     os.chdir(cfg["scratch"])  # files the student writes land in scratch, not in the repo
     sys.path.insert(0, cfg["submission_dir"])
-    Worker(conn, cfg).serve()
+    Worker(Connection(cfg["conn_fd"]), cfg).serve()
 
 
 def _patch_interpreter_index() -> None:
@@ -71,7 +89,7 @@ class Worker:
         self.conn = conn
         self.cfg = cfg
         self.module = None
-        self.capture_path = cfg["capture_path"]
+        self.capture_fd = cfg["capture_fd"]
 
     def serve(self) -> None:
         while True:
@@ -93,6 +111,8 @@ class Worker:
             except codec.CodecError as e:  # the student returned something that cannot cross
                 codec.send(self.conn, {"ok": False, "kind": "bad_return", "type": "TypeError",
                                        "message": str(e), "traceback": ""})
+            except (OSError, ValueError):   # the pipe is gone: the trusted side stopped us
+                return
 
     # ------------------------------------------------------------------------------ load
 
@@ -106,7 +126,7 @@ class Worker:
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module  # so `from flash_triton import flash_fwd` finds this copy
-        with captured(self.capture_path):
+        with captured(self.capture_fd):
             try:
                 spec.loader.exec_module(module)
             except BaseException as e:  # noqa: BLE001 - SystemExit at import is a student error too
@@ -125,7 +145,7 @@ class Worker:
                     "message": f"{self.cfg['exercise']}.py has no function {fn_name}()",
                     "traceback": ""}
         args, kwargs, opts = msg.get("args", []), msg.get("kwargs", {}), msg.get("opts", {})
-        with captured(self.capture_path):
+        with captured(self.capture_fd):
             with probes.around_call(opts, args, kwargs) as extras:
                 t0 = time.perf_counter()
                 try:
@@ -144,23 +164,27 @@ def failure(e: BaseException, at: str, student_file: str) -> dict:
         kind = "exit"
     else:
         kind = "exception"
-    tb = traceback.format_exception(type(e), e, e.__traceback__)
-    # keep the frames that point into the student's file, and the error line itself
-    keep = [line for line in tb if student_file in line or not line.startswith("  File")]
-    text = "".join(keep[-12:])
-    message = str(e) if not isinstance(e, SystemExit) else f"sys.exit({e.code!r}) was called"
-    return {"ok": False, "kind": kind, "type": type(e).__name__, "message": message[:2000],
-            "traceback": text[-3000:], "at": at}
+    try:
+        tb = traceback.format_exception(type(e), e, e.__traceback__)
+        # keep the frames that point into the student's file, and the error line itself
+        keep = [line for line in tb if student_file in line or not line.startswith("  File")]
+        text = "".join(keep[-12:])
+        message = str(e) if not isinstance(e, SystemExit) else f"sys.exit({e.code!r}) was called"
+    except BaseException:  # noqa: BLE001 - an exception whose __str__ raises, or a huge exit code
+        text, message = "", "(its message could not be shown)"
+    return {"ok": False, "kind": kind, "type": str.__str__(type(e).__name__)[:200],
+            "message": str.__str__(message)[:2000], "traceback": str.__str__(text)[-3000:], "at": at}
 
 
 @contextlib.contextmanager
-def captured(path: str):
-    """Send fd 1 and 2 (Python and C-level prints) to `path` while the block runs."""
+def captured(capture_fd: int):
+    """Send fd 1 and 2 (Python and C-level prints) to the capture file while the block runs
+    (they point there anyway; this undoes a redirection the student made outside a call)."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
     saved = os.dup(1), os.dup(2)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    fd = os.dup(capture_fd)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     try:

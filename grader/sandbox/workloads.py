@@ -135,8 +135,11 @@ def torch_dtype(dtype: str):
 
 def submission_function(module: str, name: str):
     """A function of the submission's own module, e.g. bench_attn's naive, to pass back into it."""
+    import importlib
     import sys
 
+    if module not in sys.modules:   # e.g. flash_triton for bench_attn's sweep: from the sources
+        importlib.import_module(module)
     return getattr(sys.modules[module], name)
 
 

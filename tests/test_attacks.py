@@ -1,0 +1,377 @@
+"""Hostile submissions (tests/attacks/) gain nothing and break nothing (issue 8).
+
+Each attack is graded from a throwaway copy of the repo (grader/, solutions/, hidden_tests/,
+exercises/), so a successful attack cannot damage this checkout. For each: online_softmax scores
+what the stubs score (0); the CLI exits 0 and writes the grader's own report; the copy's tree is
+unchanged (hashed before and after); the stubs graded again afterwards score 0; no process the
+attack started is left running; nothing secret (canaries planted in solutions/ and
+hidden_tests/) appears in the report.
+
+Cases marked `os` need the "os" isolation level (root and `unshare`, as in CI); elsewhere they
+are skipped with the reason. The others hold at every level.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT
+
+ATTACKS = ROOT / "tests" / "attacks"
+MARKER = "LAB-ATTACK-MARKER"
+CANARY_SOL = "CANARY-SOLUTION-7f3a"
+CANARY_HIDDEN = "CANARY-HIDDEN-91c2"
+ARGS = ("--exercises", "online_softmax", "--layers", "cpu", "--no-hidden")
+
+# case -> (needs the os level, statuses allowed for online_softmax's checks, or None for any)
+CASES = {
+    "forge_and_kill": (True, None),
+    "outlive": (True, None),
+    "backdoor_grader": (True, None),
+    "read_solutions": (True, None),
+    "print_hidden": (True, None),
+    "classmate": (True, None),
+    "escape_tools": (True, None),
+    "fork_bomb": (True, {"timeout", "crashed", "error"}),
+    "userns_escape": (True, None),
+    "hang_reply": (False, {"timeout"}),
+    "flood": (False, {"error", "not_implemented", "crashed"}),
+    "codec_bomb": (False, {"error"}),
+}
+
+
+def _level() -> str:
+    from grader.sandbox import isolation
+
+    return isolation.choose().name
+
+
+def _pids_cgroup():
+    from grader.sandbox import isolation
+
+    return isolation._cgroup_base("pids")
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    """A copy of the repo's grading parts, with canaries in what students must never see."""
+    copy = tmp_path_factory.mktemp("repo")
+    for name in ("grader", "solutions", "hidden_tests", "exercises"):
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, copy / name,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    with open(copy / "solutions" / "online_softmax.py", "a") as f:
+        f.write(f"\n# {CANARY_SOL}\n")
+    (copy / "hidden_tests").mkdir(exist_ok=True)
+    (copy / "hidden_tests" / "canary_notes.py").write_text(f"# {CANARY_HIDDEN}\n")
+    return copy
+
+
+def tree_hash(root: Path) -> str:
+    h = hashlib.sha256()
+    for name in ("grader", "solutions", "hidden_tests", "exercises"):
+        for path in sorted((root / name).rglob("*")):
+            if "__pycache__" in path.parts or path.suffix == ".pyc":
+                continue
+            h.update(str(path.relative_to(root)).encode())
+            if path.is_file() or path.is_symlink():
+                h.update(path.read_bytes() if path.is_file() else os.readlink(path).encode())
+    for path in sorted(root.iterdir()):   # nothing planted next to the packages
+        h.update(path.name.encode())
+    return h.hexdigest()
+
+
+def run_grader(repo: Path, submission: Path, report: Path, timeout: float = 300,
+               sandbox: bool = False) -> subprocess.CompletedProcess:
+    """`sandbox`: the grader must run student code at the os level or not at all. Attacks that
+    only the os level stops are always graded so: unsandboxed, they would write into the
+    interpreter's own folders (sys.path) on the machine running the tests."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env.update(GRADER_TIMEOUT_SCALE="0.1", PYTHONPATH=str(repo))
+    if sandbox:
+        env["GRADER_SANDBOX"] = "1"
+    return subprocess.run([sys.executable, "-m", "grader", "--submission", str(submission),
+                           "--json", str(report), "--quiet", *ARGS],
+                          cwd=repo, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def marked_processes() -> list[int]:
+    found = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if MARKER.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def online(report: dict) -> list[dict]:
+    return [t for t in report["tests"] if t["exercise"] == "online_softmax" and t["status"] != "not_run"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_attack_gains_nothing(case, repo, tmp_path):
+    needs_os, statuses = CASES[case]
+    if case == "fork_bomb" and _pids_cgroup() is None:
+        pytest.skip("needs a pids cgroup this process can create (cgroup v1 pids, or v2 with the "
+                    "pids controller delegated): without one, a fork bomb is stopped only by the "
+                    "sandbox user's RLIMIT_NPROC, shared with every other worker")
+    if needs_os and _level() != "os":
+        pytest.skip("needs the os isolation level (root and util-linux unshare with PID, mount and "
+                    "network namespaces): at the process level a submission runs as the grader's user")
+    subs = tmp_path / "subs"
+    attacker, classmate = subs / "mallory", subs / "alice"
+    attacker.mkdir(parents=True)
+    shutil.copytree(repo / "solutions", classmate)      # a classmate with full marks
+    report = tmp_path / "reports" / "report.json"
+    report.parent.mkdir()
+    text = (ATTACKS / case / "online_softmax.py").read_text()
+    text = text.replace("__REPO__", str(repo)).replace("__REPORT__", str(report)).replace("__SUBS__", str(subs))
+    (attacker / "online_softmax.py").write_text(text)
+    before = tree_hash(repo)
+    for p in ("/dev/shm/lab_planted.py", "/tmp/lab_planted.py"):
+        Path(p).unlink(missing_ok=True)
+
+    start = time.perf_counter()
+    proc = run_grader(repo, attacker, report, sandbox=needs_os)
+    elapsed = time.perf_counter() - start
+    assert proc.returncode == 0, f"grader exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+    assert "Traceback" not in proc.stderr, proc.stderr
+    written = report.read_text()
+    time.sleep(1.5)   # a process left behind would rewrite the report now
+    assert report.read_text() == written, "the report changed after the grader exited"
+    data = json.loads(written)
+    assert data["tests"] and data["score"] == pytest.approx(sum(t["score"] for t in data["tests"]))
+    checks = online(data)
+    assert checks and all(t["score"] == 0 for t in checks), [(t["name"], t["status"]) for t in checks]
+    if statuses is not None:
+        assert {t["status"] for t in checks} <= statuses, [(t["name"], t["status"], t["message"]) for t in checks]
+    for secret in (CANARY_SOL, CANARY_HIDDEN):
+        assert secret not in written, f"{secret} leaked into the report"
+    assert "grader error" not in written
+    assert elapsed < 120, f"grading took {elapsed:.0f} s"
+
+    assert tree_hash(repo) == before, "the grader's tree changed"
+    assert not marked_processes(), "a process the attack started is still running"
+    for p in ("/dev/shm/lab_planted.py", "/tmp/lab_planted.py"):
+        assert not Path(p).exists(), f"{p} was left for the next run"
+
+    stubs = tmp_path / "stubs.json"
+    again = run_grader(repo, repo / "exercises", stubs)
+    assert again.returncode == 0, again.stderr
+    assert all(t["score"] == 0 for t in online(json.loads(stubs.read_text())))
+
+
+def test_symlinked_submission_reads_nothing(repo, tmp_path):
+    """A submission file that is a link to the solution (an upload that kept a symlink) is not
+    followed: only plain files are copied into the sandbox."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "online_softmax.py").symlink_to(repo / "solutions" / "online_softmax.py")
+    proc = run_grader(repo, sub, tmp_path / "r.json")
+    assert proc.returncode == 0, proc.stderr
+    tests = online(json.loads((tmp_path / "r.json").read_text()))
+    assert tests and all(t["score"] == 0 and "not submitted" in t["message"] for t in tests)
+
+
+def test_flood_costs_the_grader_little_memory(repo, tmp_path):
+    """2 GiB printed: the grader reads a bounded head and tail of the capture file."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    shutil.copy(ATTACKS / "flood" / "online_softmax.py", sub)
+    proc = run_grader(repo, sub, tmp_path / "r.json")
+    assert proc.returncode == 0, proc.stderr
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    assert peak_kib < 1_500_000, f"a process of the run peaked at {peak_kib >> 10} MiB"
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert all(len(t["output"]) <= 2000 for t in report["tests"])
+
+
+def test_codec_bombs_are_named(repo, tmp_path):
+    """Unsendable values are the student's error, with the reason, not a silent worker death."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    shutil.copy(ATTACKS / "codec_bomb" / "online_softmax.py", sub)
+    proc = run_grader(repo, sub, tmp_path / "r.json")
+    assert proc.returncode == 0, proc.stderr
+    by_name = {t["name"]: t for t in json.loads((tmp_path / "r.json").read_text())["tests"]}
+    assert "bits" in by_name["online_softmax.safe_matches_float64"]["message"]
+    assert "nested too deeply" in by_name["online_softmax.online_max_sum"]["message"]
+    assert "too large" in by_name["online_softmax.online_matches_float64"]["message"]
+    for t in by_name.values():
+        if t["exercise"] == "online_softmax" and t["status"] != "not_run":
+            assert t["status"] == "error" and "died" not in t["message"], t
+
+
+def test_hanging_reply_times_out_and_counts(repo, tmp_path):
+    """A header that promises parts that never come times out like a hang, and the two-timeout
+    rule stops the rest of the exercise at once."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    shutil.copy(ATTACKS / "hang_reply" / "online_softmax.py", sub)
+    start = time.perf_counter()
+    proc = run_grader(repo, sub, tmp_path / "r.json")
+    assert proc.returncode == 0, proc.stderr
+    assert time.perf_counter() - start < 60
+    tests = online(json.loads((tmp_path / "r.json").read_text()))
+    assert sum("did not finish" in t["message"] for t in tests) == 2
+    assert all(t["status"] == "timeout" for t in tests)
+
+
+# ------------------------------------------------------------------ student code outside the grader
+# compute-sanitizer runs the worker through the launcher like any other; on a CPU a stand-in
+# tool (same command line, writes a clean log, passes the worker's exit status on) drives it.
+# On a GPU, `make grade-gpu IMPL=solutions` runs the real one.
+
+FAKE_SANITIZER = ["/bin/sh", "-c", 'while [ "$#" -gt 0 ]; do case "$1" in --log-file) log="$2"; '
+                  'shift 2;; --*) shift 2;; *) break;; esac; done; "$@"; rc=$?; '
+                  'echo "========= ERROR SUMMARY: 0 errors" > "$log"; exit $rc', "fake-sanitizer"]
+
+
+@pytest.mark.parametrize("case", ["sanitize_exit", "sanitize_forge"])
+def test_sanitizer_verdict_comes_from_the_tools(case, tmp_path, monkeypatch):
+    pytest.importorskip("triton")
+    from grader import errors
+    from grader.judge.compare import CheckFailed
+    from grader.sandbox import sanitize
+
+    monkeypatch.setenv("GRADER_TIMEOUT_SCALE", "0.1")
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    shutil.copy(ATTACKS / case / "softmax_triton.py", sub)
+    with pytest.raises((errors.StudentProblem, CheckFailed)):
+        sanitize.memcheck(sub, "softmax_triton", tool=FAKE_SANITIZER, mode="interp")
+
+
+def test_sanitizer_passes_a_correct_kernel(tmp_path):
+    pytest.importorskip("triton")
+    from grader.sandbox import sanitize
+
+    summary = sanitize.memcheck(ROOT / "solutions", "softmax_triton", tool=FAKE_SANITIZER, mode="interp")
+    assert "ERROR SUMMARY: 0 errors" in summary
+
+
+def _gpu_sanitizer() -> bool:
+    try:
+        import torch
+
+        from grader.sandbox import sanitize
+    except ImportError:
+        return False
+    return torch.cuda.is_available() and sanitize.sanitizer_path() is not None
+
+
+@pytest.mark.skipif(not _gpu_sanitizer(), reason="needs a CUDA GPU and compute-sanitizer")
+def test_sanitizer_under_isolation_on_the_gpu(tmp_path):
+    """On the GPU (one command: python -m pytest tests/test_attacks.py -q -k gpu): the real
+    compute-sanitizer through the launcher, at whatever level this run has: the solutions pass,
+    an exit at import and an unmasked store do not."""
+    from grader import errors
+    from grader.judge.compare import CheckFailed
+    from grader.sandbox import isolation, sanitize
+
+    print("isolation:", isolation.choose().description)
+    for exercise in ("softmax_triton", "flash_triton"):
+        assert "ERROR SUMMARY: 0 errors" in sanitize.memcheck(ROOT / "solutions", exercise)
+    exits = tmp_path / "exits"
+    exits.mkdir()
+    shutil.copy(ATTACKS / "sanitize_exit" / "softmax_triton.py", exits)
+    with pytest.raises(errors.StudentProblem):
+        sanitize.memcheck(exits, "softmax_triton")
+    unmasked = tmp_path / "unmasked"
+    unmasked.mkdir()
+    text = (ROOT / "solutions" / "softmax_triton.py").read_text()
+    store = "y.to(out_ptr.dtype.element_ty), mask=mask)"
+    assert store in text
+    (unmasked / "softmax_triton.py").write_text(text.replace(store, "y.to(out_ptr.dtype.element_ty))"))
+    with pytest.raises(CheckFailed) as caught:
+        sanitize.memcheck(unmasked, "softmax_triton")
+    print(caught.value)
+
+
+# ------------------------------------------------------------------ one launcher
+
+STARTS_PROCESSES = ("subprocess", "multiprocessing", "os.fork", "os.exec", "os.spawn", "os.posix_spawn",
+                    "os.system", "os.popen", "pty.spawn")
+
+
+def test_only_the_launcher_starts_student_code():
+    """No grader module but the launcher (and the isolation step it runs) starts processes,
+    except to ask a tool for its version; tools/bench.py's student side goes through it too."""
+    import ast
+
+    allowed = {"grader/sandbox/launcher.py", "grader/sandbox/isolation.py",
+               "grader/sandbox/sanitize.py",   # `compute-sanitizer --help` only (checked below)
+               "grader/batch.py"}              # starts `python -m grader` per submission (checked below)
+    offenders = []
+    for path in sorted([*(ROOT / "grader").rglob("*.py"), ROOT / "tools" / "bench.py"]):
+        rel = path.relative_to(ROOT).as_posix()
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                names = [f"{node.value.id}.{node.attr}"]
+            hits = [n for n in names if n.startswith(STARTS_PROCESSES)
+                    and not n.startswith("multiprocessing.connection")]   # the pipe's class only
+            if hits and rel not in allowed:
+                offenders.append(f"{rel}:{node.lineno} {hits[0]}")
+    assert not offenders, "only grader/sandbox/launcher.py may start processes:\n" + "\n".join(offenders)
+    sanitize_src = (ROOT / "grader" / "sandbox" / "sanitize.py").read_text()
+    assert sanitize_src.count("subprocess.run(") == 1 and '"--help"' in sanitize_src
+    batch_src = (ROOT / "grader" / "batch.py").read_text()
+    assert '"grader"' in batch_src and "Popen" not in batch_src
+
+
+def test_no_submission_module_in_the_grader_process(tmp_path):
+    """After a grade in this process, nothing from the submission was imported here."""
+    code = ("import sys; from grader.run import grade; "
+            f"grade({str(ROOT / 'solutions')!r}, ['online_softmax', 'tiled_attention'], ['cpu'], False); "
+            "bad = [m for m, mod in sys.modules.items() if m in ('online_softmax', 'tiled_attention') "
+            f"or {str(ROOT / 'solutions')!r} in str(getattr(mod, '__file__', '') or '')]; "
+            "print('LEAKED', bad) if bad else print('CLEAN')")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GRADER_TIMEOUT_SCALE": "0.2"}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert "CLEAN" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_worker_dies_with_a_killed_grader(tmp_path):
+    """A grader killed from outside (an OOM killer, a scheduler) takes its looping workers with
+    it: unshare runs under `setpriv --pdeathsig KILL`, and the PID namespace dies with it."""
+    if _level() != "os":
+        pytest.skip("needs the os isolation level (root and util-linux unshare)")
+    from grader.sandbox import isolation
+
+    if not isolation._die_with_grader():
+        pytest.skip("util-linux setpriv with --pdeathsig is not installed")
+    code = ("import numpy as np, sys; from pathlib import Path; "
+            "from grader.sandbox.launcher import Workers; "
+            f"s = Workers(Path({str(ROOT / 'tests' / 'submissions' / 'hang')!r})).get('online_softmax'); "
+            "print(s.worker_pid, flush=True); s.call('softmax_safe', np.ones(3), timeout=300)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GRADER_SANDBOX": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
+    pid = int(proc.stdout.readline())
+    time.sleep(0.5)
+    assert Path(f"/proc/{pid}").exists()
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{pid}").exists(), "the worker outlived its grader"
