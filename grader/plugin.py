@@ -97,7 +97,7 @@ class GradePlugin:
                 credit = self.credits.get(item.nodeid, Credit())
                 status = "passed" if credit.fraction >= 1.0 else "failed"
                 self.results[check.id] = Result(check, status, round(check.points * credit.fraction, 3),
-                                                credit.note)
+                                                credit.note, failure_hint=getattr(credit, "hint", ""))
             elif report.skipped:
                 reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else ""
                 self.results[check.id] = Result(check, "not_run", 0.0, reason.removeprefix("Skipped: "))
