@@ -115,12 +115,12 @@ CHECKS: list[Check] = [
     _C("softmax_triton.all_negative_rows", "adversarial", 2, "rows of only negative numbers with n_cols < BLOCK",
        "The padded lanes must load as -inf (other=-inf): with other=0 a row of negatives gets "
        "max 0 and every padded lane adds exp(0) = 1 to the sum.",
-       follows=("softmax_triton.uses_kernel", "softmax_triton.masked_accesses")),
+       follows=("softmax_triton.uses_kernel", "softmax_triton.masked_accesses",
+                "softmax_triton.matches_float64")),
     _C("softmax_triton.matches_float64", "interp", 2, "softmax matches float64 on awkward shapes (float16, contiguous)",
        "One program per row: load with mask = cols < n_cols, subtract the max, exp, sum, "
        "divide in float32, store with the same mask.",
-       follows=("softmax_triton.uses_kernel", "softmax_triton.masked_accesses",
-                "softmax_triton.all_negative_rows")),
+       follows=("softmax_triton.uses_kernel", "softmax_triton.masked_accesses")),
     _C("softmax_triton.float32_input", "interp", 1, "softmax of float32 input gives float32 output",
        "The kernel takes float16, bfloat16 and float32 rows: compute in float32 and store in the "
        "output's dtype (out_ptr.dtype.element_ty); nothing may assume a 16-bit input.",
