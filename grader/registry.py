@@ -185,7 +185,8 @@ CHECKS: list[Check] = [
        "Break It 3, second half: padded keys loaded as zeros still score 0, not -inf, and "
        "exp(0 - m) gives them real weight. Set s to -inf where cols >= N with tl.where.",
        follows=("flash_triton.uses_kernel", "flash_triton.guard_bands",
-                "flash_triton.matches_reference")),
+                "flash_triton.matches_reference", "flash_triton.max_in_last_block",
+                "flash_triton.large_scores")),
     _C("flash_triton.ragged_n", "interp", 4, "N not a multiple of BLOCK_N, N smaller than a block, BLOCK_M != BLOCK_N",
        "The last key block is partial: mask the K and V loads on cols < N, set scores of "
        "columns >= N to -inf, and mask the Q load and the O store on rows < N.",

@@ -200,7 +200,7 @@ def test_uses_kernel(student, rng):
     sub = student()
     q, k, v = _qkv(rng, (1, 2, 64, 16))
     r = _call(sub, q, k, v, BLOCK_M=32, BLOCK_N=32)
-    assert_kernel_wrote(r.extras, q.size, "flash_fwd(q, k, v)", "_flash_fwd")
+    assert_kernel_wrote(r.extras, r.value, q.size, "flash_fwd(q, k, v)", "_flash_fwd")
     assert_shape(r.value, q.shape, what="flash_fwd(q, k, v)", dtype="float16")
 
 

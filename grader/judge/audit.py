@@ -126,6 +126,16 @@ def audit(directory: Path, exercise: str) -> list[Finding]:
     return sorted(set(findings), key=lambda f: (f.file != f"{exercise}.py", f.file, f.line))
 
 
+def audit_file(path: Path, triton: bool) -> list[Finding]:
+    """Findings for one file alone, under the rules of a Triton exercise or not."""
+    tree, problem = _parse(Path(path))
+    if problem:
+        return [problem]
+    visitor = _Visitor(Path(path).name, triton)
+    visitor.visit(tree)
+    return visitor.findings
+
+
 def message(findings: list[Finding], exercise: str) -> str:
     shown = "; ".join(str(f) for f in findings[:4])
     more = f" (and {len(findings) - 4} more)" if len(findings) > 4 else ""

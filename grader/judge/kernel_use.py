@@ -120,10 +120,29 @@ def allocation_of(extras: dict, numel: int) -> dict | None:
     return min(found, key=lambda a: a["unstored"]) if found else None
 
 
-def assert_kernel_wrote(extras: dict, numel: int, call: str, launch: str) -> None:
+def assert_kernel_wrote(extras: dict, value, numel: int, call: str, launch: str) -> None:
     """Fail unless a kernel of the call stored every element of a new tensor of `numel`
-    elements (the output): a kernel that computes nothing, or an output that is not the
-    kernel's, earns nothing. Interpreter only (stores are tracked there)."""
+    elements (the output), all finite: a kernel that computes nothing (a stub whose body is
+    `...` stores nothing, or stores 0 / 0), or an output that is not the kernel's, earns
+    nothing. Stores are tracked under the interpreter only."""
+    import numpy as np
+
+    from grader.judge.compare import values
+
+    got = np.asarray(values(value), dtype=np.float64)
+    if got.size != numel:
+        raise CheckFailed(f"{call}: expected an output of {numel} elements, got shape "
+                          f"{tuple(got.shape)}")
+    bad = ~np.isfinite(got)
+    if bad.any():
+        stored = ""
+        a = allocation_of(extras, numel)
+        if a is not None and a["stored_nan"]:
+            stored = f" ({a['stored_nan']} NaN values were stored by the kernel)"
+        raise CheckFailed(f"{call}: {int(bad.sum())} of {numel} output elements are NaN or inf "
+                          f"on ordinary inputs (randn){stored}. {launch} must compute every "
+                          f"element.", hint=f"{launch} must compute every output element: a "
+                          f"kernel that computes nothing (0 / 0 gives NaN) earns nothing.")
     if "allocations" not in extras:
         return
     a = allocation_of(extras, numel)
