@@ -169,12 +169,12 @@ CHECKS: list[Check] = [
        "must move to the new max: alpha = exp(m_i - m_new), acc * alpha[:, None] before adding "
        "dot(p, v), l_i * alpha, then m_i = m_new.",
        follows=("flash_triton.uses_kernel", "flash_triton.guard_bands",
-                "flash_triton.matches_reference")),
+                "flash_triton.matches_reference", "flash_triton.large_scores")),
     _C("flash_triton.large_scores", "adversarial", 2, "scores that overflow exp, and scores that are all strongly negative",
        "The running max keeps exp in range: start it at -inf (not 0) and use p = exp(s - "
        "m_new[:, None]), never exp(s).",
        follows=("flash_triton.uses_kernel", "flash_triton.guard_bands",
-                "flash_triton.matches_reference", "flash_triton.max_in_last_block")),
+                "flash_triton.matches_reference")),
     _C("flash_triton.float32_input", "interp", 1, "flash_fwd on float32 input gives float32 output",
        "The kernel must take float32 too: cast p to v's dtype before tl.dot and store in "
        "O.dtype.element_ty; nothing may assume a 16-bit input.",
