@@ -137,6 +137,8 @@ def test_guard_bands(student, rng):
         r = _call(sub, q, k, v, **blocks)
         what = f"flash_fwd(q, k, v) ({_describe(q, 'float16', case='', **blocks)}) [seed {rng.seed}]"
         assert_in_bounds(r.extras, ["q", "k", "v"], what, MASK_HINTS)
+        # staying in bounds by storing nothing (a stub) earns nothing
+        assert_kernel_wrote(r.extras, r.value, q.size, what, "_flash_fwd")
 
 
 @pytest.mark.check("flash_triton.padded_keys_masked")
