@@ -120,7 +120,20 @@ def test_ragged_n(student, rng, credit):
         ((1, 2, 100, 16), dict(BLOCK_M=32, BLOCK_N=64)),    # BLOCK_M < BLOCK_N
         ((1, 1, 100, 32), dict(BLOCK_M=64, BLOCK_N=16)),    # BLOCK_M > BLOCK_N
     ]
-    run_cases(credit, [_case(sub, *_qkv(rng, shape), rng.seed, **blocks) for shape, blocks in cases])
+    # every score shifted up by 16 (softmax does not change): a padded key loaded as zeros
+    # scores 0 and weighs e^-16 here even without its -inf, which is padded_keys_masked's idea
+    run_cases(credit, [_case(sub, *shifted_qkv(rng, shape), rng.seed, case="scores + 16", **blocks)
+                       for shape, blocks in cases])
+
+
+def shifted_qkv(rng, shape, shift=16.0):
+    """q, k, v with `shift` added to every score (coordinate 0 of q and of every key is the same
+    c, c^2 / sqrt(D) = shift): the same softmax, with real scores far above a padded key's 0."""
+    q, k, v = _qkv(rng, shape)
+    c = round_to(np.array(np.sqrt(shift * np.sqrt(shape[-1]))), "float16")
+    q[..., 0] = c
+    k[..., 0] = c
+    return q, k, v
 
 
 @pytest.mark.check("flash_triton.guard_bands")
