@@ -64,6 +64,8 @@ CHEATS = {  # source -> what the finding must mention
     "import torch\ntorch._C._set_dispatch_mode(None)\n": "_C",
     "from torch.utils._python_dispatch import _disable_current_modes\n": "_python_dispatch",
     "import triton.runtime.interpreter as i\n": "interpreter",
+    "import triton\ntriton.runtime.interpreter.InterpreterBuilder.create_masked_load = None\n": "interpreter",
+    "import torch\np = torch.multiprocessing.Process\n": "multiprocessing",
 }
 TRITON_ONLY = {
     "def f(x):\n    return x.numpy()\n": "numpy",

@@ -253,6 +253,11 @@ class _Visitor(ast.NodeVisitor):
 
     def visit_Attribute(self, node):
         attr = node.attr
+        dotted = _dotted(node, self.modules)
+        why = self._banned_module(dotted) if dotted else None
+        if why and not (isinstance(node.value, ast.Attribute) and
+                        self._banned_module(_dotted(node.value, self.modules) or "")):
+            self.flag(node, f"{dotted} ({why})")
         if attr in BANNED_ATTRS:
             self.flag(node, f".{attr} (frame or interpreter inspection)")
         elif self.triton and attr in TENSOR_ESCAPES:
@@ -309,6 +314,17 @@ class _Visitor(ast.NodeVisitor):
             return
         if self.triton or (isinstance(obj, ast.Name) and obj.id in self.modules):
             self.flag(node, f"{fn}() with a name computed at run time")
+
+
+def _dotted(node, modules: dict) -> str | None:
+    """"torch.multiprocessing.Process" for an attribute chain rooted at an imported module."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id not in modules:
+        return None
+    return ".".join([modules[node.id], *reversed(parts)])
 
 
 def _root_name(node) -> str | None:

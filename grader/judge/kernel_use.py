@@ -16,7 +16,6 @@ audit of the source (grader.judge.audit).
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 
