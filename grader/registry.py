@@ -118,8 +118,8 @@ CHECKS: list[Check] = [
        follows=("softmax_triton.uses_kernel", "softmax_triton.masked_accesses",
                 "softmax_triton.matches_float64")),
     _C("softmax_triton.matches_float64", "interp", 2, "softmax matches float64 on awkward shapes (float16, contiguous)",
-       "One program per row: load with mask = cols < n_cols, subtract the max, exp, sum, "
-       "divide in float32, store with the same mask.",
+       "One program per row: load the row (other=-inf past n_cols), subtract the max, exp, "
+       "sum, divide in float32, and store in the output's dtype.",
        follows=("softmax_triton.uses_kernel", "softmax_triton.masked_accesses")),
     _C("softmax_triton.float32_input", "interp", 1, "softmax of float32 input gives float32 output",
        "The kernel takes float16, bfloat16 and float32 rows: compute in float32 and store in the "
@@ -188,8 +188,9 @@ CHECKS: list[Check] = [
                 "flash_triton.matches_reference", "flash_triton.max_in_last_block",
                 "flash_triton.large_scores")),
     _C("flash_triton.ragged_n", "interp", 4, "N not a multiple of BLOCK_N, N smaller than a block, BLOCK_M != BLOCK_N",
-       "The last key block is partial: mask the K and V loads on cols < N, set scores of "
-       "columns >= N to -inf, and mask the Q load and the O store on rows < N.",
+       "The last blocks are partial: the key loop must reach the partial block (range(0, N, "
+       "BLOCK_N)), the grid must hold cdiv(N, BLOCK_M) query blocks, keys past N score -inf, "
+       "and the Q load and O store are masked on rows < N.",
        follows=("flash_triton.uses_kernel", "flash_triton.guard_bands",
                 "flash_triton.padded_keys_masked", "flash_triton.matches_reference",
                 "flash_triton.max_in_last_block", "flash_triton.large_scores")),
