@@ -91,7 +91,10 @@ def assert_in_bounds(extras: dict, names: list[str], call: str, masks: dict) -> 
     lines = []
     for r in records:
         label = r.get("tensor", {})
-        if "arg" in label:
+        if "arg" in label and label.get("into"):
+            tensor = (f"the output, into the input "
+                      f"{names[label['arg']] if label['arg'] < len(names) else ''} (inputs are read-only)")
+        elif "arg" in label:
             tensor = f"{names[label['arg']] if label['arg'] < len(names) else 'an input'} (argument)"
         elif "alloc" in label:
             tensor = f"the tensor your wrapper allocated ({label['alloc']})"

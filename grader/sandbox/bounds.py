@@ -62,15 +62,29 @@ class _Memory:
     # ------------------------------------------------------------------ checking one access
 
     def check(self, access: str, ptrs, mask, elsize: int, values=None):
+        """(lanes that may go ahead, whether any was refused). One access belongs to one
+        tensor: the one holding its lowest active address (else the one most of its lanes fall
+        in). A lane outside that tensor is refused even if it lands in another tensor of the
+        call, which is where memory past the end often is (the next allocation)."""
         addrs = np.asarray(ptrs.data).astype(np.uint64)
         m = np.broadcast_to(np.asarray(mask.data, dtype=bool), addrs.shape)
-        inside = np.zeros(addrs.shape, dtype=bool)
-        for start, end, _ in self.ranges:
-            inside |= (addrs >= start) & (addrs + elsize <= end)
-        bad = m & ~inside
+        owner = np.full(addrs.shape, -1, dtype=np.int64)
+        for i, (start, end, label) in enumerate(self.ranges):
+            if values is not None and "arg" in label:
+                continue   # the inputs are read-only: a store into one is refused too
+            owner[(addrs >= start) & (addrs + elsize <= end)] = i
+        active = owner[m]
+        if active.size == 0:
+            return m, False
+        low = int(np.argmin(addrs[m]))
+        ref = int(active[low])
+        if ref < 0:
+            known = active[active >= 0]
+            ref = int(np.bincount(known).argmax()) if known.size else -1
+        ok = m & (owner == ref) if ref >= 0 else np.zeros_like(m)
+        bad = m & ~ok
         if bad.any():
-            self._record(access, addrs[bad], elsize)
-        ok = m & inside
+            self._record(access, addrs[bad], elsize, ref)
         if values is not None:
             self._track_store(addrs[ok], np.broadcast_to(np.asarray(values), addrs.shape)[ok])
         return ok, bool(bad.any())
@@ -86,21 +100,25 @@ class _Memory:
                 if v.dtype.kind == "f":
                     entry[3] += int(np.isnan(v).sum())
 
-    def _record(self, access: str, bad_addrs, elsize: int) -> None:
-        low = int(bad_addrs.min())
-        # the tensor it ran past: the one that ends closest below the first bad address
-        below = [(start, end, label) for start, end, label in self.ranges if end <= low + elsize]
-        past, label = None, {"unknown": True}
-        if below:
-            start, end, label = max(below, key=lambda r: r[1])
-            past = int((int(bad_addrs.max()) - end) // elsize) + 1
+    def _record(self, access: str, bad_addrs, elsize: int, ref: int) -> None:
+        past, label = 0, {"unknown": True}
+        low, high = int(bad_addrs.min()), int(bad_addrs.max())
+        if ref < 0:   # no lane in a tensor it may touch: name the one it ran past
+            below = [i for i, (_, end, _) in enumerate(self.ranges) if end <= low + elsize]
+            ref = max(below, key=lambda i: self.ranges[i][1]) if below else -1
+        if ref >= 0:
+            start, end, label = self.ranges[ref]
+            if high >= end:
+                past = (high - end) // elsize + 1
+        inside = [lab for s0, e0, lab in self.ranges if "arg" in lab and s0 <= low < e0]
+        if access != "tl.load" and inside:
+            label = {**inside[0], "into": True}
         line, code = _student_line()
         key = (access, line, repr(label))
         rec = self.records.setdefault(key, {"access": access, "line": line, "code": code,
                                             "tensor": label, "lanes": 0, "past": 0})
         rec["lanes"] += int(bad_addrs.size)
-        if past is not None:
-            rec["past"] = max(rec["past"], past)
+        rec["past"] = max(rec["past"], int(past))
 
     def allocations(self) -> list:
         out = []
