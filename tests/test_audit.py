@@ -66,6 +66,9 @@ CHEATS = {  # source -> what the finding must mention
     "import triton.runtime.interpreter as i\n": "interpreter",
     "import triton\ntriton.runtime.interpreter.InterpreterBuilder.create_masked_load = None\n": "interpreter",
     "import torch\np = torch.multiprocessing.Process\n": "multiprocessing",
+    "import torch\nf = torch.compile(torch.softmax)\n": "torch.compile",
+    "from torch import compile as c\n": "import compile",
+    "import torch\ntorch.ops.load_library('x.so')\n": "load_library",
 }
 TRITON_ONLY = {
     "def f(x):\n    return x.numpy()\n": "numpy",

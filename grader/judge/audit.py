@@ -53,7 +53,10 @@ BANNED_MODULES = {
     "torch._C": "torch internals", "torch.utils._python_dispatch": "torch internals",
     "torch.library": "torch internals", "torch.overrides": "torch internals",
     "triton.runtime.interpreter": "the interpreter's internals", "triton._C": "Triton internals",
-    "numpy.ctypeslib": "foreign code",
+    "numpy.ctypeslib": "foreign code", "torch.ops.load_library": "foreign code",
+    "torch.compile": "code compiled by PyTorch", "torch.jit": "code compiled by PyTorch",
+    "torch.fx": "code compiled by PyTorch", "torch.export": "code compiled by PyTorch",
+    "torch.cuda.jiterator": "code compiled by PyTorch", "triton.compile": "Triton internals",
 }
 NUMPY_FOR_TRITON = {"numpy": "NumPy in a Triton exercise (the kernel must compute the answer)"}
 
