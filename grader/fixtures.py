@@ -5,6 +5,13 @@
         flash = student("flash_triton")        # proxy to the worker; mode from the check's layer
         out = flash.flash_fwd(q, k, v)          # decoded values, never student objects
 
+Every submission file is audited first (grader.judge.audit, in this process, before any of it
+runs): a flagged construct fails every check of its exercise. For the Triton exercises, `student`
+returns a `Gated` proxy: every call to the graded function proves kernel use (a launch, no
+computing torch op; on CUDA no foreign device kernel and no helper process on the GPU; under the
+interpreter every load/store is bounds-checked), so no check can earn points for an answer the
+student's kernel did not compute.
+
 `rng` is a fresh NumPy generator for every check (its seed goes into failure messages so a
 student can reproduce a case; set GRADER_SEED to fix it). `credit` gives partial credit.
 """
