@@ -291,7 +291,10 @@ class _Visitor(ast.NodeVisitor):
     def visit_Call(self, node):
         f = node.func
         if isinstance(f, ast.Name):
-            if f.id in BANNED_CALLS:
+            if f.id == "vars" and node.args and not (isinstance(node.args[0], ast.Name)
+                                                      and node.args[0].id in self.modules):
+                pass   # vars(args) of an object: its attributes, nothing more
+            elif f.id in BANNED_CALLS:
                 self.flag(node, f"{f.id}() ({BANNED_CALLS[f.id]})")
             elif f.id == "open":
                 self._check_open(node)
