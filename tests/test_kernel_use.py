@@ -59,3 +59,36 @@ def test_a_kernel_that_stores_nothing_or_nan_earns_nothing():
     assert_kernel_wrote({"allocations": [{"numel": 6, "unstored": 0, "first_unstored": -1,
                                           "stored_nan": 0, "dtype": "torch.float16"}]},
                         out, 6, "softmax(x)", "softmax_kernel")
+
+
+class FakeSub:
+    """A Submission stand-in that records the opts it was sent and answers with given extras."""
+
+    def __init__(self, mode, extras):
+        self.mode, self.extras, self.sent = mode, extras, []
+        self.directory = "somewhere"
+
+    def call(self, fn, *args, opts=None, **kwargs):
+        from grader.sandbox.launcher import CallResult
+
+        self.sent.append(dict(opts or {}))
+        return CallResult(np.zeros(3), extras=self.extras)
+
+
+def test_gate_asks_for_the_profiler_on_cuda_and_bounds_under_the_interpreter():
+    from grader.fixtures import Gated
+
+    cuda = FakeSub("cuda", {**TRACE, "kernels": ["_flash_fwd"]})
+    Gated(cuda, "flash_triton").flash_fwd(1, 2, 3)
+    assert cuda.sent[-1]["kernels"] and cuda.sent[-1]["trace"]
+    interp = FakeSub("interp", dict(TRACE))
+    Gated(interp, "flash_triton").call("flash_fwd", opts={"poison_empty": True})
+    assert interp.sent[-1]["bounds"] and interp.sent[-1]["poison_empty"]
+    assert Gated(interp, "flash_triton").directory == "somewhere"
+    with pytest.raises(CheckFailed, match="cudnn"):
+        Gated(FakeSub("cuda", {**TRACE, "kernels": ["_flash_fwd", "cudnn_fwd_kernel"]}),
+              "flash_triton").flash_fwd()
+    # timed requests are the perf checks' business: not gated here
+    timed = FakeSub("cuda", {})
+    Gated(timed, "flash_triton").call("flash_fwd", opts={"repeat": 3, "discard": True})
+    assert "kernels" not in timed.sent[-1]
