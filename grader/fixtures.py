@@ -5,6 +5,13 @@
         flash = student("flash_triton")        # proxy to the worker; mode from the check's layer
         out = flash.flash_fwd(q, k, v)          # decoded values, never student objects
 
+Every submission file is audited first (grader.judge.audit, in this process, before any of it
+runs): a flagged construct fails every check of its exercise. For the Triton exercises, `student`
+returns a `Gated` proxy: every call to the graded function proves kernel use (a launch, no
+computing torch op; on CUDA no foreign device kernel and no helper process on the GPU; under the
+interpreter every load/store is bounds-checked), so no check can earn points for an answer the
+student's kernel did not compute.
+
 `rng` is a fresh NumPy generator for every check (its seed goes into failure messages so a
 student can reproduce a case; set GRADER_SEED to fix it). `credit` gives partial credit.
 """
@@ -27,6 +34,72 @@ def _plugin(request):
     return request.config.stash[PLUGIN_KEY]
 
 
+# The graded function of each Triton exercise: (call, launch, work) for kernel-use messages
+KERNELS = {
+    "softmax_triton": {"softmax": ("softmax(x)", "softmax_kernel[(n_rows,)](...)",
+                                   "the max, exp, sum and divide")},
+    "flash_triton": {"flash_fwd": ("flash_fwd(q, k, v)", "_flash_fwd[grid](...)", "the attention")},
+}
+
+
+class Gated:
+    """A Submission whose every call into a Triton exercise's graded function proves that the
+    student's kernel computed the answer: traced (a launch, no computing torch op), and on CUDA
+    profiled (no device kernel but the student's Triton kernels and copies) with no helper
+    process on the GPU. Under the interpreter, loads and stores are bounds-checked
+    (grader/sandbox/bounds.py); the check that owns the masks judges what they recorded."""
+
+    def __init__(self, sub, exercise: str):
+        self._sub = sub
+        self._kernels = KERNELS.get(exercise, {})
+
+    def __getattr__(self, name: str):
+        if name in ("_sub", "_kernels"):
+            raise AttributeError(name)
+        if name in self._kernels:
+            return lambda *args, **kwargs: self.call(name, *args, **kwargs).value
+        return getattr(self._sub, name)
+
+    def call(self, fn: str, *args, opts: dict | None = None, **kwargs):
+        gate = self._kernels.get(fn)
+        timed = bool(opts and (opts.get("repeat") or opts.get("discard")))
+        if gate is None or timed:
+            return self._sub.call(fn, *args, opts=opts, **kwargs)
+        opts = dict(opts or {}, trace=True)
+        cuda = self._sub.mode == "cuda"
+        opts["kernels" if cuda else "bounds"] = True
+        r = self._sub.call(fn, *args, opts=opts, **kwargs)
+        from grader.judge.kernel_use import assert_gpu_alone, assert_kernel_computed
+
+        assert_kernel_computed(r.extras, *gate)
+        if cuda:
+            pid = getattr(self._sub, "worker_pid", None)
+            if pid is None:
+                proc = getattr(self._sub, "_proc", None)
+                pid = getattr(proc, "pid", None)
+            assert_gpu_alone(pid, gate[0])
+        return r
+
+
+def audited(plugin, exercise: str) -> None:
+    """Run the static audit (grader.judge.audit) of the exercise's file once per run; a flagged
+    construct fails every check of the exercise, before any of its code runs."""
+    from grader.judge import audit
+    from grader.judge.compare import CheckFailed
+
+    cache = plugin.__dict__.setdefault("audits", {})
+    if exercise not in cache:
+        directory = getattr(plugin.workers, "sources", None) or plugin.workers.directory
+        try:
+            findings = audit.audit(directory, exercise)
+        except OSError as e:
+            findings = [audit.Finding(f"{exercise}.py", 1, f"a file the grader cannot read ({e})")]
+        cache[exercise] = audit.message(findings, exercise) if findings else ""
+    if cache[exercise]:
+        raise CheckFailed(cache[exercise], hint="Compute every answer with your own code in the "
+                          "call: no threads, processes, file reads, dynamic code or grader access.")
+
+
 @pytest.fixture
 def student(request):
     plugin = _plugin(request)
@@ -35,7 +108,8 @@ def student(request):
     def get(exercise: str | None = None, mode: str | None = None):
         exercise = exercise or check.exercise
         mode = mode or LAYER_MODE.get(check.layer, EXERCISES[exercise].mode)
-        return plugin.workers.get(exercise, mode)
+        audited(plugin, exercise)
+        return Gated(plugin.workers.get(exercise, mode), exercise)
 
     return get
 
@@ -57,6 +131,17 @@ def rng():
     return Rng(seed)
 
 
+class CaseCredit(Credit):
+    """Credit with the failure's own hint: `credit.fail_cases(passed, total, failure)` scores the
+    share of cases that passed and keeps the first failure's message and hint."""
+
+    hint: str = ""
+
+    def fail_cases(self, passed: int, total: int, failure: BaseException) -> None:
+        self.set(passed / total, f"{passed} of {total} cases passed; first failure: {failure}")
+        self.hint = getattr(failure, "hint", "") or ""
+
+
 @pytest.fixture
 def workers(request):
     """Every worker of this run: perf checks stop them all before timing a PyTorch baseline."""
@@ -65,7 +150,7 @@ def workers(request):
 
 @pytest.fixture
 def credit(request):
-    c = Credit()
+    c = CaseCredit()
     _plugin(request).credits[request.node.nodeid] = c
     return c
 

@@ -97,7 +97,7 @@ class GradePlugin:
                 credit = self.credits.get(item.nodeid, Credit())
                 status = "passed" if credit.fraction >= 1.0 else "failed"
                 self.results[check.id] = Result(check, status, round(check.points * credit.fraction, 3),
-                                                credit.note)
+                                                credit.note, failure_hint=getattr(credit, "hint", ""))
             elif report.skipped:
                 reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else ""
                 self.results[check.id] = Result(check, "not_run", 0.0, reason.removeprefix("Skipped: "))
@@ -111,7 +111,7 @@ class GradePlugin:
     def _from_exception(self, check: Check, excinfo) -> Result:
         e = excinfo.value if excinfo else None
         if isinstance(e, errors.StudentProblem):
-            return Result(check, e.status, 0.0, str(e))
+            return Result(check, e.status, 0.0, str(e), failure_hint=_error_hint(e))
         if isinstance(e, AssertionError):
             message = str(e).split("\nassert ")[0].strip() or "assertion failed"
             return Result(check, "failed", 0.0, message, failure_hint=getattr(e, "hint", ""))
@@ -130,3 +130,19 @@ class GradePlugin:
 
     def pytest_sessionfinish(self, session, exitstatus):
         self.workers.close()
+
+
+def _error_hint(e: Exception) -> str:
+    """For an exception raised inside a Triton kernel, the hint is Triton's own complaint (its
+    evidence: the kernel could not run), not the check's idea."""
+    text = str(e)
+    if not isinstance(e, errors.StudentRaised) or "InterpreterError" not in text and \
+            "CompilationError" not in text:
+        return ""
+    import re
+
+    found = re.search(r"(?:InterpreterError|CompilationError):? ?([^\n]*)", text)
+    what = (found.group(1) if found else "").strip()[:200]
+    return (f"Triton could not run your kernel: {what}. Fix what it names at the line shown; "
+            f"the check's own idea comes after.")
+

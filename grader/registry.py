@@ -137,63 +137,115 @@ CHECKS: list[Check] = [
                 "tiled_attention.ragged_sizes", "tiled_attention.max_in_last_block",
                 "tiled_attention.large_scores")),
     # ---------------------------------------------------------------- softmax_triton (18)
-    _C("softmax_triton.matches_float64", "interp", 5, "softmax matches float64 on awkward shapes, float32 and float16",
-       "One program per row: load with mask = cols < n_cols, subtract the max, exp, sum, "
-       "divide in float32, store with the same mask; use the row stride for the row start."),
+    # Every check of a Triton exercise passes only when the student's kernel computed the answer
+    # (grader.fixtures.Gated, grader.judge.audit); `uses_kernel` is the check that says so.
+    _C("softmax_triton.uses_kernel", "adversarial", 1, "softmax launches its Triton kernel, which stores the whole output",
+       "softmax(x) must compute with softmax_kernel and store every output element; calling "
+       "torch.softmax or exp inside the wrapper, or a kernel that stores nothing, earns nothing."),
+    _C("softmax_triton.masked_accesses", "adversarial", 1, "no load or store past the end of a row (n_cols < BLOCK)",
+       "Mask the load and the store with mask = cols < n_cols: without it the last row reads "
+       "and writes past the end of the tensor, even when the result happens to look right.",
+       follows=("softmax_triton.uses_kernel",)),
+    _C("softmax_triton.all_negative_rows", "adversarial", 2, "rows of only negative numbers with n_cols < BLOCK",
+       "The padded lanes must load as -inf (other=-inf): with other=0 a row of negatives gets "
+       "max 0 and every padded lane adds exp(0) = 1 to the sum.",
+       follows=("softmax_triton.uses_kernel", "softmax_triton.masked_accesses",
+                "softmax_triton.matches_float64")),
+    _C("softmax_triton.matches_float64", "interp", 2, "softmax matches float64 on awkward shapes (float16, contiguous)",
+       "One program per row: load the row (other=-inf past n_cols), subtract the max, exp, "
+       "sum, divide in float32, and store in the output's dtype.",
+       follows=("softmax_triton.uses_kernel", "softmax_triton.masked_accesses")),
+    _C("softmax_triton.float32_input", "interp", 1, "softmax of float32 input gives float32 output",
+       "The kernel takes float16, bfloat16 and float32 rows: compute in float32 and store in the "
+       "output's dtype (out_ptr.dtype.element_ty); nothing may assume a 16-bit input.",
+       follows=("softmax_triton.uses_kernel", "softmax_triton.masked_accesses",
+                "softmax_triton.all_negative_rows", "softmax_triton.matches_float64")),
+    _C("softmax_triton.strided_rows", "interp", 1, "a row-strided input (x[:, :500] of a wider tensor)",
+       "Row r of x starts at r * x.stride(0), and row r of the contiguous output at "
+       "r * out.stride(0): pass both strides to the kernel.",
+       follows=("softmax_triton.uses_kernel", "softmax_triton.masked_accesses",
+                "softmax_triton.all_negative_rows", "softmax_triton.matches_float64")),
     _C("softmax_triton.fp16_scaled_rows", "adversarial", 3,
        "float16 rows scaled by 20, some entries past 88, give no inf or nan",
        "Break It 1: exp overflows above 11.09 in float16 and above 88.7 in float32, and "
-       "inf / inf is nan. Subtract the row max (in float32) before tl.exp."),
-    _C("softmax_triton.all_negative_rows", "adversarial", 2, "rows of only negative numbers with n_cols < BLOCK",
-       "The padded lanes must load as -inf (other=-inf): with other=0 a row of negatives gets "
-       "max 0 and every padded lane adds exp(0) = 1 to the sum."),
-    _C("softmax_triton.uses_kernel", "adversarial", 1, "softmax launches its Triton kernel",
-       "softmax(x) must compute with softmax_kernel; calling torch.softmax or exp inside the "
-       "wrapper earns nothing."),
+       "inf / inf is nan. Subtract the row max (in float32) before tl.exp.",
+       follows=("softmax_triton.uses_kernel", "softmax_triton.masked_accesses",
+                "softmax_triton.all_negative_rows", "softmax_triton.matches_float64")),
     _C("softmax_triton.gpu_real_sizes", "gpu", 3, "softmax on the GPU at real sizes, fp16/bf16/fp32",
        "Mask every load and store; keep the max, exp and sum in float32; the row stride comes "
-       "from x.stride(0)."),
+       "from x.stride(0).",
+       follows=("softmax_triton.uses_kernel", "softmax_triton.masked_accesses",
+                "softmax_triton.all_negative_rows", "softmax_triton.matches_float64",
+                "softmax_triton.float32_input", "softmax_triton.strided_rows",
+                "softmax_triton.fp16_scaled_rows")),
     _C("softmax_triton.sanitizer", "gpu", 1, "compute-sanitizer finds no out-of-bounds access",
        "Every tl.load and tl.store of a row needs mask = cols < n_cols, even when the result "
-       "happens to look right."),
+       "happens to look right.", follows=("softmax_triton.masked_accesses",)),
     _C("softmax_triton.bandwidth", "perf", 3, "softmax GB/s against the copy bandwidth, and its speed-up over softmax_eager",
        "A fused softmax reads each element once and writes it once: it should approach the "
-       "copy bandwidth, and beat the eager version by about the ratio of HBM passes."),
+       "copy bandwidth, and beat the eager version by about the ratio of HBM passes.",
+       follows=("softmax_triton.uses_kernel", "softmax_triton.gpu_real_sizes")),
     # ---------------------------------------------------------------- flash_triton (34)
-    _C("flash_triton.matches_reference", "interp", 6, "flash_fwd matches float64 for B, H > 1, D in {16, 32, 64, 128}",
+    _C("flash_triton.uses_kernel", "adversarial", 1, "flash_fwd launches its Triton kernel, which stores the whole output",
+       "flash_fwd must compute with _flash_fwd and store every output element; calling SDPA, "
+       "matmul or softmax from PyTorch, or a kernel that stores nothing, earns nothing."),
+    _C("flash_triton.guard_bands", "adversarial", 3, "no load or store past the end of q, k, v or the output",
+       "Break It 3: a K or V load without mask= reads past the end of the tensor, and an O "
+       "store without mask= writes past it; every lane of every access is checked here.",
+       follows=("flash_triton.uses_kernel",)),
+    _C("flash_triton.matches_reference", "interp", 5, "flash_fwd matches float64 for B, H > 1, D in {16, 32, 64, 128}",
        "FlashAttention forward: q tile once; per K/V block s = dot(q, k) * scale, m_new, "
        "p = exp(s - m_new), alpha = exp(m_i - m_new), l_i = l_i*alpha + sum(p), acc = "
-       "acc*alpha + dot(p, v); finally acc / l_i. Is the 1/sqrt(D) scale there?"),
-    _C("flash_triton.ragged_n", "interp", 4, "N not a multiple of BLOCK_N, N smaller than a block, BLOCK_M != BLOCK_N",
-       "The last key block is partial: mask the K and V loads on cols < N, set scores of "
-       "columns >= N to -inf, and mask the Q load and the O store on rows < N."),
-    _C("flash_triton.guard_bands", "adversarial", 3, "inputs followed by poison in memory",
-       "Break It 3: a K or V load without mask= reads past the end of the tensor. Here the "
-       "memory past the end holds NaN, so the missing mask shows."),
+       "acc*alpha + dot(p, v), m_i = m_new; finally acc / l_i. Is the 1/sqrt(D) scale there?",
+       follows=("flash_triton.uses_kernel", "flash_triton.guard_bands")),
+    _C("flash_triton.max_in_last_block", "adversarial", 2, "correct when the row max sits in the last key block",
+       "Break It 2 on the GPU kernel: when the row max moves to a later block, what was summed "
+       "must move to the new max: alpha = exp(m_i - m_new), acc * alpha[:, None] before adding "
+       "dot(p, v), l_i * alpha, then m_i = m_new.",
+       follows=("flash_triton.uses_kernel", "flash_triton.guard_bands",
+                "flash_triton.matches_reference", "flash_triton.large_scores")),
+    _C("flash_triton.large_scores", "adversarial", 2, "scores that overflow exp, and scores that are all strongly negative",
+       "The running max keeps exp in range: start it at -inf (not 0) and use p = exp(s - "
+       "m_new[:, None]), never exp(s).",
+       follows=("flash_triton.uses_kernel", "flash_triton.guard_bands",
+                "flash_triton.matches_reference")),
+    _C("flash_triton.float32_input", "interp", 1, "flash_fwd on float32 input gives float32 output",
+       "The kernel must take float32 too: cast p to v's dtype before tl.dot and store in "
+       "O.dtype.element_ty; nothing may assume a 16-bit input.",
+       follows=("flash_triton.uses_kernel", "flash_triton.guard_bands",
+                "flash_triton.matches_reference", "flash_triton.max_in_last_block",
+                "flash_triton.large_scores")),
     _C("flash_triton.padded_keys_masked", "adversarial", 2, "padded keys get no weight",
        "Break It 3, second half: padded keys loaded as zeros still score 0, not -inf, and "
-       "exp(0 - m) gives them real weight. Set s to -inf where cols >= N with tl.where."),
-    _C("flash_triton.max_in_last_block", "adversarial", 2, "correct when the row max sits in the last key block",
-       "Break It 2 on the GPU kernel: is acc rescaled by alpha (acc * alpha[:, None]) before "
-       "adding dot(p, v)?"),
-    _C("flash_triton.large_scores", "adversarial", 2, "scores that overflow exp without the running max",
-       "The running max makes fp16 attention possible at all: p = exp(s - m_new[:, None]), "
-       "never exp(s)."),
-    _C("flash_triton.uses_kernel", "adversarial", 1, "flash_fwd launches its Triton kernel",
-       "flash_fwd must compute with _flash_fwd; calling SDPA, matmul or softmax from PyTorch "
-       "inside the wrapper earns nothing."),
+       "exp(0 - m) gives them real weight. Set s to -inf where cols >= N with tl.where.",
+       follows=("flash_triton.uses_kernel", "flash_triton.guard_bands",
+                "flash_triton.matches_reference", "flash_triton.max_in_last_block",
+                "flash_triton.large_scores")),
+    _C("flash_triton.ragged_n", "interp", 4, "N not a multiple of BLOCK_N, N smaller than a block, BLOCK_M != BLOCK_N",
+       "The last blocks are partial: the key loop must reach the partial block (range(0, N, "
+       "BLOCK_N)), the grid must hold cdiv(N, BLOCK_M) query blocks, keys past N score -inf, "
+       "and the Q load and O store are masked on rows < N.",
+       follows=("flash_triton.uses_kernel", "flash_triton.guard_bands",
+                "flash_triton.padded_keys_masked", "flash_triton.matches_reference",
+                "flash_triton.max_in_last_block", "flash_triton.large_scores")),
     _C("flash_triton.gpu_real_sizes", "gpu", 5, "flash_fwd on the GPU: N up to 16K, ragged N, several D, fp16 and bf16",
        "Mask loads on cols < N and rows < N, -inf for padded scores, rescale acc by alpha, "
-       "divide by l_i at the end, and store in the output dtype."),
+       "divide by l_i at the end, and store in the output dtype.",
+       follows=("flash_triton.uses_kernel", "flash_triton.guard_bands",
+                "flash_triton.padded_keys_masked", "flash_triton.matches_reference",
+                "flash_triton.max_in_last_block", "flash_triton.large_scores",
+                "flash_triton.ragged_n", "flash_triton.float32_input")),
     _C("flash_triton.sanitizer", "gpu", 2, "compute-sanitizer finds no out-of-bounds access",
        "Break It 3: every tl.load and tl.store past the end of a tensor needs a mask, even "
-       "when the result happens to look right."),
+       "when the result happens to look right.", follows=("flash_triton.guard_bands",)),
     _C("flash_triton.speed_vs_sdpa", "perf", 5, "flash_fwd within 1.5-3x of the fastest SDPA backend",
        "Measure: tiles of 64 or 128, num_warps 4 or 8, a cast of p to the input dtype before "
-       "tl.dot so the tensor cores run; the best tiles depend on the chip's shared memory."),
+       "tl.dot so the tensor cores run; the best tiles depend on the chip's shared memory.",
+       follows=("flash_triton.uses_kernel", "flash_triton.gpu_real_sizes")),
     _C("flash_triton.memory_flat", "perf", 2, "extra memory of flash_fwd stays flat in N",
        "FlashAttention never writes S or P: beyond the output its extra memory is a few "
-       "numbers per row, at every N."),
+       "numbers per row, at every N.",
+       follows=("flash_triton.uses_kernel", "flash_triton.gpu_real_sizes")),
     # ---------------------------------------------------------------- bench_attn (16)
     _C("bench_attn.backend_probe", "cpu", 2, "probe_backends reports each SDPA backend as working (with a time) or not",
        "Task 5: call sdpa under each sdpa_kernel(backend), catch RuntimeError, and record "

@@ -35,20 +35,33 @@ CHECKS = [
     _C("softmax_triton.hidden_shapes", "interp", 2,
        "other shapes, each twice with fresh values, computed by the kernel",
        "One program per row, BLOCK = next power of two >= n_cols, masked load (other=-inf) and "
-       "store; the wrapper only allocates and launches."),
+       "store; the wrapper only allocates and launches.",
+       follows=("softmax_triton.uses_kernel", "softmax_triton.masked_accesses",
+                "softmax_triton.all_negative_rows", "softmax_triton.matches_float64",
+                "softmax_triton.float32_input", "softmax_triton.fp16_scaled_rows")),
     _C("softmax_triton.output_written", "adversarial", 1,
        "every output element is written by the kernel and the input is left alone",
        "The grid must cover every row (grid = (n_rows,)) and the store every column "
-       "(mask = cols < n_cols); write only to the output, never to x."),
+       "(mask = cols < n_cols); write only to the output, never to x.",
+       follows=("softmax_triton.uses_kernel", "softmax_triton.masked_accesses",
+                "softmax_triton.all_negative_rows", "softmax_triton.matches_float64",
+                "softmax_triton.float32_input")),
     # ---------------------------------------------------------------- flash_triton (5)
     _C("flash_triton.hidden_shapes", "interp", 3,
        "other B, H, N, D and blocks, each shape twice with fresh values, computed by the kernel",
        "grid = (cdiv(N, BLOCK_M), B * H); mask loads on cols < N and rows < N, -inf for "
-       "padded scores, rescale acc by alpha, divide by l_i at the end."),
+       "padded scores, rescale acc by alpha, divide by l_i at the end.",
+       follows=("flash_triton.uses_kernel", "flash_triton.guard_bands",
+                "flash_triton.matches_reference", "flash_triton.max_in_last_block",
+                "flash_triton.large_scores")),
     _C("flash_triton.output_written", "adversarial", 2,
        "every output element is written by the kernel; q, k, v and the memory behind them are left alone",
        "Every program stores its whole (BLOCK_M, D) tile, masked on rows < N only, into O; "
-       "nothing is stored into Q, K or V."),
+       "nothing is stored into Q, K or V.",
+       follows=("flash_triton.uses_kernel", "flash_triton.guard_bands",
+                "flash_triton.padded_keys_masked", "flash_triton.matches_reference",
+                "flash_triton.max_in_last_block", "flash_triton.large_scores",
+                "flash_triton.ragged_n")),
     # ---------------------------------------------------------------- bench_attn (2)
     _C("bench_attn.hidden_timer_arguments", "adversarial", 2,
        "time_proper with its defaults, with rep = 1 and with an even rep",

@@ -46,7 +46,7 @@ def assert_guards_untouched(guards: list, names: list[str], what: str, seed: int
 
 def kernel_call(sub, fn: str, args: list, pristine: dict, kernel: tuple[str, str], what: str,
                 seed: int, **kwargs):
-    """`fn(*args, **kwargs)` with the probes on; its value, once the launch, the ops and the
+    """`fn(*args, **kwargs)` with the probes on; its CallResult, once the launch, the ops and the
     inputs are checked. args: TensorArgs; pristine: {name: the array each was built from};
     kernel: (launch, work) for the message, e.g. ("softmax_kernel[(n_rows,)](...)", "the softmax")."""
     r = sub.call(fn, *args, **kwargs,
@@ -55,19 +55,34 @@ def kernel_call(sub, fn: str, args: list, pristine: dict, kernel: tuple[str, str
     names = list(pristine)
     assert_untouched(list(pristine.values()), r.extras.get("args_after", []), names, what, seed)
     assert_guards_untouched(r.extras.get("guards_after", []), names, what, seed)
-    return r.value
+    return r
 
 
-def assert_written(got, expected, what: str, seed: int) -> None:
-    """NaN where the reference has none: the element kept the poison torch.empty handed out."""
+def assert_written(got, expected, what: str, seed: int, extras: dict | None = None) -> None:
+    """Every output element was stored by the kernel. "Never written" is claimed only with the
+    evidence: under the interpreter, stores into the tensors the call allocated are tracked
+    (grader/sandbox/bounds.py), so an element no store reached is told apart from a NaN the
+    kernel computed and stored."""
+    from grader.judge.kernel_use import allocation_of
+
     g = np.asarray(values(got), dtype=np.float64)
     if g.shape != np.shape(expected):
         return   # assert_close reports the shape
-    unwritten = np.isnan(g) & ~np.isnan(expected)
-    if unwritten.any():
-        idx = np.unravel_index(np.argmax(unwritten), g.shape)
+    nan = np.isnan(g) & ~np.isnan(expected)
+    alloc = allocation_of(extras or {}, g.size)
+    if alloc is not None and alloc["unstored"]:
+        idx = np.unravel_index(alloc["first_unstored"], g.shape)
         raise CheckFailed(
-            f"{what} [seed {seed}]: {int(unwritten.sum())} of {g.size} output elements were never "
-            f"written, first at {where(idx)} (the grader fills new tensors with NaN before the "
-            f"call; these still hold it). Every program must store its whole tile, masked only "
-            f"past the end of the data.")
+            f"{what} [seed {seed}]: {alloc['unstored']} of {g.size} output elements were never "
+            f"written by any store, first at {where(idx)}. Every program must store its whole "
+            f"tile, masked only past the end of the data.")
+    if nan.any():
+        idx = np.unravel_index(np.argmax(nan), g.shape)
+        stored = (f"; the kernel stored NaN there ({alloc['stored_nan']} NaN stores)"
+                  if alloc is not None and alloc["stored_nan"] else "")
+        raise CheckFailed(
+            f"{what} [seed {seed}]: {int(nan.sum())} of {g.size} output elements are NaN, first "
+            f"at {where(idx)}{stored}. Every element was written, so the NaN was computed: look "
+            f"at what the loads read (masks, other=) and at 0/0 in the division.",
+            hint="The output was written, but with NaN: a value read without its mask, or a "
+                 "0 / 0, reached the result.")

@@ -2,12 +2,16 @@
 softmax_triton.py, Break It 1).
 
 The kernel runs under Triton's interpreter on CPU tensors (mode "interp"). Every input is drawn
-fresh from `rng`, rounded here to the dtype the kernel sees, and followed in memory by a guard
-band of NaN as long as one block: a load that reads past the end of the last row (a missing
-mask) pulls NaN into that row, since the interpreter itself never reports it. References are
-float64, computed here from the exact input values.
+fresh from `rng`, rounded here to the dtype the kernel sees, and followed in memory by a block of
+NaN. Every call goes through the kernel-use gate (grader.fixtures.Gated): a Triton launch and no
+computing torch op, or the check fails; and every tl.load/tl.store is checked lane by lane
+against the tensors of the call (grader/sandbox/bounds.py): a lane past the end is switched off
+and recorded, and only `masked_accesses` judges those records, so a missing mask fails that
+check, deterministically, whatever a later tl.where does with the value.
 
-Shapes stay small (a few rows) because the interpreter runs one program at a time in Python.
+One idea per check: values on contiguous float16 rows (matches_float64), float32 input,
+row-strided input, masks, Break It 1, the -inf padding, kernel use. References are float64,
+computed here from the exact input values. Shapes stay small: the interpreter is slow.
 """
 
 from __future__ import annotations
@@ -16,15 +20,22 @@ import numpy as np
 import pytest
 
 from grader.judge import reference
+from grader.judge.cases import run_cases
 from grader.judge.compare import CheckFailed, assert_close, assert_shape
 from grader.judge.inputs import randn, round_to, tensor
-from grader.judge.kernel_use import assert_kernel_computed
+from grader.judge.kernel_use import assert_in_bounds, assert_kernel_computed, assert_kernel_wrote
 
 # (n_rows, n_cols): 781 and 1000 are not powers of two, 130 leaves half of its 256-lane block
 # padded, 1 is a block of one lane, 1024 fills its block exactly
 SHAPES = ((5, 781), (4, 130), (3, 1), (3, 1024), (2, 1000))
-DTYPES = ("float32", "float16")
 
+MASK_HINTS = {
+    "tl.load": "Mask the row's load: tl.load(in_ptr + row * row_stride + cols, mask=cols < "
+               "n_cols, other=float('-inf')). Without mask= it reads past the end of the row "
+               "(the last row: past the end of x), even when tl.where hides the value later.",
+    "tl.store": "Mask the store: tl.store(out_ptr + row * out_row_stride + cols, y, mask=cols < "
+                "n_cols). Without it the last row writes past the end of the output.",
+}
 
 
 def block_of(n_cols: int) -> int:
@@ -32,36 +43,97 @@ def block_of(n_cols: int) -> int:
     return 1 << max(n_cols - 1, 0).bit_length()
 
 
+def call_softmax(sub, x: np.ndarray, dtype: str, pad_cols: int = 0):
+    """softmax(x) on x (exact values in `dtype`) with a block of NaN behind it, through the gate;
+    new tensors in the wrapper are NaN-filled (an element never stored stays NaN)."""
+    return sub.call("softmax", tensor(x, dtype, guard=block_of(x.shape[1]), pad_cols=pad_cols),
+                    opts={"poison_empty": True})
+
+
 def run_softmax(sub, x: np.ndarray, dtype: str, case: str, seed: int, what: str = "softmax(x)",
                 pad_cols: int = 0):
-    """Send x (exact values in `dtype`) with a block of NaN behind it; compare every element.
-
-    poison_empty: torch.empty in the wrapper hands out NaN, so an output element the kernel
-    never stores stays NaN instead of whatever the allocator had there. pad_cols: x is a column
-    slice of a wider tensor, NaN in the columns past its end (row stride = n_cols + pad_cols)."""
-    got = sub.call("softmax", tensor(x, dtype, guard=block_of(x.shape[1]), pad_cols=pad_cols),
-                   opts={"poison_empty": True}).value
+    """Compare every element of softmax(x) with the float64 reference."""
+    got = call_softmax(sub, x, dtype, pad_cols).value
     assert_close(got, reference.softmax(x, axis=1), what=what, dtype=dtype, case=case, seed=seed)
 
 
+def _case(sub, x, dtype, case, seed, **kw):
+    return (f"{case} [seed {seed}]", lambda: run_softmax(sub, x, dtype, case, seed, **kw))
+
+
+def shifted(rng, shape, dtype, scale):
+    """randn * scale + shift, with every row's max at 20 or more: softmax does not change with
+    the shift, and padded lanes loaded as 0 instead of -inf (all_negative_rows' idea) weigh
+    exp(0 - max) < 2e-9 each, far below the tolerance, so they do not show here."""
+    x = rng.standard_normal(shape) * scale
+    return round_to(x + (20.0 - x.max(axis=1, keepdims=True)).clip(0, None), dtype)
+
+
 @pytest.mark.check("softmax_triton.matches_float64")
-def test_matches_float64(student, rng):
+def test_matches_float64(student, rng, credit):
     sub = student()
-    for dtype in DTYPES:
-        for n_rows, n_cols in SHAPES:
-            scale = float(rng.uniform(1, 4))
-            x = randn(rng, (n_rows, n_cols), dtype, scale)
-            run_softmax(sub, x, dtype, f"{dtype} ({n_rows}, {n_cols}), randn * {scale:.2f}",
-                        rng.seed)
-        # a column slice x[:, :500] of a (6, 781) tensor: the row stride is 781, not 500
-        x = randn(rng, (6, 500), dtype, 2.0)
-        run_softmax(sub, x, dtype, f"{dtype} x[:, :500] of a (6, 781) tensor: row stride 781",
-                    rng.seed, pad_cols=281)
+    cases = []
+    for n_rows, n_cols in SHAPES:
+        scale = float(rng.uniform(1, 4))
+        x = shifted(rng, (n_rows, n_cols), "float16", scale)
+        cases.append(_case(sub, x, "float16", f"float16 ({n_rows}, {n_cols}), randn * {scale:.2f} "
+                           f"+ shift", rng.seed))
+    run_cases(credit, cases)
+
+
+@pytest.mark.check("softmax_triton.float32_input")
+def test_float32_input(student, rng, credit):
+    sub = student()
+    cases = []
+    for n_rows, n_cols in ((5, 781), (3, 1024), (4, 130)):
+        x = shifted(rng, (n_rows, n_cols), "float32", float(rng.uniform(1, 4)))
+        cases.append(_case(sub, x, "float32", f"float32 ({n_rows}, {n_cols})", rng.seed))
+    run_cases(credit, cases)
+
+
+@pytest.mark.check("softmax_triton.strided_rows")
+def test_strided_rows(student, rng, credit):
+    sub = student()
+    # a column slice x[:, :500] of a (6, 781) tensor: its row stride is 781, not 500, while the
+    # output the wrapper allocates is contiguous (row stride 500)
+    x = shifted(rng, (6, 500), "float16", 2.0)
+    case = "float16 x[:, :500] of a (6, 781) tensor: x.stride(0) = 781, the output's is 500"
+    r = call_softmax(sub, x, "float16", pad_cols=281)
+    stores = [o for o in r.extras.get("out_of_bounds", []) if o["access"] == "tl.store"]
+    try:
+        assert_close(r.value, reference.softmax(x, axis=1), what="softmax(x)", dtype="float16",
+                     case=case, seed=rng.seed)
+    except CheckFailed as e:
+        if stores:
+            raise CheckFailed(f"{e}. Your stores went past the end of the output "
+                              f"({stores[0]['line']}): the rows of out were addressed with x's "
+                              f"row stride.", hint=(
+                "The output is a new contiguous tensor: its row stride is out.stride(0) = "
+                "n_cols, not x.stride(0). Pass the output's own stride to the kernel for the "
+                "store, and x.stride(0) for the load.")) from None
+        raise CheckFailed(str(e), hint=(
+            "x is a column slice here: row r starts at r * x.stride(0), not r * n_cols. Pass "
+            "x.stride(0) to the kernel for the load, and the output's own stride for the "
+            "store.")) from None
+
+
+@pytest.mark.check("softmax_triton.masked_accesses")
+def test_masked_accesses(student, rng):
+    sub = student()
+    # n_cols below the block: each row's tile has padded lanes, and the last row's run past x
+    for n_rows, n_cols in ((4, 130), (3, 781), (2, 3)):
+        x = randn(rng, (n_rows, n_cols), "float16", 2.0)
+        r = call_softmax(sub, x, "float16")
+        case = f"softmax(x) (float16 ({n_rows}, {n_cols}), BLOCK {block_of(n_cols)}) [seed {rng.seed}]"
+        assert_in_bounds(r.extras, ["x"], case, MASK_HINTS)
+        # staying in bounds by storing nothing (a stub) earns nothing
+        assert_kernel_wrote(r.extras, r.value, x.size, case, "softmax_kernel")
 
 
 @pytest.mark.check("softmax_triton.fp16_scaled_rows")
-def test_fp16_scaled_rows(student, rng):
+def test_fp16_scaled_rows(student, rng, credit):
     sub = student()
+    cases = []
     for n_rows, n_cols in ((6, 781), (3, 130)):
         x = rng.standard_normal((n_rows, n_cols))
         # Break It 1 says fp16 rows * 20 overflow exp (float16's exp does above 11.09). But
@@ -73,37 +145,40 @@ def test_fp16_scaled_rows(student, rng):
             spikes = rng.choice(n_cols, size=min(3, n_cols), replace=False)
             x[row, spikes] = rng.uniform(4.6, 6.0, size=spikes.size)
         x = round_to(x * 20, "float16")
-        run_softmax(sub, x, "float16", f"float16 ({n_rows}, {n_cols}), randn * 20; rows "
-                    f"{n_rows // 2} to {n_rows - 1} reach {x.max():.0f}", rng.seed,
-                    what="softmax(x * 20)")
+        case = (f"float16 ({n_rows}, {n_cols}), randn * 20; rows {n_rows // 2} to {n_rows - 1} "
+                f"reach {x.max():.0f}")
+        cases.append((f"{case} [seed {rng.seed}]",
+                       lambda x=x, case=case: run_softmax(sub, x, "float16", case, rng.seed,
+                                                          what="softmax(x * 20)")))
+    run_cases(credit, cases)
 
 
 @pytest.mark.check("softmax_triton.all_negative_rows")
-def test_all_negative_rows(student, rng):
+def test_all_negative_rows(student, rng, credit):
     sub = student()
-    for dtype in DTYPES:
-        # every value below 0, and n_cols < BLOCK so some lanes of each row are padding
-        for n_rows, n_cols in ((4, 781), (3, 130), (5, 3)):
-            near = -np.abs(rng.standard_normal((n_rows, n_cols))) - rng.uniform(0.05, 1)
-            far = rng.standard_normal((n_rows, n_cols)) * 5 - 50   # like x - 50
-            for name, x in (("-|randn| - c", near), ("randn * 5 - 50", far)):
-                x = round_to(x, dtype)
-                run_softmax(sub, x, dtype, f"{dtype} ({n_rows}, {n_cols}), BLOCK "
-                            f"{block_of(n_cols)}, all negative: {name}", rng.seed)
+    cases = []
+    # every value below 0, and n_cols < BLOCK so some lanes of each row are padding
+    for n_rows, n_cols in ((4, 781), (3, 130), (5, 3)):
+        near = -np.abs(rng.standard_normal((n_rows, n_cols))) - rng.uniform(0.05, 1)
+        far = rng.standard_normal((n_rows, n_cols)) * 5 - 50   # like x - 50
+        for name, x in (("-|randn| - c", near), ("randn * 5 - 50", far)):
+            x = round_to(x, "float16")
+            cases.append(_case(sub, x, "float16", f"float16 ({n_rows}, {n_cols}), BLOCK "
+                               f"{block_of(n_cols)}, all negative: {name}", rng.seed))
+    run_cases(credit, cases)
 
 
 @pytest.mark.check("softmax_triton.uses_kernel")
 def test_uses_kernel(student, rng):
-    # Torch ops are recorded below the dispatcher, so torch.softmax shows as _softmax and the
-    # eager version as max/sub/exp/sum/div. Arithmetic done in NumPy (x.numpy()) dispatches
-    # nothing and is not seen here.
+    # The gate (grader.fixtures.Gated) records torch ops below the dispatcher, so torch.softmax
+    # shows as _softmax and the eager version as max/sub/exp/sum/div; the audit refuses NumPy,
+    # threads and processes in this exercise. The answer must also be right: a kernel that
+    # computes nothing (a stub with its raise deleted) earns nothing here either.
     sub = student()
-    x = randn(rng, (3, 130), "float32", 2)
-    r = sub.call("softmax", tensor(x, "float32", guard=block_of(130)), opts={"trace": True})
-    assert_kernel_computed(r.extras, "softmax(x)", "softmax_kernel[(n_rows,)](...)",
-                           "the max, exp, sum and divide")
-    # the values are matches_float64's business; here only that a tensor came back
-    assert_shape(r.value, x.shape, what="softmax(x)", dtype="float32")
+    x = randn(rng, (3, 256), "float16", 2)
+    r = call_softmax(sub, x, "float16")
+    assert_kernel_wrote(r.extras, r.value, x.size, "softmax(x)", "softmax_kernel")
+    assert_shape(r.value, x.shape, what="softmax(x)", dtype="float16")
 
 
 # ------------------------------------------------------------------------------- gpu, perf
@@ -119,23 +194,28 @@ GPU_SHAPES = (("float16", (4096, 781), None), ("bfloat16", (1823, 4096), None),
 
 
 @pytest.mark.check("softmax_triton.gpu_real_sizes")
-def test_gpu_real_sizes(student, rng, gpu):
+def test_gpu_real_sizes(student, rng, gpu, credit):
     from grader.judge import gpu as g
 
     sub = student()
-    for dtype, shape, scale in GPU_SHAPES:
-        scale = scale or float(rng.uniform(1, 6))
+
+    def run(dtype, shape, scale):
         (marker,), (x,) = g.seeded_inputs(rng, shape, dtype, count=1, scale=scale,
                                           guard=block_of(shape[1]))
-        r = sub.call("softmax", marker,
-                     opts={"poison_empty": True, "sync": True, "return_args": True, "trace": True})
+        # through the gate: a launch, no computing torch op, and (profiler) no device kernel
+        # but the student's Triton kernels and copies, from any thread of the worker
+        r = sub.call("softmax", marker, opts={"poison_empty": True, "sync": True, "return_args": True})
         case = f"{dtype} {shape}, randn * {scale:.1f}"
-        # on the GPU too: a wrapper that switches to PyTorch on CUDA earns nothing
-        assert_kernel_computed(r.extras, f"softmax(x) ({case})", "softmax_kernel[(n_rows,)](...)",
-                               "the max, exp, sum and divide")
         g.assert_close_gpu(r.value, g.softmax_reference(x), what="softmax(x)", dtype=dtype,
                            case=case, seed=rng.seed)
         g.assert_unchanged(r.extras["args_after"][0], x, f"x ({case})")
+
+    cases = []
+    for dtype, shape, scale in GPU_SHAPES:
+        scale = scale or float(rng.uniform(1, 6))
+        cases.append((f"{dtype} {shape}, randn * {scale:.1f} [seed {rng.seed}]",
+                      lambda dtype=dtype, shape=shape, scale=scale: run(dtype, shape, scale)))
+    run_cases(credit, cases)
 
 
 @pytest.mark.check("softmax_triton.sanitizer")

@@ -1,13 +1,23 @@
-"""Did the wrapper compute with its Triton kernel, or with PyTorch?
+"""Did the wrapper compute with its Triton kernel, or with something else?
 
-The worker records, below the dispatcher, every aten op that ran during the call and counts
-Triton launches (`opts={"trace": True}`, grader/sandbox/probes.py). A wrapper may allocate, view and copy
-around its launch; any other op computes (torch.softmax shows as _softmax, SDPA as
-_scaled_dot_product_*, matmul as mm/bmm, the eager softmax as max/sub/exp/sum/div).
-Arithmetic done in NumPy dispatches no torch op and is not seen here.
+Evidence, gathered in the worker around one call (grader/sandbox/probes.py) and judged here:
+  - every aten op that ran below the dispatcher, and the number of Triton launches (`trace`):
+    a wrapper may allocate, view and copy around its launch; any other op computes
+    (torch.softmax shows as _softmax, SDPA as _scaled_dot_product_*, matmul as mm/bmm);
+  - on a GPU (`kernels`), every device kernel that ran, from every thread of the worker, recorded
+    by torch.profiler (CUPTI): only the student's Triton kernels and copies/fills may run;
+  - on a GPU, NVML's list of processes using the device: only the grader and its worker;
+  - under the interpreter (`bounds`), every load and store checked against the tensors of the
+    call (grader/sandbox/bounds.py).
+What the dispatcher and the profiler cannot see (NumPy on a tensor's memory, a thread or a
+subprocess under the interpreter, a patched probe) is refused before the code runs, by the static
+audit of the source (grader.judge.audit).
 """
 
 from __future__ import annotations
+
+import shutil
+import subprocess
 
 from grader.judge.compare import CheckFailed
 
@@ -22,17 +32,183 @@ ALLOWED_OPS = frozenset({
     "narrow", "unbind", "split",
 })
 
+# device kernels that only move or fill memory (allocation poisoning, .contiguous(), casts)
+COPY_KERNELS = ("FillFunctor", "fill_kernel", "direct_copy_kernel", "copy_kernel", "Memcpy",
+                "Memset", "memcpy", "memset")
+
 
 def assert_kernel_computed(extras: dict, call: str, launch: str, work: str) -> None:
-    """Fail unless the call launched a Triton kernel and ran no computing torch op.
+    """Fail unless the call launched a Triton kernel and nothing else computed.
 
     call: "softmax(x)"; launch: "softmax_kernel[(n_rows,)](...)"; work: what the kernel must do."""
     ops = list(extras.get("ops", []))
     computing = sorted(set(ops) - ALLOWED_OPS)
     if int(extras.get("launches", 0)) < 1:
         raise CheckFailed(f"{call} launched no Triton kernel; the torch ops it ran: "
-                          f"{', '.join(ops) or 'none'}. {work} must be computed by {launch}.")
+                          f"{', '.join(ops) or 'none'}. {work} must be computed by {launch}.",
+                          hint=f"{work[0].upper()}{work[1:]} must be computed by {launch}: the "
+                               f"wrapper only allocates and launches.")
     if computing:
         raise CheckFailed(f"{call} computed with PyTorch around its kernel: {', '.join(computing)}. "
                           f"Only allocations, views and copies may run in the wrapper; {work} "
-                          f"belongs in {launch.split('[')[0]}.")
+                          f"belongs in {launch.split('[')[0]}.",
+                          hint=f"Only allocations, views and copies may run in the wrapper; "
+                               f"{work} belongs in {launch.split('[')[0]}.")
+    if "kernels" in extras:
+        foreign = foreign_kernels(extras["kernels"], extras.get("triton_kernels", []))
+        if foreign:
+            shown = ", ".join(k[:120] for k in foreign[:3])
+            raise CheckFailed(f"{call}: device kernels other than your Triton kernels ran during "
+                              f"the call (from any thread of the process): {shown}. {work} must "
+                              f"be computed by {launch}.",
+                              hint=f"{work[0].upper()}{work[1:]} must be computed by {launch}; "
+                                   f"cuDNN, cuBLAS, flash or PyTorch kernels earn nothing.")
+
+
+def foreign_kernels(kernels: list, triton_names: list) -> list:
+    """The device kernels that are neither the student's Triton kernels nor copies/fills."""
+    out = []
+    for name in kernels:
+        if any(name == t or name.startswith(t + "_") or name.startswith(t + "(") for t in triton_names):
+            continue
+        if any(c in name for c in COPY_KERNELS):
+            continue
+        out.append(name)
+    return sorted(out)
+
+
+# ------------------------------------------------------------------------- out of bounds
+
+
+def assert_in_bounds(extras: dict, names: list[str], call: str, masks: dict) -> None:
+    """Fail when a load or store of the call reached past the end of a tensor.
+
+    names: the argument names in order ("q", "k", "v"); masks: {"tl.load": hint, "tl.store":
+    hint} naming the mask each kind of access needs."""
+    records = list(extras.get("out_of_bounds", []))
+    if not records:
+        return
+    lines = []
+    for r in records:
+        label = r.get("tensor", {})
+        if "arg" in label and label.get("into"):
+            tensor = (f"the output, into the input "
+                      f"{names[label['arg']] if label['arg'] < len(names) else ''} (inputs are read-only)")
+        elif "arg" in label:
+            tensor = f"{names[label['arg']] if label['arg'] < len(names) else 'an input'} (argument)"
+        elif "alloc" in label:
+            tensor = f"the tensor your wrapper allocated ({label['alloc']})"
+        elif "launch" in label:
+            tensor = f"a tensor passed to {label['launch']}"
+        else:
+            tensor = "any tensor of the call"
+        past = f", up to {r['past']} elements past its end" if r.get("past") else ""
+        verb = "wrote" if r["access"] in ("tl.store", "tl.atomic") else "read"
+        code = f" (`{r['code'][:100]}`)" if r.get("code") else ""
+        lines.append(f"{r['access']} at {r['line']}{code} {verb} {r['lanes']} lanes outside "
+                     f"{tensor}{past}")
+    first = records[0]["access"]
+    hint = masks.get(first if first in masks else "tl.load", "")
+    raise CheckFailed(f"{call}: " + "; ".join(lines[:3]) + ". The grader checks every lane of "
+                      f"every access under the interpreter; those lanes were switched off, so "
+                      f"other checks do not see them.", hint=hint)
+
+
+def allocation_of(extras: dict, numel: int) -> dict | None:
+    """The allocation of `numel` elements made during the call, with its store counts
+    (grader/sandbox/bounds.py), if any: the output a wrapper allocates."""
+    found = [a for a in extras.get("allocations", []) if a["numel"] == numel]
+    # the one the kernel stored into most (a wrapper may also make a contiguous copy of x)
+    return min(found, key=lambda a: a["unstored"]) if found else None
+
+
+def assert_kernel_wrote(extras: dict, value, numel: int, call: str, launch: str) -> None:
+    """Fail unless a kernel of the call stored every element of a new tensor of `numel`
+    elements (the output), all finite: a kernel that computes nothing (a stub whose body is
+    `...` stores nothing, or stores 0 / 0), or an output that is not the kernel's, earns
+    nothing. Stores are tracked under the interpreter only."""
+    import numpy as np
+
+    from grader.judge.compare import values
+
+    got = np.asarray(values(value), dtype=np.float64)
+    if got.size != numel:
+        raise CheckFailed(f"{call}: expected an output of {numel} elements, got shape "
+                          f"{tuple(got.shape)}")
+    bad = ~np.isfinite(got)
+    if bad.any():
+        stored = ""
+        a = allocation_of(extras, numel)
+        if a is not None and a["stored_nan"]:
+            stored = f" ({a['stored_nan']} NaN values were stored by the kernel)"
+        raise CheckFailed(f"{call}: {int(bad.sum())} of {numel} output elements are NaN or inf "
+                          f"on ordinary inputs (randn){stored}. {launch} must compute every "
+                          f"element.", hint=f"{launch} must compute every output element: a "
+                          f"kernel that computes nothing (0 / 0 gives NaN) earns nothing.")
+    if "allocations" not in extras:
+        return
+    a = allocation_of(extras, numel)
+    if a is None:
+        raise CheckFailed(f"{call} returned no tensor allocated in the call and written by "
+                          f"{launch}: the output must be a new tensor your kernel stores into.")
+    if a["unstored"]:
+        raise CheckFailed(f"{call}: {a['unstored']} of {numel} elements of the output were never "
+                          f"stored by any kernel (first at flat index {a['first_unstored']}). "
+                          f"{launch} must store the whole output.",
+                          hint=f"{launch} must compute and store every output element; a kernel "
+                               f"that stores nothing earns nothing.")
+
+
+# ------------------------------------------------------------------------- GPU processes
+
+
+def gpu_processes() -> set[int] | None:
+    """PIDs of the processes using a GPU now (NVML, else nvidia-smi); None if neither answers."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        pids = set()
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            for fn in (pynvml.nvmlDeviceGetComputeRunningProcesses,
+                       pynvml.nvmlDeviceGetGraphicsRunningProcesses):
+                pids |= {int(p.pid) for p in fn(h)}
+        return pids
+    except Exception:   # noqa: BLE001 - no pynvml or no driver: try the command line
+        pass
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return None
+    try:
+        out = subprocess.run([smi, "--query-compute-apps=pid", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {int(x) for x in out.split() if x.strip().isdigit()}
+
+
+def assert_gpu_alone(worker_pid: int | None, call: str) -> None:
+    """Fail when a process started by the submission uses the GPU (a helper process computing
+    the answer): any GPU process in the worker's session (the worker leads its own session, and
+    children keep it even when re-parented), other than the worker itself. Processes of other
+    sessions (another grading run on the same GPU) are not the submission's."""
+    if not worker_pid:
+        return
+    pids = gpu_processes()
+    if not pids:
+        return
+    helpers = sorted(p for p in pids if p != int(worker_pid) and _session(p) == _session(int(worker_pid)))
+    if helpers:
+        raise CheckFailed(f"{call}: processes started by your code used the GPU during the check "
+                          f"(PIDs {helpers}). The answer must come from your kernel, in the "
+                          f"process the grader called.")
+
+
+def _session(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[3])   # state, ppid, pgrp, session
+    except (OSError, IndexError, ValueError):
+        return None

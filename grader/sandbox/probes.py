@@ -16,6 +16,19 @@ opts keys (all optional):
                       max) during the call, on any device, through torch's deterministic mode
                       (torch.utils.deterministic.fill_uninitialized_memory): an output element
                       the kernel never writes reads as NaN instead of old memory
+  bounds: bool        (Triton interpreter) every tl.load/tl.store/atomic is checked, lane by
+                      lane, against the tensors the call may touch: the inputs built here (their
+                      own elements, not the guard behind them) and every tensor allocated during
+                      the call or passed to a launch (its whole storage). A lane outside them
+                      is switched off before it touches memory (a load gets `other`, a store
+                      writes nothing), so nothing past the end is read or corrupted, and is
+                      recorded → extras["out_of_bounds"]: [{access, line, code, tensor, lanes,
+                      past}]. Stores into tensors allocated during the call are tracked too →
+                      extras["allocations"]: [{numel, dtype, unstored, first_unstored,
+                      stored_nan}] (elements no store ever wrote, and stored NaN)
+  kernels: bool       (CUDA) the device kernels that ran during the call, from every thread of
+                      the process, recorded by torch.profiler (CUPTI) → extras["kernels"]; the
+                      names of the Triton kernels launched → extras["triton_kernels"]
 """
 
 from __future__ import annotations
@@ -82,8 +95,14 @@ def around_call(opts: dict, args: list, kwargs: dict):
             stack.enter_context(_cuda_peak(extras))
         if opts.get("tracemalloc"):
             stack.enter_context(_tracemalloc_peak(extras))
-        if opts.get("trace"):
+        if opts.get("kernels"):
+            stack.enter_context(_cuda_kernels(extras))
+        if opts.get("trace") or opts.get("kernels"):
             stack.enter_context(_trace(extras))
+        if opts.get("bounds"):
+            from grader.sandbox import bounds
+
+            stack.enter_context(bounds.checked(extras, [v for v, _ in _built_tensors]))
         if opts.get("poison_empty"):
             stack.enter_context(_poison_empty())
         with stack:
@@ -212,6 +231,7 @@ def _trace(extras: dict):
 
     ops: list[str] = []
     launches = [0]
+    names: list[str] = []
 
     class Recorder(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -224,10 +244,11 @@ def _trace(extras: dict):
             ops.append(name)
             return out
 
-    with _count_triton_launches(launches), Recorder():
+    with _count_triton_launches(launches, names), Recorder():
         yield
     extras["ops"] = sorted(set(ops))
     extras["launches"] = launches[0]
+    extras["triton_kernels"] = sorted(set(names))
 
 
 def _crosses_devices(args, out) -> bool:
@@ -236,7 +257,7 @@ def _crosses_devices(args, out) -> bool:
 
 
 @contextlib.contextmanager
-def _count_triton_launches(counter: list):
+def _count_triton_launches(counter: list, names: list | None = None):
     """Wrap Triton's launch entry points (compiled and interpreted) to count launches."""
     patched = []
     try:
@@ -250,6 +271,9 @@ def _count_triton_launches(counter: list):
 
             def counting(self, *a, __original=original, **kw):
                 counter[0] += 1
+                if names is not None:
+                    fn = getattr(self, "fn", None)
+                    names.append(str(getattr(fn, "__name__", "?")))
                 return __original(self, *a, **kw)
 
             setattr(owner, attr, counting)
@@ -261,3 +285,24 @@ def _count_triton_launches(counter: list):
     finally:
         for owner, attr, original in patched:
             setattr(owner, attr, original)
+
+
+@contextlib.contextmanager
+def _cuda_kernels(extras: dict):
+    """Record every device kernel of the call with torch.profiler (CUPTI sees all threads of the
+    process, not just the caller's); synchronize first and last so nothing queued escapes."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        try:
+            yield
+        finally:
+            torch.cuda.synchronize()
+    kernels = []
+    for e in prof.events():
+        device_type = str(getattr(e, "device_type", ""))
+        if device_type.endswith("CUDA") and getattr(e, "name", ""):
+            kernels.append(str(e.name))
+    extras["kernels"] = sorted(set(kernels))

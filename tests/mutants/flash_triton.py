@@ -2,6 +2,8 @@ from tests.mutants import Mutant
 
 K_MASK = ",\n                    mask=cols[None, :] < N, other=0.0)"
 V_MASK = ",\n                    mask=cols[:, None] < N, other=0.0)"
+WHERE = '        s = tl.where(cols[None, :] < N, s, float("-inf"))\n'
+STORE_MASK = ", mask=rows[:, None] < N)"
 
 MUTANTS = [
     # Break It 2: acc keeps its old scale when the max moves
@@ -12,12 +14,17 @@ MUTANTS = [
     # Break It 3, first half: K and V tiles read past the end of the tensor
     Mutant("kv_loads_unmasked", "flash_triton", find=K_MASK, replace=")",
            checks=("flash_triton.guard_bands",), idea="mask", also=((V_MASK, ")"),)),
-    # only V matters on the CPU: the -inf of the tl.where hides what an unmasked K reads
     Mutant("v_load_unmasked", "flash_triton", find=V_MASK, replace=")",
            checks=("flash_triton.guard_bands",), idea="mask"),
+    # the K tile without mask=: the tl.where turns what it read into -inf, so the values are
+    # right; the read past the end of k is caught lane by lane all the same
+    Mutant("k_load_unmasked_then_where", "flash_triton", find=K_MASK, replace=")",
+           checks=("flash_triton.guard_bands",), idea="mask"),
+    # the last query block writes past the end of the output
+    Mutant("o_store_unmasked", "flash_triton", find=STORE_MASK, replace=")",
+           checks=("flash_triton.guard_bands",), idea="store"),
     # Break It 3, second half: masked loads, but padded keys still score 0
-    Mutant("padded_scores_not_minus_inf", "flash_triton",
-           find='        s = tl.where(cols[None, :] < N, s, float("-inf"))\n', replace="",
+    Mutant("padded_scores_not_minus_inf", "flash_triton", find=WHERE, replace="",
            checks=("flash_triton.padded_keys_masked",), idea="-inf"),
     Mutant("no_scale", "flash_triton",
            find="s = tl.dot(q, k) * scale", replace="s = tl.dot(q, k)",
@@ -29,10 +36,27 @@ MUTANTS = [
     Mutant("no_max_subtraction", "flash_triton",
            find="p = tl.exp(s - m_new[:, None])", replace="p = tl.exp(s)",
            checks=("flash_triton.large_scores",), idea="running max"),
+    # the running max starts at 0: right while some score is positive, 0 / 0 once every score
+    # of a row is strongly negative
+    Mutant("running_max_starts_at_zero", "flash_triton",
+           find='m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)',
+           replace="m_i = tl.zeros([BLOCK_M], tl.float32)",
+           checks=("flash_triton.large_scores",), idea="-inf"),
     # m_i stays -inf: alpha = 0 at every block, so only the last key block counts
     Mutant("running_max_never_updated", "flash_triton",
            find="        m_i = m_new\n", replace="",
            checks=("flash_triton.matches_reference",), idea="m_new"),
+    # the kernel assumes N is a multiple of the blocks: no masks, no -inf
+    Mutant("assumes_full_blocks", "flash_triton", find=K_MASK, replace=")",
+           also=((V_MASK, ")"), (WHERE, ""), (STORE_MASK, ")"),
+                 (",\n                mask=rows[:, None] < N, other=0.0)", ")")),
+           checks=("flash_triton.guard_bands",), idea="mask"),
+    # a kernel that only handles 16-bit input
+    Mutant("asserts_16_bit_input", "flash_triton",
+           find="    B, H, N, D = q.shape\n",
+           replace="    B, H, N, D = q.shape\n"
+                   "    assert q.dtype in (torch.float16, torch.bfloat16), 'fp16/bf16 only'\n",
+           checks=("flash_triton.float32_input",), idea="float32"),
     # the kernel still runs, but the answer comes from PyTorch
     Mutant("wrapper_returns_sdpa", "flash_triton",
            find="    return o.reshape(B, H, N, D)\n",

@@ -1,0 +1,94 @@
+"""Kernel-use evidence judged on the trusted side (grader/judge/kernel_use.py), without a GPU:
+device-kernel names from the profiler, out-of-bounds records from the interpreter's bounds
+checks, and stores tracked per allocation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from grader.judge.compare import CheckFailed
+from grader.judge.kernel_use import (assert_in_bounds, assert_kernel_computed, assert_kernel_wrote,
+                                     foreign_kernels)
+
+TRACE = {"ops": ["empty_like", "view"], "launches": 1, "triton_kernels": ["_flash_fwd"]}
+
+
+def test_only_triton_and_copy_kernels_may_run():
+    kernels = ["_flash_fwd", "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<c10::Half> >",
+               "Memcpy HtoD (Pageable -> Device)"]
+    assert foreign_kernels(kernels, ["_flash_fwd"]) == []
+    assert_kernel_computed({**TRACE, "kernels": kernels}, "flash_fwd(q, k, v)", "_flash_fwd[grid](...)",
+                           "the attention")
+
+
+@pytest.mark.parametrize("kernel", [
+    "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x128_4x1x1_kernel0_0",
+    "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4> >",
+    "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1",
+    "void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, c10::Half, float>",
+])
+def test_library_kernels_from_any_thread_fail_naming_the_kernel(kernel):
+    with pytest.raises(CheckFailed) as e:
+        assert_kernel_computed({**TRACE, "kernels": ["_flash_fwd", kernel]}, "flash_fwd(q, k, v)",
+                               "_flash_fwd[grid](...)", "the attention")
+    assert kernel[:60] in str(e.value)
+
+
+def test_out_of_bounds_names_tensor_line_and_mask():
+    extras = {"out_of_bounds": [{"access": "tl.load", "line": "flash_triton.py:72",
+                                 "code": "k = tl.load(K + off)", "tensor": {"arg": 1},
+                                 "lanes": 896, "past": 448}]}
+    with pytest.raises(CheckFailed) as e:
+        assert_in_bounds(extras, ["q", "k", "v"], "flash_fwd(q, k, v)",
+                         {"tl.load": "mask the K load", "tl.store": "mask the store"})
+    assert "flash_triton.py:72" in str(e.value) and "outside k" in str(e.value)
+    assert e.value.hint == "mask the K load"
+    assert_in_bounds({"out_of_bounds": []}, ["q"], "x", {})
+
+
+def test_a_kernel_that_stores_nothing_or_nan_earns_nothing():
+    out = np.zeros((2, 3))
+    with pytest.raises(CheckFailed, match="never stored"):
+        assert_kernel_wrote({"allocations": [{"numel": 6, "unstored": 6, "first_unstored": 0,
+                                              "stored_nan": 0, "dtype": "torch.float16"}]},
+                            out, 6, "softmax(x)", "softmax_kernel")
+    with pytest.raises(CheckFailed, match="NaN"):
+        assert_kernel_wrote({"allocations": []}, np.full((2, 3), np.nan), 6, "softmax(x)",
+                            "softmax_kernel")
+    assert_kernel_wrote({"allocations": [{"numel": 6, "unstored": 0, "first_unstored": -1,
+                                          "stored_nan": 0, "dtype": "torch.float16"}]},
+                        out, 6, "softmax(x)", "softmax_kernel")
+
+
+class FakeSub:
+    """A Submission stand-in that records the opts it was sent and answers with given extras."""
+
+    def __init__(self, mode, extras):
+        self.mode, self.extras, self.sent = mode, extras, []
+        self.directory = "somewhere"
+
+    def call(self, fn, *args, opts=None, **kwargs):
+        from grader.sandbox.launcher import CallResult
+
+        self.sent.append(dict(opts or {}))
+        return CallResult(np.zeros(3), extras=self.extras)
+
+
+def test_gate_asks_for_the_profiler_on_cuda_and_bounds_under_the_interpreter():
+    from grader.fixtures import Gated
+
+    cuda = FakeSub("cuda", {**TRACE, "kernels": ["_flash_fwd"]})
+    Gated(cuda, "flash_triton").flash_fwd(1, 2, 3)
+    assert cuda.sent[-1]["kernels"] and cuda.sent[-1]["trace"]
+    interp = FakeSub("interp", dict(TRACE))
+    Gated(interp, "flash_triton").call("flash_fwd", opts={"poison_empty": True})
+    assert interp.sent[-1]["bounds"] and interp.sent[-1]["poison_empty"]
+    assert Gated(interp, "flash_triton").directory == "somewhere"
+    with pytest.raises(CheckFailed, match="cudnn"):
+        Gated(FakeSub("cuda", {**TRACE, "kernels": ["_flash_fwd", "cudnn_fwd_kernel"]}),
+              "flash_triton").flash_fwd()
+    # timed requests are the perf checks' business: not gated here
+    timed = FakeSub("cuda", {})
+    Gated(timed, "flash_triton").call("flash_fwd", opts={"repeat": 3, "discard": True})
+    assert "kernels" not in timed.sent[-1]

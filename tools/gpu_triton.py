@@ -1,0 +1,75 @@
+"""Kernel use on the GPU for the Triton exercises, in one command (run on a CUDA machine):
+
+    python tools/gpu_triton.py [--out reports/gpu_triton]
+
+Grades, on the gpu layer (plus adversarial and interp), solutions/ and every Triton cheat,
+wrong case and variant in tests/, each graded on its own exercise, and prints one line per
+folder: score, expected, and the first failure. Expected: solutions and tests/variants/* full
+marks; tests/cheats/* 0 (the profiler sees cuDNN/flash/cuBLAS/aten kernels from any thread;
+NVML sees helper processes; the audit refuses threads and subprocesses); tests/wrong/* lose their
+must_fail checks (max_score 0 where the case says so). Exit status 1 if any expectation fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.helpers import by_id, copy_solutions, grade  # noqa: E402
+
+TRITON = ("softmax_triton", "flash_triton")
+LAYERS = "adversarial,interp,gpu"
+
+
+def folders():
+    yield "solutions", ROOT / "solutions", None
+    for kind in ("variants", "cheats", "wrong"):
+        for d in sorted((ROOT / "tests" / kind).glob("*")):
+            files = [f for f in d.glob("*.py") if f.stem in TRITON]
+            if files:
+                yield kind, d, files[0].stem
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="reports/gpu_triton")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    failures = 0
+    for kind, folder, exercise in folders():
+        exercises = [exercise] if exercise else list(TRITON)
+        if kind == "solutions":
+            sub = folder
+        else:
+            sub = copy_solutions(Path(tempfile.mkdtemp()) / "sub",
+                                 {f.name: f.read_text() for f in folder.glob("*.py")})
+        report = grade(sub, "--exercises", ",".join(exercises), "--layers", LAYERS,
+                       json_path=out / f"{kind}-{folder.name}.json")
+        results = by_id(report)
+        score, top = report["score"], report["max_score"]
+        expect = json.loads((folder / "expect.json").read_text()) if (folder / "expect.json").exists() else {}
+        if kind in ("solutions", "variants") and not expect:
+            ok = score == top
+        elif kind == "cheats":
+            ok = score == 0
+        else:
+            must = expect.get("must_fail", []) or expect.get("loses_only", [])
+            ok = all(results[c]["status"] != "passed" for c in must if c in results)
+            if expect.get("max_score") == 0:
+                ok = ok and score == 0
+        failures += not ok
+        first = next((f"{t['name']}: {t['message'][:160]}" for t in report["tests"]
+                      if t["status"] not in ("passed", "not_run")), "")
+        print(f"{'ok ' if ok else 'BAD'} {kind}/{folder.name}: {score}/{top}  {first}", flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
