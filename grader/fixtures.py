@@ -62,7 +62,9 @@ class Gated:
 
     def call(self, fn: str, *args, opts: dict | None = None, **kwargs):
         gate = self._kernels.get(fn)
-        timed = bool(opts and (opts.get("repeat") or opts.get("discard")))
+        # the perf layer's requests (grader.sandbox.probes.run: `runs`, `fetch`) are verified by
+        # checksums and timed; a profiler there would be timed too
+        timed = bool(opts and (opts.get("runs") or opts.get("fetch")))
         if gate is None or timed:
             return self._sub.call(fn, *args, opts=opts, **kwargs)
         opts = dict(opts or {}, trace=True)
@@ -73,11 +75,7 @@ class Gated:
 
         assert_kernel_computed(r.extras, *gate)
         if cuda:
-            pid = getattr(self._sub, "worker_pid", None)
-            if pid is None:
-                proc = getattr(self._sub, "_proc", None)
-                pid = getattr(proc, "pid", None)
-            assert_gpu_alone(pid, gate[0])
+            assert_gpu_alone(self._sub.worker_pid, gate[0])
         return r
 
 

@@ -67,8 +67,10 @@ def peak_rss(sub):
 @contextlib.contextmanager
 def fresh_worker(sub):
     """A new worker for `sub`'s exercise, made like `sub`, for one measurement; closed after."""
-    fresh = type(sub)(sub.exercise, sub.directory, sub.mode,
-                      sub.scratch.parent / f"{sub.scratch.name}-memory", sources=sub.sources)
+    from grader.sandbox.launcher import Submission
+
+    fresh = Submission(sub.exercise, sub.directory, sub.mode,
+                       sub.scratch.parent / f"{sub.scratch.name}-memory", sources=sub.sources)
     try:
         yield fresh
     finally:
