@@ -1,0 +1,56 @@
+"""The cheat corpus: each folder here holds one exercise file, `<cheat>/<exercise>.py`, that tries
+to earn points its own code did not earn. A function a cheat does not need raises
+NotImplementedError, so the whole exercise is the cheat's: it must earn nothing on it.
+
+tests/test_cheats.py grades each cheat on its whole exercise, every CPU layer the exercise has,
+hidden checks included; tools/gpu_cheats.py grades the ones in GPU on the gpu and perf layers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Cheat:
+    name: str                 # folder under tests/cheats
+    exercise: str
+    says: str = ""            # words some failing check of the exercise must say (why)
+    audit: bool = False       # the static audit must flag it: a message names the file and line
+    # checks it may pass, because in them every answer is computed by its own code in the call
+    # that is graded (hard-coding or caching shows only where a check repeats a shape or uses
+    # lengths the cheat did not expect): everything else earns 0
+    fair: tuple = ()
+    cpu: bool = True          # False: honest on the CPU, a cheat only on a GPU (not graded here)
+
+
+CHEATS = [
+    Cheat("torch_softmax", "softmax_triton", says="launched no Triton kernel"),
+    Cheat("sdpa_with_dummy_launch", "flash_triton", says="computed with PyTorch"),
+    Cheat("naive_tiled", "tiled_attention", says="N x N"),
+    Cheat("cache_by_shape", "online_softmax"),
+    Cheat("cache_by_call", "tiled_attention", says="call 2 of 2",
+          fair=("tiled_attention.ragged_sizes", "tiled_attention.memory_is_tiled",
+                "tiled_attention.max_in_last_block", "tiled_attention.inputs_untouched")),
+    Cheat("softmax_empty", "softmax_triton", says="never written"),
+    Cheat("flash_skip_last_store", "flash_triton", says="never written"),
+    Cheat("hardcoded_lengths", "online_softmax",
+          fair=("online_softmax.safe_matches_float64", "online_softmax.online_matches_float64")),
+    # issue 9: evidence gathered where student code can steer it
+    Cheat("thread_sdpa", "flash_triton", audit=True),
+    Cheat("subprocess_softmax", "softmax_triton", audit=True),
+    Cheat("numpy_behind_launch", "softmax_triton"),
+    Cheat("patch_probe", "flash_triton", audit=True),
+    Cheat("mmap_scores", "tiled_attention"),
+    Cheat("timed_call_skip", "flash_triton", audit=True),
+    Cheat("bench_private_fields", "bench_attn"),
+    # the real kernel on a side stream, returned before it finishes: honest under the
+    # interpreter; on a GPU it must measure like the honest kernel (tests/test_cheats.py)
+    Cheat("side_stream", "flash_triton", cpu=False),
+]
+
+# graded on the GPU layers by tools/gpu_cheats.py: every cheat of a Triton exercise or of
+# bench_attn (their effect on a GPU is the point: threads, processes, timed-call skips, and
+# the profiler-based kernel check), each must earn 0 there too; side_stream must not be faster
+# than the honest kernel.
+GPU = [c for c in CHEATS if c.exercise in ("softmax_triton", "flash_triton", "bench_attn")]
