@@ -39,18 +39,18 @@ def folder_files(folder: Path) -> dict[str, str]:
     return {f.name: f.read_text() for f in sorted(folder.glob("*.py"))}
 
 
-def tests_of(report: dict, exercise: str) -> list[dict]:
+def checks_of(report: dict, exercise: str) -> list[dict]:
     """The checks of `exercise` that ran."""
     return [t for t in report["tests"] if t["exercise"] == exercise and t["status"] != "not_run"]
 
 
 def losing(report: dict, exercise: str) -> list[dict]:
     """The checks of `exercise` that ran and lost points."""
-    return [t for t in tests_of(report, exercise) if t["score"] < t["max_score"]]
+    return [t for t in checks_of(report, exercise) if t["score"] < t["max_score"]]
 
 
 def exercise_score(report: dict, exercise: str) -> tuple[float, float]:
-    ran = tests_of(report, exercise)
+    ran = checks_of(report, exercise)
     return round(sum(t["score"] for t in ran), 3), round(sum(t["max_score"] for t in ran), 3)
 
 
@@ -80,4 +80,4 @@ def without_raises(source: str) -> str:
 
 
 __all__ = ["CPU", "EXERCISES", "ROOT", "SOLUTIONS", "cpu_layers", "grade_exercise", "folder_files",
-           "tests_of", "losing", "exercise_score", "line", "lines", "without_raises"]
+           "checks_of", "losing", "exercise_score", "line", "lines", "without_raises"]

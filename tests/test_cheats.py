@@ -16,7 +16,7 @@ import pytest
 
 from grader.registry import all_checks
 from tests.cheats import CHEATS, Cheat
-from tests.corpus import ROOT, folder_files, grade_exercise, lines, tests_of
+from tests.corpus import ROOT, folder_files, grade_exercise, lines, checks_of
 from tests.helpers import by_id, copy_solutions, grade
 from tests.mutants import Mutant
 
@@ -43,7 +43,7 @@ def test_every_cheat_folder_is_listed():
 @pytest.mark.parametrize("cheat", [c for c in CHEATS if c.cpu], ids=lambda c: c.name)
 def test_cheat_earns_nothing(cheat: Cheat, tmp_path):
     report = grade_exercise(tmp_path, cheat.exercise, folder_files(CORPUS / cheat.name))
-    ran = tests_of(report, cheat.exercise)
+    ran = checks_of(report, cheat.exercise)
     assert ran, f"{cheat.name}: no check of {cheat.exercise} ran"
     earned = [t for t in ran if t["score"] > 0 and t["name"] not in cheat.fair]
     assert earned == [], (f"{cheat.name} earned points on {cheat.exercise}:\n{lines(earned)}"
@@ -93,5 +93,5 @@ def test_pytorch_only_on_cuda_earns_nothing_there(tmp_path):
     source = (ROOT / "solutions" / "flash_triton.py").read_text()
     sub = copy_solutions(tmp_path / "sub", {"flash_triton.py": SDPA_ON_CUDA.apply(source)})
     report = grade(sub, "--exercises", "flash_triton", "--layers", "gpu,perf")
-    gpu = [t for t in tests_of(report, "flash_triton") if t["layer"] in ("gpu", "perf")]
+    gpu = [t for t in checks_of(report, "flash_triton") if t["layer"] in ("gpu", "perf")]
     assert gpu and all(t["score"] == 0 for t in gpu), lines(gpu)

@@ -19,7 +19,7 @@ import json
 import pytest
 
 from grader.registry import EXERCISES, LAYERS, all_checks
-from tests.corpus import ROOT, exercise_score, folder_files, grade_exercise, line, lines, tests_of
+from tests.corpus import ROOT, exercise_score, folder_files, grade_exercise, line, lines, checks_of
 
 CORPUS = ROOT / "tests" / "wrong"
 CASES = sorted(p for p in CORPUS.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
@@ -63,7 +63,7 @@ def test_wrong_work_loses_its_points(case, tmp_path):
     here = set(LAYERS) - (set() if _cuda() else {"gpu", "perf"})
     layers = ",".join(layer for layer in expect["layers"].split(",") if layer in here)
     report = grade_exercise(tmp_path, exercise, folder_files(case), layers=layers)
-    ran = tests_of(report, exercise)
+    ran = checks_of(report, exercise)
     assert ran, f"{case.name}: no check of {exercise} ran on {layers}"
     results = {t["name"]: t for t in report["tests"]}
     registry = all_checks()

@@ -49,8 +49,12 @@ CHEATS = [
     Cheat("side_stream", "flash_triton", cpu=False),
 ]
 
-# graded on the GPU layers by tools/gpu_cheats.py: every cheat of a Triton exercise or of
-# bench_attn (their effect on a GPU is the point: threads, processes, timed-call skips, and
-# the profiler-based kernel check), each must earn 0 there too; side_stream must not be faster
-# than the honest kernel.
-GPU = [c for c in CHEATS if c.exercise in ("softmax_triton", "flash_triton", "bench_attn")]
+# graded on the GPU layers by tools/gpu_cheats.py, where their effect is the point: threads,
+# helper processes, the timed-call skip, the probe patch and the profiler-based kernel check
+# (SDPA or torch.softmax behind a launch), unwritten outputs, the bench timers. Each must earn 0
+# there too; side_stream must be correct and no faster than the honest kernel.
+# (numpy_behind_launch and the NumPy cheats cannot run on CUDA tensors at all.)
+GPU = [c for c in CHEATS if c.name in (
+    "torch_softmax", "sdpa_with_dummy_launch", "softmax_empty", "flash_skip_last_store",
+    "thread_sdpa", "subprocess_softmax", "patch_probe", "timed_call_skip", "bench_private_fields",
+    "side_stream")]
