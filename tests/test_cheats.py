@@ -2,8 +2,9 @@
 
 Each cheat is one exercise file (tests/cheats/<cheat>/<exercise>.py) dropped into a copy of
 solutions/, graded on its exercise only, on every CPU layer the exercise has, hidden checks
-included. Every check scores 0, except the few a cheat passes with answers its own code computed
-in that very call (`Cheat.fair`). A cheat the static audit must flag says so in a message that
+included. Every check scores 0 (for the two cheats whose other answers are computed by their own
+code in the graded call, hard-coded lengths and a cache by shape: the checks built to catch
+them, `Cheat.zero_on`). A cheat the static audit must flag says so in a message that
 names the file and the line. side_stream and sdpa_on_cuda need a GPU: their tests are skipped
 here, and tools/gpu_cheats.py grades every Triton and bench cheat on the GPU layers.
 """
@@ -36,8 +37,8 @@ def test_every_cheat_folder_is_listed():
     assert folders == {c.name for c in CHEATS}
     for c in CHEATS:
         assert sorted(p.name for p in (CORPUS / c.name).glob("*.py")) == [f"{c.exercise}.py"], c
-        for check_id in c.fair:
-            assert all_checks()[check_id].exercise == c.exercise, (c.name, check_id)
+        if c.zero_on != "all":
+            assert all(all_checks()[i].exercise == c.exercise for i in c.zero_on), c
 
 
 @pytest.mark.parametrize("cheat", [c for c in CHEATS if c.cpu], ids=lambda c: c.name)
@@ -45,7 +46,9 @@ def test_cheat_earns_nothing(cheat: Cheat, tmp_path):
     report = grade_exercise(tmp_path, cheat.exercise, folder_files(CORPUS / cheat.name))
     ran = checks_of(report, cheat.exercise)
     assert ran, f"{cheat.name}: no check of {cheat.exercise} ran"
-    earned = [t for t in ran if t["score"] > 0 and t["name"] not in cheat.fair]
+    graded = [t for t in ran if cheat.zero_on == "all" or t["name"] in cheat.zero_on]
+    assert graded, f"{cheat.name}: no check of {cheat.zero_on} ran"
+    earned = [t for t in graded if t["score"] > 0]
     assert earned == [], (f"{cheat.name} earned points on {cheat.exercise}:\n{lines(earned)}"
                           f"\nall checks:\n{lines(ran)}")
     failed = [t for t in ran if t["status"] != "passed"]

@@ -17,10 +17,11 @@ class Cheat:
     exercise: str
     says: str = ""            # words some failing check of the exercise must say (why)
     audit: bool = False       # the static audit must flag it: a message names the file and line
-    # checks it may pass, because in them every answer is computed by its own code in the call
-    # that is graded (hard-coding or caching shows only where a check repeats a shape or uses
-    # lengths the cheat did not expect): everything else earns 0
-    fair: tuple = ()
+    # which checks must score 0: "all" of its exercise, or the checks built to catch it, for a
+    # cheat whose other answers are computed by its own code in the call that is graded
+    # (hard-coded for the public lengths, cached for shapes a check never repeats): the hidden
+    # checks, with other lengths and every shape twice with fresh values
+    zero_on: str | tuple = "all"
     cpu: bool = True          # False: honest on the CPU, a cheat only on a GPU (not graded here)
 
 
@@ -30,12 +31,10 @@ CHEATS = [
     Cheat("naive_tiled", "tiled_attention", says="N x N"),
     Cheat("cache_by_shape", "online_softmax"),
     Cheat("cache_by_call", "tiled_attention", says="call 2 of 2",
-          fair=("tiled_attention.ragged_sizes", "tiled_attention.memory_is_tiled",
-                "tiled_attention.max_in_last_block", "tiled_attention.inputs_untouched")),
+          zero_on=("tiled_attention.hidden_shapes",)),
     Cheat("softmax_empty", "softmax_triton", says="never written"),
     Cheat("flash_skip_last_store", "flash_triton", says="never written"),
-    Cheat("hardcoded_lengths", "online_softmax",
-          fair=("online_softmax.safe_matches_float64", "online_softmax.online_matches_float64")),
+    Cheat("hardcoded_lengths", "online_softmax", zero_on=("online_softmax.hidden_shapes",)),
     # issue 9: evidence gathered where student code can steer it
     Cheat("thread_sdpa", "flash_triton", audit=True),
     Cheat("subprocess_softmax", "softmax_triton", audit=True),

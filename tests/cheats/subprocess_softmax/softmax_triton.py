@@ -2,7 +2,8 @@
 trace cannot see it, and a Triton kernel only copies the answer into the output. On the CPU the
 rows go through the helper's stdin and stdout; on a GPU the helper computes on the same GPU
 (CUDA tensors shared through torch.multiprocessing). The static audit sees the subprocess; on a
-GPU, NVML's process list sees a second process using the device."""
+GPU, NVML's process list sees a second process using the device. The helper is started once and
+kept (importing torch per call would be slow)."""
 import subprocess
 import sys
 
@@ -13,9 +14,15 @@ import triton.language as tl
 
 HELPER = r"""
 import sys, numpy as np, torch
-shape = tuple(int(s) for s in sys.argv[1:3])
-x = torch.from_numpy(np.frombuffer(sys.stdin.buffer.read(), dtype=np.float32).reshape(shape).copy())
-sys.stdout.buffer.write(torch.softmax(x, dim=1).numpy().tobytes())
+read, write = sys.stdin.buffer.read, sys.stdout.buffer
+while True:
+    head = read(8)
+    if len(head) < 8:
+        break
+    rows, cols = np.frombuffer(head, dtype=np.int32)
+    x = np.frombuffer(read(4 * int(rows) * int(cols)), dtype=np.float32).reshape(rows, cols)
+    write.write(torch.softmax(torch.from_numpy(x.copy()), dim=1).numpy().tobytes())
+    write.flush()
 """
 
 
@@ -34,10 +41,11 @@ def _cuda_helper(conn):
 
 
 _conn = None
+_helper = None
 
 
 def _softmax_elsewhere(x):
-    global _conn
+    global _conn, _helper
     if x.is_cuda:
         if _conn is None:
             import torch.multiprocessing as mp
@@ -48,10 +56,13 @@ def _softmax_elsewhere(x):
         _conn.send((x.contiguous(), answer))
         _conn.recv()
         return answer
+    if _helper is None:
+        _helper = subprocess.Popen([sys.executable, "-c", HELPER], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE)
     rows = np.ascontiguousarray(x.numpy(), dtype=np.float32)
-    done = subprocess.run([sys.executable, "-c", HELPER, *map(str, rows.shape)],
-                          input=rows.tobytes(), capture_output=True, check=True)
-    values = np.frombuffer(done.stdout, dtype=np.float32).reshape(rows.shape)
+    _helper.stdin.write(np.array(rows.shape, dtype=np.int32).tobytes() + rows.tobytes())
+    _helper.stdin.flush()
+    values = np.frombuffer(_helper.stdout.read(rows.nbytes), dtype=np.float32).reshape(rows.shape)
     return torch.from_numpy(values.astype(x.numpy().dtype))
 
 
