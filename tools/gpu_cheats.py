@@ -156,8 +156,9 @@ def main(argv=None) -> int:
                                               "problem")}), flush=True)
 
     with tempfile.TemporaryDirectory() as tmp:
+        zero = [c for c in chosen if c["expect"] == "zero"]
         with ThreadPoolExecutor(args.jobs) as pool:
-            for row in pool.map(lambda c: grade(c, Path(tmp), not args.no_sanitizer), [c for c in chosen if c["expect"] == "zero"]):
+            for row in pool.map(lambda c: grade(c, Path(tmp), not args.no_sanitizer), zero):
                 done(row)
         for c in chosen:
             if c["expect"] != "zero":
