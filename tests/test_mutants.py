@@ -40,8 +40,8 @@ def own_words(t: dict) -> str:
 @pytest.mark.parametrize("mutant", ALL, ids=lambda m: f"{m.exercise}-{m.name}")
 def test_mutant_is_caught(mutant, tmp_path):
     source = (SOLUTIONS / f"{mutant.exercise}.py").read_text()
-    report = grade_exercise(tmp_path, mutant.exercise, {f"{mutant.exercise}.py": mutant.apply(source)},
-                            hidden=False)
+    files = {f"{mutant.exercise}.py": mutant.apply(source)}
+    report = grade_exercise(tmp_path, mutant.exercise, files, hidden=False)
     results = {t["name"]: t for t in report["tests"]}
     failing = losing(report, mutant.exercise)
     context = f"\nfailing checks of {mutant.exercise}:\n{lines(failing)}"

@@ -60,7 +60,8 @@ def test_stub_without_its_raise_scores_zero(exercise, tmp_path):
     assert {t["layer"] for t in ran}, f"no check of {exercise} ran"
     score, top = exercise_score(report, exercise)
     earned = [t for t in ran if t["score"] > 0]
-    assert score == 0, f"the {exercise} stub without its raise earned {score:g}/{top:g}:\n{lines(earned)}"
+    assert score == 0, (f"the {exercise} stub without its raise earned {score:g}/{top:g}:\n"
+                        f"{lines(earned)}")
     assert_no_grader_traceback(ran)
 
 

@@ -118,7 +118,8 @@ def markdown(rows: list[dict]) -> str:
              "Each case graded on its exercise only, every gpu and perf check "
              "(`python -m tools.gpu_cheats`). Expected: 0 points, except side_stream (an honest "
              "kernel on a side stream: correct, and no faster than SDPA).", "",
-             "| case | exercise | expected | points | verdict | seconds |", "|---|---|---|---|---|---|"]
+             "| case | exercise | expected | points | verdict | seconds |",
+             "|---|---|---|---|---|---|"]
     for r in rows:
         points = "-" if r["score"] is None else f"{r['score']:g}/{r['max_score']:g}"
         verdict = "ok" if r["ok"] else f"**FAIL**: {r['problem']}"
