@@ -41,7 +41,7 @@ def _cuda() -> bool:
 @pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
 def test_case_is_well_formed(case):
     expect = expectation(case)
-    assert set(expect) == KEYS, f"{case.name}/expect.json: keys {sorted(expect)}, not {sorted(KEYS)}"
+    assert set(expect) == KEYS, f"{case.name}/expect.json: keys {sorted(expect)}, want {KEYS}"
     assert expect["exercise"] in EXERCISES, expect["exercise"]
     assert expect["max_score"] in (0, None), "max_score is 0 or null"
     assert expect["why"].strip(), "say why it is wrong"
