@@ -1,66 +1,27 @@
-"""Every cheat in tests/cheats/ earns nothing on the checks aimed at it, and the message says why.
+"""Every cheat in tests/cheats/ earns nothing on its whole exercise (issues 9 and 11).
 
 Each cheat is one exercise file (tests/cheats/<cheat>/<exercise>.py) dropped into a copy of
-solutions/. Only its exercise and the checks aimed at it are graded (hidden checks included), so
-the corpus stays fast under the interpreter. side_stream and sdpa_on_cuda (made from the
-solution by one edit) need a GPU: their tests are skipped here.
+solutions/, graded on its exercise only, on every CPU layer the exercise has, hidden checks
+included. Every check scores 0 (for the two cheats whose other answers are computed by their own
+code in the graded call, hard-coded lengths and a cache by shape: the checks built to catch
+them, `Cheat.zero_on`). A cheat the static audit must flag says so in a message that
+names the file and the line. side_stream and sdpa_on_cuda need a GPU: their tests are skipped
+here, and tools/gpu_cheats.py grades every Triton and bench cheat on the GPU layers.
 """
 
 from __future__ import annotations
 
 import re
-import shutil
-from dataclasses import dataclass
 
 import pytest
 
-from grader.registry import CHECKS, all_checks
-from tests.helpers import ROOT, by_id, copy_solutions, grade
+from grader.registry import all_checks
+from tests.cheats import CHEATS, Cheat
+from tests.corpus import ROOT, folder_files, grade_exercise, lines, checks_of
+from tests.helpers import by_id, copy_solutions, grade
 from tests.mutants import Mutant
 
 CORPUS = ROOT / "tests" / "cheats"
-
-
-@dataclass(frozen=True)
-class Cheat:
-    name: str                 # folder under tests/cheats
-    exercise: str
-    caught: dict              # check id -> words its message must contain
-    passes: tuple = ()        # checks it gets through (what the hidden checks are there for)
-
-
-CHEATS = [
-    Cheat("torch_softmax", "softmax_triton", {
-        "softmax_triton.uses_kernel": "launched no Triton kernel",
-        "softmax_triton.hidden_shapes": "launched no Triton kernel",
-        "softmax_triton.output_written": "launched no Triton kernel"}),
-    Cheat("sdpa_with_dummy_launch", "flash_triton", {
-        "flash_triton.uses_kernel": "computed with PyTorch",
-        "flash_triton.hidden_shapes": "computed with PyTorch",
-        "flash_triton.output_written": "computed with PyTorch"}),
-    Cheat("naive_tiled", "tiled_attention", {
-        "tiled_attention.memory_is_tiled": "N x N score matrix"}),
-    Cheat("cache_by_shape", "online_softmax", {
-        "online_softmax.safe_matches_float64": "expected",
-        "online_softmax.online_matches_float64": "expected",
-        "online_softmax.hidden_shapes": "call 2 of 2"}),
-    Cheat("cache_by_call", "tiled_attention", {
-        "tiled_attention.hidden_shapes": "call 2 of 2"}),
-    Cheat("softmax_empty", "softmax_triton", {
-        "softmax_triton.output_written": "never written",
-        "softmax_triton.hidden_shapes": "softmax(x)"}),
-    Cheat("flash_skip_last_store", "flash_triton", {
-        "flash_triton.output_written": "never written",
-        "flash_triton.hidden_shapes": "flash_fwd(q, k, v)"}),
-    Cheat("mutate_inputs", "tiled_attention", {
-        "tiled_attention.inputs_untouched": "changed its input Q"}),
-    Cheat("hardcoded_lengths", "online_softmax", {
-        "online_softmax.hidden_shapes": "expected"},
-        passes=tuple(c.id for c in CHECKS if c.exercise == "online_softmax")),
-]
-
-
-GPU_ONLY = {"side_stream"}   # a cheat that only makes sense on a GPU
 
 
 def _cuda() -> bool:
@@ -72,27 +33,35 @@ def _cuda() -> bool:
 
 
 def test_every_cheat_folder_is_listed():
-    assert {p.name for p in CORPUS.iterdir() if p.is_dir()} == {c.name for c in CHEATS} | GPU_ONLY
+    folders = {p.name for p in CORPUS.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))}
+    assert folders == {c.name for c in CHEATS}
+    for c in CHEATS:
+        assert sorted(p.name for p in (CORPUS / c.name).glob("*.py")) == [f"{c.exercise}.py"], c
+        if c.zero_on != "all":
+            assert all(all_checks()[i].exercise == c.exercise for i in c.zero_on), c
 
 
-def grade_cheat(name: str, exercise: str, checks: list[str], tmp_path) -> dict:
-    sub = copy_solutions(tmp_path / "sub")
-    shutil.copy(CORPUS / name / f"{exercise}.py", sub / f"{exercise}.py")
-    registry = all_checks()
-    layers = sorted({registry[c].layer for c in checks})
-    return grade(sub, "--exercises", exercise, "--checks", ",".join(checks), "--layers", ",".join(layers))
-
-
-@pytest.mark.parametrize("cheat", CHEATS, ids=lambda c: c.name)
-def test_cheat_earns_nothing(cheat, tmp_path):
-    report = grade_cheat(cheat.name, cheat.exercise, [*cheat.caught, *cheat.passes], tmp_path)
-    results = by_id(report)
-    for check_id, words in cheat.caught.items():
-        r = results[check_id]
-        assert r["score"] == 0 and r["status"] in ("failed", "error"), f"{cheat.name}: {r}"
-        assert words in r["message"], f"{cheat.name}: {check_id} should say {words!r}: {r['message']}"
-    for check_id in cheat.passes:
-        assert results[check_id]["status"] == "passed", results[check_id]
+@pytest.mark.parametrize("cheat", [c for c in CHEATS if c.cpu], ids=lambda c: c.name)
+def test_cheat_earns_nothing(cheat: Cheat, tmp_path):
+    report = grade_exercise(tmp_path, cheat.exercise, folder_files(CORPUS / cheat.name))
+    ran = checks_of(report, cheat.exercise)
+    assert ran, f"{cheat.name}: no check of {cheat.exercise} ran"
+    graded = [t for t in ran if cheat.zero_on == "all" or t["name"] in cheat.zero_on]
+    assert graded, f"{cheat.name}: no check of {cheat.zero_on} ran"
+    earned = [t for t in graded if t["score"] > 0]
+    assert earned == [], (f"{cheat.name} earned points on {cheat.exercise}:\n{lines(earned)}"
+                          f"\nall checks:\n{lines(ran)}")
+    failed = [t for t in ran if t["status"] != "passed"]
+    said = "\n".join(t["message"] for t in failed)
+    if cheat.says:
+        assert cheat.says.lower() in said.lower(), (
+            f"{cheat.name}: no failing check says {cheat.says!r}:\n{lines(failed)}")
+    if cheat.audit:
+        # "flash_triton.py:12", "flash_triton.py, line 12", ...
+        where = re.compile(rf"{cheat.exercise}\.py\D{{1,8}}\d+")
+        assert where.search(said), (
+            f"{cheat.name}: the static audit should flag it, naming {cheat.exercise}.py and the "
+            f"line:\n{lines(failed)}")
 
 
 def test_side_stream_buys_no_speed(tmp_path):
@@ -101,9 +70,9 @@ def test_side_stream_buys_no_speed(tmp_path):
     (the lesson's kernel runs ~1.2-2x the fastest SDPA), never faster than SDPA."""
     if not _cuda():
         pytest.skip("needs a CUDA GPU: streams exist only there")
-    report = grade_cheat("side_stream", "flash_triton",
-                         ["flash_triton.gpu_real_sizes", "flash_triton.speed_vs_sdpa"], tmp_path)
-    results = by_id(report)
+    sub = copy_solutions(tmp_path / "sub", folder_files(CORPUS / "side_stream"))
+    results = by_id(grade(sub, "--exercises", "flash_triton", "--layers", "gpu,perf", "--checks",
+                          "flash_triton.gpu_real_sizes,flash_triton.speed_vs_sdpa"))
     assert results["flash_triton.gpu_real_sizes"]["status"] == "passed", results   # synchronised
     speed = results["flash_triton.speed_vs_sdpa"]
     ratios = [float(x) for x in re.findall(r"= (\d+\.\d+)x", speed["message"])]
@@ -121,14 +90,11 @@ SDPA_ON_CUDA = Mutant(
 
 
 def test_pytorch_only_on_cuda_earns_nothing_there(tmp_path):
-    """The gpu and perf checks record what ran on the GPU too."""
+    """The gpu and perf checks record what ran on the GPU too: nothing on either layer."""
     if not _cuda():
         pytest.skip("needs a CUDA GPU")
     source = (ROOT / "solutions" / "flash_triton.py").read_text()
     sub = copy_solutions(tmp_path / "sub", {"flash_triton.py": SDPA_ON_CUDA.apply(source)})
-    results = by_id(grade(sub, "--exercises", "flash_triton", "--checks", ",".join(SDPA_ON_CUDA.checks),
-                          "--layers", "gpu,perf"))
-    for check_id in SDPA_ON_CUDA.checks:
-        r = results[check_id]
-        assert r["score"] == 0, r
-        assert "launched no Triton kernel" in r["message"] or "computed with PyTorch" in r["message"], r
+    report = grade(sub, "--exercises", "flash_triton", "--layers", "gpu,perf")
+    gpu = [t for t in checks_of(report, "flash_triton") if t["layer"] in ("gpu", "perf")]
+    assert gpu and all(t["score"] == 0 for t in gpu), lines(gpu)

@@ -1,4 +1,11 @@
-"""Each known mistake, applied to a solution, loses points in the check aimed at it."""
+"""Each known mistake, applied to a solution, loses the points of the check aimed at it, says
+why in this failure's own words, and leads the report, with every other failure of its exercise
+grouped under it (issue 10: one mistake, one lead, no hint pointing elsewhere).
+
+A mutant (tests/mutants/<exercise>.py) is graded on its whole exercise: every check of the CPU
+layers the exercise has (cpu,adversarial for NumPy and bench_attn, adversarial,interp for
+Triton), public checks only (`--no-hidden`: the hidden checks mix ideas on purpose).
+"""
 
 from __future__ import annotations
 
@@ -9,25 +16,56 @@ import pytest
 
 from grader.registry import all_checks
 from tests import mutants
-from tests.helpers import SOLUTIONS, by_id, copy_solutions, grade
+from tests.corpus import SOLUTIONS, grade_exercise, line, lines, losing
 
 ALL = [m for info in pkgutil.iter_modules(mutants.__path__)
        for m in importlib.import_module(f"tests.mutants.{info.name}").MUTANTS]
 
 
+def test_mutants_name_public_checks():
+    registry = all_checks(include_hidden=False)
+    for m in ALL:
+        for check_id in m.checks:
+            assert check_id in registry, f"mutant {m.exercise}.{m.name}: no public check {check_id}"
+            assert registry[check_id].exercise == m.exercise, (m.name, check_id)
+        assert m.idea.strip(), f"mutant {m.exercise}.{m.name} names no idea"
+
+
+def own_words(t: dict) -> str:
+    """What this failure said about itself: its message, and its hint only when the failure
+    gave one (never the registry's fixed hint, which says the same whatever went wrong)."""
+    return t["message"] + ("\n" + t["hint"] if t.get("hint_from_failure") else "")
+
+
 @pytest.mark.parametrize("mutant", ALL, ids=lambda m: f"{m.exercise}-{m.name}")
 def test_mutant_is_caught(mutant, tmp_path):
     source = (SOLUTIONS / f"{mutant.exercise}.py").read_text()
-    sub = copy_solutions(tmp_path / "sub", {f"{mutant.exercise}.py": mutant.apply(source)})
-    registry = all_checks(include_hidden=False)
-    layers = sorted({registry[c].layer for c in mutant.checks})
-    report = grade(sub, "--exercises", mutant.exercise, "--checks", ",".join(mutant.checks),
-                   "--layers", ",".join(layers), "--no-hidden")
-    results = by_id(report)
+    files = {f"{mutant.exercise}.py": mutant.apply(source)}
+    report = grade_exercise(tmp_path, mutant.exercise, files, hidden=False)
+    results = {t["name"]: t for t in report["tests"]}
+    failing = losing(report, mutant.exercise)
+    context = f"\nfailing checks of {mutant.exercise}:\n{lines(failing)}"
+
+    # 1. the checks aimed at the mistake lose points, and say so in their own words
     for check_id in mutant.checks:
         r = results[check_id]
-        assert r["status"] in ("failed", "error"), f"{check_id} should catch {mutant.name}: {r}"
-        assert r["score"] < r["max_score"], r
-        assert mutant.idea.lower() in r["hint"].lower(), \
-            f"the hint of {check_id} should name {mutant.idea!r}: {r['hint']!r}"
-        assert r["message"], f"{check_id} failed without saying expected vs got"
+        assert r["status"] != "not_run", f"{check_id} did not run: {line(r)}"
+        assert r["score"] < r["max_score"], f"{check_id} should catch {mutant.name}: {line(r)}"
+        assert r["message"], f"{check_id} failed without saying expected vs got: {line(r)}"
+        named = mutant.idea.lower() in own_words(r).lower()
+        assert named, (
+            f"{check_id}: the failure's message (or its own hint) should name {mutant.idea!r}; "
+            f"the registry's fixed hint does not count: {line(r)}")
+
+    # 2. the report leads with one of them, and groups every other failure of the exercise
+    #    under it as probably the same cause
+    assert "failures" in report, "the JSON report has no 'failures' list (lead / same_cause)"
+    groups = report["failures"]
+    assert groups, f"the report lists no failures for {mutant.name}{context}"
+    lead = groups[0]
+    assert lead["lead"] in mutant.checks, (
+        f"the report leads with {lead['lead']}, expected one of {list(mutant.checks)}{context}")
+    others = sorted(t["name"] for t in failing if t["name"] != lead["lead"])
+    stray = [c for c in others if c not in lead["same_cause"]]
+    assert stray == [], (f"{stray} failed too but are not grouped under {lead['lead']} "
+                       f"(same_cause: {lead['same_cause']}){context}")

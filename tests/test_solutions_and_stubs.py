@@ -1,36 +1,48 @@
-"""solutions/ scores full marks on every layer that runs here; the shipped stubs score zero,
-reported as not implemented, without crashing the grader."""
+"""solutions/ scores full marks on every layer that runs here, hidden checks included; the shipped
+stubs score zero, reported as not implemented, without crashing the grader; and a stub with only
+its `raise NotImplementedError` lines deleted still scores zero on every CPU layer (issue 11: a
+kernel whose body is `...` computes nothing, and a given run_sweep earns nothing by itself)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.helpers import CPU_LAYERS, EXERCISES, SOLUTIONS, grade
+from grader.registry import EXERCISES
+from tests.corpus import (CPU, checks_of, exercise_score, grade_exercise, lines, without_raises)
+from tests.helpers import CPU_LAYERS, EXERCISES as STUBS, SOLUTIONS, grade
 
 
 @pytest.fixture(scope="module")
 def solutions_report():
-    return grade(SOLUTIONS, "--layers", CPU_LAYERS, "--no-hidden")
+    return grade(SOLUTIONS, "--layers", CPU_LAYERS)
 
 
 @pytest.fixture(scope="module")
 def stubs_report():
-    return grade(EXERCISES, "--layers", CPU_LAYERS, "--no-hidden")
+    return grade(STUBS, "--layers", CPU_LAYERS, "--no-hidden")
 
 
 def test_solutions_score_full_marks(solutions_report):
     ran = [t for t in solutions_report["tests"] if t["status"] != "not_run"]
-    failing = [f"{t['name']}: {t['status']}: {t['message']}" for t in ran if t["status"] != "passed"]
-    assert not failing, "\n".join(failing)
+    failing = [t for t in ran if t["status"] != "passed" or t["score"] < t["max_score"]]
+    assert failing == [], lines(failing)
     assert solutions_report["score"] == solutions_report["max_score"] > 0
-    assert {t["layer"] for t in ran} == set(CPU_LAYERS.split(","))
+    assert {t["layer"] for t in ran} == set(CPU)
+
+
+def test_solutions_are_graded_with_the_hidden_checks(solutions_report):
+    hidden = [t for t in solutions_report["tests"] if t["hidden"]]
+    assert {t["exercise"] for t in hidden} >= {"online_softmax", "tiled_attention",
+                                               "softmax_triton", "flash_triton"}
+    assert all(t["status"] == "passed" for t in hidden), lines(hidden)
 
 
 def test_stubs_score_zero_as_not_implemented(stubs_report):
     ran = [t for t in stubs_report["tests"] if t["status"] != "not_run"]
     assert ran and stubs_report["score"] == 0
-    wrong = [f"{t['name']}: {t['status']}: {t['message']}" for t in ran if t["status"] != "not_implemented"]
-    assert not wrong, "\n".join(wrong)
+    wrong = [t for t in ran if t["status"] != "not_implemented"]
+    assert wrong == [], lines(wrong)
+    assert_no_grader_traceback(ran)
 
 
 def test_gpu_layers_are_not_run_here_and_not_counted(solutions_report):
@@ -38,3 +50,22 @@ def test_gpu_layers_are_not_run_here_and_not_counted(solutions_report):
     assert set(not_run) == {"gpu", "perf"}
     gpu = [t for t in solutions_report["tests"] if t["layer"] in ("gpu", "perf")]
     assert gpu and all(t["status"] == "not_run" and t["max_score"] == 0 for t in gpu)
+
+
+@pytest.mark.parametrize("exercise", list(EXERCISES))
+def test_stub_without_its_raise_scores_zero(exercise, tmp_path):
+    source = without_raises((STUBS / f"{exercise}.py").read_text())
+    report = grade_exercise(tmp_path, exercise, {f"{exercise}.py": source})
+    ran = checks_of(report, exercise)
+    assert {t["layer"] for t in ran}, f"no check of {exercise} ran"
+    score, top = exercise_score(report, exercise)
+    earned = [t for t in ran if t["score"] > 0]
+    assert score == 0, (f"the {exercise} stub without its raise earned {score:g}/{top:g}:\n"
+                        f"{lines(earned)}")
+    assert_no_grader_traceback(ran)
+
+
+def assert_no_grader_traceback(ran: list[dict]) -> None:
+    """A failure is the student's code's, never a traceback from inside the grader."""
+    internal = [t for t in ran if "Traceback" in t["message"] and "/grader/" in t["message"]]
+    assert internal == [], lines(internal)

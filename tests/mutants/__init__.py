@@ -1,8 +1,13 @@
 """Known mistakes from the lesson, as edits to a solution file.
 
 Each module here (one per exercise) lists `MUTANTS`. tests/test_mutants.py applies each one to a
-copy of solutions/, grades only that exercise and only the checks aimed at the mistake, and
-requires that those checks lose points and that their hint names the idea (`idea`).
+copy of solutions/ and grades its whole exercise (every check of the CPU layers it has, public
+checks only). It requires that
+  - every check in `checks` loses points;
+  - `idea` appears (case-insensitive) in each of those failures' own words: the message, or the
+    hint the failure gave (CheckFailed(..., hint=...)), never only the registry's fixed hint;
+  - the report leads with one of `checks` (report["failures"][0]["lead"]) and every other check
+    of the exercise that lost points is grouped under it (its "same_cause").
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ class Mutant:
     find: str              # text in solutions/<exercise>.py, exactly once
     replace: str
     checks: tuple          # registry ids that must lose points
-    idea: str              # a word or phrase the hint of each of those checks must contain
+    idea: str              # a word or phrase each of those failures must say in its own words
     also: tuple = ()       # further (find, replace) pairs, for a mistake that takes several edits
 
     def apply(self, source: str) -> str:

@@ -1,14 +1,17 @@
 """Cheat: remembers its answers; a call with the same shape, dtype and blocks as an earlier one
-gets the earlier answer back (what a benchmark loop with fixed inputs would never notice)."""
+(for naive_attention: the same shape and dtype) gets the earlier answer back (what a benchmark loop with fixed inputs would never notice)."""
 import numpy as np
 
 _answers = {}
 
 
 def naive_attention(Q, K, V):
-    S = Q @ K.T / np.sqrt(Q.shape[1])
-    P = np.exp(S - S.max(axis=1, keepdims=True))
-    return ((P / P.sum(axis=1, keepdims=True)) @ V).astype(Q.dtype)
+    key = ("naive", Q.shape, Q.dtype.name)
+    if key not in _answers:
+        S = Q @ K.T / np.sqrt(Q.shape[1])
+        P = np.exp(S - S.max(axis=1, keepdims=True))
+        _answers[key] = ((P / P.sum(axis=1, keepdims=True)) @ V).astype(Q.dtype)
+    return _answers[key]
 
 
 def tiled_attention(Q, K, V, Br=64, Bc=64):

@@ -1,6 +1,4 @@
 """Cheat: the first answer computed for each shape is returned for every later call of it."""
-import math
-
 import numpy as np
 
 _cache = {}
@@ -27,15 +25,8 @@ def softmax_online(x):
 
 
 def online_max_sum(x):
-    x = np.asarray(x, dtype=np.float64)
-    if x.size == 0:
-        return -math.inf, 0.0
-    m = float(x.max())
-    return m, float(np.exp(x - m).sum())
+    raise NotImplementedError("not part of this cheat")
 
 
 def merge(a, b):
-    m = max(a[0], b[0])
-    if m == -math.inf:
-        return -math.inf, 0.0
-    return m, a[1] * math.exp(a[0] - m) + b[1] * math.exp(b[0] - m)
+    raise NotImplementedError("not part of this cheat")

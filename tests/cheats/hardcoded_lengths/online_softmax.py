@@ -1,7 +1,6 @@
 """Cheat: right only for the lengths the public checks use (1, 3, 7, 781, 1000, 4097); any
-other length gets a uniform distribution. Passes every public check, fails the hidden ones."""
-import math
-
+other length gets a uniform distribution. Its softmaxes pass the public checks that use those
+lengths and fail the hidden ones; online_max_sum and merge are left unwritten."""
 import numpy as np
 
 PUBLIC_LENGTHS = {1, 3, 7, 781, 1000, 4097}
@@ -19,15 +18,8 @@ softmax_safe = softmax_online = _softmax
 
 
 def online_max_sum(x):
-    x = np.asarray(x, dtype=np.float64)
-    if x.size == 0:
-        return -math.inf, 0.0
-    m = float(x.max())
-    return m, float(np.exp(x - m).sum())
+    raise NotImplementedError("not part of this cheat")
 
 
 def merge(a, b):
-    m = max(a[0], b[0])
-    if m == -math.inf:
-        return -math.inf, 0.0
-    return m, a[1] * math.exp(a[0] - m) + b[1] * math.exp(b[0] - m)
+    raise NotImplementedError("not part of this cheat")

@@ -1,5 +1,7 @@
-"""Cheat: a correct tiled attention that saves a multiply per tile by scaling Q in place,
-changing the caller's array (a grader that computed its reference afterwards would agree)."""
+# WRONG (qa_tiled_q_scaled_in_place): Q *= scale in place, the caller's array changes
+"""Wrong: a tiled attention with right outputs that saves a multiply per tile by scaling Q in
+place, changing the caller's array (a grader that computed its reference afterwards would
+agree)."""
 import numpy as np
 
 

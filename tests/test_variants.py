@@ -1,0 +1,82 @@
+"""Correct work in any reasonable style gets full marks; near-correct work loses only the check
+for its one flaw (issue 10).
+
+Each tests/variants/<case>/ holds exercise file(s), graded as a copy of solutions/ with them put
+in place, on each exercise they belong to, every CPU layer it has, hidden checks included.
+
+- Without expect.json the variant is correct: every check scores full marks.
+- With expect.json, {"loses_only": [check ids], "names": [words], "why": "..."}, it is
+  near-correct: among the public checks exactly those in `loses_only` lose points, each says
+  every word of `names` in its own words (its message, or the hint the failure gave), and the
+  report leads with one of them with every other failure (hidden checks included) grouped under
+  it as the same cause.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from grader.registry import EXERCISES, all_checks
+from tests.corpus import ROOT, folder_files, grade_exercise, line, lines, losing, checks_of
+
+CORPUS = ROOT / "tests" / "variants"
+CASES = sorted(p for p in CORPUS.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
+CORRECT = [c for c in CASES if not (c / "expect.json").exists()]
+NEAR = [c for c in CASES if (c / "expect.json").exists()]
+
+
+def exercises_of(case) -> list[str]:
+    names = [name[:-3] for name in folder_files(case)]
+    assert names and all(n in EXERCISES for n in names), f"{case.name}: {names}"
+    return names
+
+
+def own_words(t: dict) -> str:
+    return t["message"] + ("\n" + t["hint"] if t.get("hint_from_failure") else "")
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
+def test_case_is_well_formed(case):
+    exercises_of(case)
+    if (case / "expect.json").exists():
+        expect = json.loads((case / "expect.json").read_text())
+        assert set(expect) == {"loses_only", "names", "why"}, sorted(expect)
+        assert len(exercises_of(case)) == 1, "a near-correct variant holds one exercise file"
+        registry = all_checks(include_hidden=False)
+        for check_id in expect["loses_only"]:
+            assert check_id in registry, f"{case.name}: no public check {check_id!r}"
+
+
+@pytest.mark.parametrize("case", CORRECT, ids=lambda p: p.name)
+def test_correct_variant_scores_full_marks(case, tmp_path):
+    files = folder_files(case)
+    for exercise in exercises_of(case):
+        report = grade_exercise(tmp_path / exercise, exercise, files)
+        ran = checks_of(report, exercise)
+        assert ran, f"{case.name}: no check of {exercise} ran"
+        lost = losing(report, exercise)
+        assert lost == [], f"{case.name} is correct but lost points on {exercise}:\n{lines(lost)}"
+
+
+@pytest.mark.parametrize("case", NEAR, ids=lambda p: p.name)
+def test_near_correct_variant_loses_only_its_flaw(case, tmp_path):
+    expect = json.loads((case / "expect.json").read_text())
+    (exercise,) = exercises_of(case)
+    report = grade_exercise(tmp_path, exercise, folder_files(case))
+    lost = losing(report, exercise)
+    context = f"\n{case.name} ({expect['why']})\nchecks that lost points:\n{lines(lost)}"
+    public = sorted(t["name"] for t in lost if not t["hidden"])
+    assert public == sorted(expect["loses_only"]), (
+        f"expected only {expect['loses_only']} to lose points among the public checks{context}")
+    for t in lost:
+        if t["name"] in expect["loses_only"]:
+            missing = [w for w in expect["names"] if w.lower() not in own_words(t).lower()]
+            assert missing == [], f"{t['name']} should say {missing} in its own words: {line(t)}"
+    assert "failures" in report, "the JSON report has no 'failures' list (lead / same_cause)"
+    lead = report["failures"][0]
+    assert lead["lead"] in expect["loses_only"], f"the report leads with {lead['lead']}{context}"
+    stray = sorted(t["name"] for t in lost if t["name"] != lead["lead"]
+                   and t["name"] not in lead["same_cause"])
+    assert stray == [], f"{stray} are not grouped under {lead['lead']}{context}"

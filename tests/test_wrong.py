@@ -1,0 +1,81 @@
+"""Wrong work never earns points it should not (issue 11).
+
+Each tests/wrong/<case>/ holds the wrong exercise file(s) and expect.json:
+
+    {"exercise": "flash_triton", "layers": "cpu,adversarial,interp",
+     "max_score": 0 | null, "must_fail": ["flash_triton.guard_bands", ...], "why": "..."}
+
+The case is graded as a copy of solutions/ with its files put in place, on its exercise only,
+the given layers (those that run on this machine), hidden checks included. `max_score` 0: the
+exercise earns nothing (work that computes or measures nothing); null: no bound. Every
+`must_fail` check loses points. tools/gpu_cheats.py grades the max_score 0 cases of Triton and
+bench exercises on the gpu and perf layers too.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from grader.registry import EXERCISES, LAYERS, all_checks
+from tests.corpus import ROOT, exercise_score, folder_files, grade_exercise, line, lines, checks_of
+
+CORPUS = ROOT / "tests" / "wrong"
+CASES = sorted(p for p in CORPUS.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
+KEYS = {"exercise", "layers", "max_score", "must_fail", "why"}
+
+
+def expectation(case) -> dict:
+    return json.loads((case / "expect.json").read_text())
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
+def test_case_is_well_formed(case):
+    expect = expectation(case)
+    assert set(expect) == KEYS, f"{case.name}/expect.json: keys {sorted(expect)}, want {KEYS}"
+    assert expect["exercise"] in EXERCISES, expect["exercise"]
+    assert expect["max_score"] in (0, None), "max_score is 0 or null"
+    assert expect["why"].strip(), "say why it is wrong"
+    assert all(layer in LAYERS for layer in expect["layers"].split(",")), expect["layers"]
+    files = folder_files(case)
+    assert files, f"{case.name} holds no exercise file"
+    assert all(name[:-3] in EXERCISES for name in files), sorted(files)
+    registry = all_checks()
+    for check_id in expect["must_fail"]:
+        assert check_id in registry, f"{case.name}: must_fail names no check {check_id!r}"
+        assert registry[check_id].exercise == expect["exercise"], check_id
+    assert expect["must_fail"] or expect["max_score"] == 0, "name a check that must fail, or max 0"
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
+def test_wrong_work_loses_its_points(case, tmp_path):
+    expect = expectation(case)
+    exercise = expect["exercise"]
+    here = set(LAYERS) - (set() if _cuda() else {"gpu", "perf"})
+    layers = ",".join(layer for layer in expect["layers"].split(",") if layer in here)
+    report = grade_exercise(tmp_path, exercise, folder_files(case), layers=layers)
+    ran = checks_of(report, exercise)
+    assert ran, f"{case.name}: no check of {exercise} ran on {layers}"
+    results = {t["name"]: t for t in report["tests"]}
+    registry = all_checks()
+    for check_id in expect["must_fail"]:
+        if registry[check_id].layer not in layers.split(","):
+            continue                       # a gpu or perf check, on a machine without CUDA
+        r = results[check_id]
+        assert r["status"] != "not_run" and r["score"] < r["max_score"], (
+            f"{case.name}: {check_id} should lose points ({expect['why']}): {line(r)}"
+            f"\nall checks:\n{lines(ran)}")
+    if expect["max_score"] == 0:
+        score, top = exercise_score(report, exercise)
+        earned = [t for t in ran if t["score"] > 0]
+        assert score == 0, (f"{case.name} earned {score:g}/{top:g} on {exercise} "
+                            f"({expect['why']}):\n{lines(earned)}")
