@@ -14,7 +14,7 @@ What it does, on a CUDA machine:
      workers as grading): bench_attn.run_sweep one N at a time (its own timer: the exercise);
      then flash_fwd at the tile shapes that fit this chip's shared memory (plus Break It 5's
      256 x 256) and softmax GB/s of softmax, softmax_eager, each checked against PyTorch and
-     timed here on this process's clock like the perf layer (grader.judge.gpu.per_call_ms),
+     timed here on this process's clock like the perf layer (grader.judge.timing.per_call_ms),
      beside the SDPA backends and torch.softmax timed the same way;
   4. writes attn_bench.json, softmax_bench.json, tiles.json, ceilings.json, four PNG plots and
      measure.md: the Measure tables with the predictions from <submission>/predictions.md beside
@@ -118,17 +118,22 @@ def run_student(plan: dict, out: Path, timeout_s: float) -> dict:
         if device == "cpu":   # testing the tool: the round trip of a call, best of two
             return 1e3 * min(sub.call(fn, *args, opts={"discard": True}, **kwargs).wall_s
                              for _ in range(2))
-        from grader.judge import gpu
+        from grader.judge import timing
 
-        return gpu.per_call_ms(gpu.worker_request(sub, fn, args, kwargs, refresh=False))
+        rng = np.random.default_rng()
+
+        def request(repeat: int) -> None:   # the perf layer's request shape: fresh q every call
+            sub.call(fn, *args, opts={"runs": timing.runs_spec(rng, 1 + repeat)}, **kwargs)
+
+        return timing.per_call_ms(request)
 
     def trusted_ms(fn, args):
         if device == "cpu":
             return ceilings.time_cuda(lambda: fn(*args), warmup=plan["warmup"], rep=plan["rep"],
                                       device=device)
-        from grader.judge import gpu
+        from grader.judge import timing
 
-        return gpu.per_call_ms(gpu.local_request(fn, list(args), refresh=False))
+        return timing.per_call_ms(timing.local_request(fn, list(args)))
 
     def inputs(shape, count):
         seeds = [int(x) for x in np.random.default_rng().integers(0, 2**31 - 1, size=count)]
