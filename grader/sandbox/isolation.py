@@ -70,6 +70,20 @@ def _bind(libc, ctypes, src: str, dst: str, writable: bool = False, recursive: b
     _mount(libc, ctypes, src, dst, None, MS_BIND | (MS_REC if recursive else 0))
     flags = MS_REMOUNT | MS_BIND | MS_NOSUID | (MS_NODEV if nodev else 0) | (0 if writable else MS_RDONLY)
     _mount(libc, ctypes, None, dst, None, flags)
+    if recursive and not writable:   # a recursive bind keeps each submount's own flags: lock them too
+        for sub in _mounts_below(dst):
+            _mount(libc, ctypes, None, sub, None, flags)
+
+
+def _mounts_below(folder: str) -> list[str]:
+    """Mount points strictly below `folder` in this mount namespace (from /proc/self/mountinfo)."""
+    below = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            point = line.split()[4].encode().decode("unicode_escape")   # octal escapes, e.g. \040
+            if point.startswith(folder.rstrip("/") + "/"):
+                below.append(point)
+    return below
 
 
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217}
@@ -109,7 +123,9 @@ def enter(spec: dict) -> None:
         elif os.path.isdir(host):
             _bind(libc, ctypes, host, at(host))
     for path in spec["read_only"]:
-        _bind(libc, ctypes, path, at(path))
+        # recursive: what is mounted below a path comes along (on GPU machines the driver's
+        # libraries are often their own mount, e.g. /usr/local/nvidia); every piece read-only
+        _bind(libc, ctypes, path, at(path), recursive=True)
     _bind(libc, ctypes, "/dev", at("/dev"), writable=True, recursive=True, nodev=False)
     if os.path.isdir(at("/dev/shm")):
         _mount(libc, ctypes, "tmpfs", at("/dev/shm"), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=256m")
