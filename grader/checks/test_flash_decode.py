@@ -411,6 +411,15 @@ def test_gpu_real_sizes(student, rng, gpu):
         del q, k, v
 
 
+@pytest.mark.check("flash_decode.sanitizer")
+def test_sanitizer(student, gpu):
+    from grader.sandbox import sanitize
+
+    if sanitize.sanitizer_path() is None:
+        pytest.skip("compute-sanitizer is not installed on this machine (it comes with the CUDA toolkit)")
+    sanitize.memcheck(student().directory, "flash_decode")
+
+
 PERF_B, PERF_HQ, PERF_D = 8, 32, 128
 PERF_CASES = ((32, 32768), (8, 32768), (32, 131072), (8, 131072))   # (Hkv, L)
 SPEEDUP_CASE = (1, 32, 8, 131072, 128)                              # B, Hq, Hkv, L, D
