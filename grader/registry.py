@@ -326,7 +326,7 @@ CHECKS: list[Check] = [
        "flash_decode computes with its Triton kernels",
        "The splits and the merge both run in Triton (_decode_split, _decode_merge): calling "
        "SDPA, matmul, softmax or a torch merge inside the wrapper earns nothing."),
-    _C("flash_decode.gpu_real_sizes", "gpu", 5,
+    _C("flash_decode.gpu_real_sizes", "gpu", 4,
        "flash_decode on the GPU: B 1 to 16, L up to 32K, GQA, ragged lengths, fp16 and bf16",
        "Same trick, opposite axis: masks on cols < seq_len with -inf scores, h // GROUP for "
        "the KV head, empty splits as the identity, and the merge rule with rescaling.",
@@ -334,6 +334,10 @@ CHECKS: list[Check] = [
                 "flash_decode.gqa_heads", "flash_decode.empty_splits",
                 "flash_decode.padded_keys_masked", "flash_decode.max_in_last_split",
                 "flash_decode.large_scores")),
+    _C("flash_decode.sanitizer", "gpu", 1, "compute-sanitizer finds no out-of-bounds access",
+       "Mask every K and V load on cols < seq_len and every store on the rows that exist: a load "
+       "past the end of the cache is a bug even when the -inf scores hide what it read.",
+       follows=("flash_decode.ragged_lengths",)),
     _C("flash_decode.bandwidth", "perf", 4,
        "K and V bytes read per second against the copy bandwidth, L >= 32K",
        "Decoding is memory bound: read each K and V row once (one program per KV head serves "

@@ -13,7 +13,8 @@ import pytest
 from grader.judge import audit
 
 ROOT = Path(__file__).resolve().parent.parent
-EXERCISES = ("online_softmax", "tiled_attention", "softmax_triton", "flash_triton", "bench_attn")
+EXERCISES = ("online_softmax", "tiled_attention", "softmax_triton", "flash_triton", "bench_attn",
+             "flash_decode")
 TRITON_FILES = {"softmax_triton", "flash_triton", "vector_add"}
 
 
@@ -118,3 +119,52 @@ def test_writing_a_result_file_is_allowed(tmp_path):
             sys.exit(0)
         """))
     assert audit.audit(tmp_path, "bench_attn") == []
+
+
+# flash_decode is mixed: merge_partials is NumPy, flash_decode a Triton wrapper (audit.MIXED_EXERCISES)
+MIXED_HEAD = "import numpy as np\nimport torch\nimport triton\n\n\n"
+MIXED_OK = MIXED_HEAD + textwrap.dedent("""
+    def merge_partials(parts):
+        m = np.max([p[0] for p in parts], axis=0)
+        return np.asarray(parts[0][2]) * 0 + m
+
+    def _launch(q):
+        return torch.empty_like(q)
+
+    def flash_decode(q, k_cache, v_cache, seq_lens, num_splits=None):
+        top = int(seq_lens.max().item())
+        return _launch(q)
+
+    if __name__ == "__main__":
+        print(flash_decode(*[torch.zeros(1)] * 4).numpy(), np.zeros(1))
+""")
+MIXED_CHEATS = {  # what flash_decode's side does -> what the finding must mention
+    "return torch.from_numpy(np.zeros(3))": "NumPy in code the Triton function runs",
+    "return torch.from_numpy(merge_partials(q))": "NumPy in code the Triton function runs",
+    "return torch.tensor(q.cpu().numpy())": ".numpy",
+    "return getattr(q, 'num' + 'py')()": "computed at run time",
+}
+
+
+def _mixed(tmp_path, source):
+    (tmp_path / "flash_decode.py").write_text(source)
+    return " ".join(str(f) for f in audit.audit(tmp_path, "flash_decode"))
+
+
+def test_mixed_file_allows_numpy_in_its_numpy_part(tmp_path):
+    assert _mixed(tmp_path, MIXED_OK) == ""
+
+
+@pytest.mark.parametrize("body", sorted(MIXED_CHEATS))
+def test_mixed_file_refuses_numpy_on_the_triton_path(body, tmp_path):
+    source = MIXED_OK.replace("    return _launch(q)", "    " + body)
+    assert source != MIXED_OK
+    assert MIXED_CHEATS[body] in _mixed(tmp_path, source)
+
+
+def test_mixed_file_numpy_part_may_not_patch_the_triton_part(tmp_path):
+    for patch in ("torch.empty_like = lambda q: q", "global _launch", "setattr(torch, 'x', 1)"):
+        source = MIXED_OK.replace("    m = np.max", f"    {patch}\n    m = np.max")
+        assert "NumPy part" in _mixed(tmp_path, source), patch
+    # module-level code is a root: it is audited under the Triton rules
+    assert "NumPy in code" in _mixed(tmp_path, MIXED_OK + "\nflash_decode = merge_partials\n")

@@ -67,6 +67,7 @@ class FakeSub:
     def __init__(self, mode, extras):
         self.mode, self.extras, self.sent = mode, extras, []
         self.directory = "somewhere"
+        self.worker_pid = None   # no GPU process list to judge here
 
     def call(self, fn, *args, opts=None, **kwargs):
         from grader.sandbox.launcher import CallResult
@@ -90,5 +91,28 @@ def test_gate_asks_for_the_profiler_on_cuda_and_bounds_under_the_interpreter():
               "flash_triton").flash_fwd()
     # timed requests are the perf checks' business: not gated here
     timed = FakeSub("cuda", {})
-    Gated(timed, "flash_triton").call("flash_fwd", opts={"repeat": 3, "discard": True})
+    Gated(timed, "flash_triton").call("flash_fwd", opts={"runs": {"seeds": [1, 2]}})
     assert "kernels" not in timed.sent[-1]
+
+
+def test_gate_covers_flash_decode_with_its_size_reductions():
+    from grader.fixtures import Gated
+
+    # the wrapper may reduce seq_lens to choose a split count; both kernels may run
+    ok = {"ops": ["empty", "max", "_local_scalar_dense"], "launches": 2,
+          "kernels": ["_decode_split_0d1d", "_decode_merge_0d1d"],
+          "triton_kernels": ["_decode_split", "_decode_merge"]}
+    Gated(FakeSub("cuda", ok), "flash_decode").flash_decode(1, 2, 3, 4)
+    interp = FakeSub("interp", {"ops": ["max"], "launches": 2})
+    Gated(interp, "flash_decode").flash_decode(1, 2, 3, 4)
+    assert interp.sent[-1]["bounds"] and interp.sent[-1]["trace"]
+    for extras, match in (({"ops": ["_scaled_dot_product_flash_attention"], "launches": 1}, "PyTorch"),
+                          ({"ops": ["bmm", "_softmax"], "launches": 1}, "PyTorch"),
+                          ({"ops": ["empty"], "launches": 0}, "no Triton kernel"),
+                          ({**ok, "kernels": ["_decode_split_0d1d", "cutlass_gemm"]}, "cutlass")):
+        with pytest.raises(CheckFailed, match=match):
+            Gated(FakeSub("cuda", extras), "flash_decode").flash_decode(1, 2, 3, 4)
+    # merge_partials is the NumPy part: not gated
+    numpy_part = FakeSub("interp", {})
+    Gated(numpy_part, "flash_decode").call("merge_partials", [])
+    assert numpy_part.sent == [{}]

@@ -25,7 +25,7 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
-from grader import report
+from grader import registry, report
 from grader.batch import completed
 from grader.registry import CHECKS
 from grader.report import summary
@@ -155,7 +155,27 @@ def test_total_says_what_it_counts_and_not_run_is_one_line():
     assert "hidden checks only in instructors' runs" in line
     assert summary.not_run_line(rep).count("\n") == 0
     plain, _ = terminal(rep)
-    assert plain.count("not run") <= 6   # the table's cells and one line
+    assert plain.count("not run") <= 8   # the table's cells (gpu, perf of 3 Triton exercises) and one line
+
+
+def test_core_and_extension_tracks_are_counted_apart():
+    rep = make_report(all_results())
+    t = summary.totals(rep)
+    assert list(t["tracks"]) == ["core", "extension"]
+    core, ext = t["tracks"]["core"], t["tracks"]["extension"]
+    assert core["public"][1] + core["not_run_points"] == registry.public_total("core") == 100
+    assert ext["public"][1] + ext["not_run_points"] == registry.public_total("extension")
+    line = summary.total_line(rep)
+    assert line.startswith(f"Total: core {summary.fmt(core['public'][0])} / ") and "; extension " in line
+    # one exercise of the extension alone: one total, named as the extension's
+    only = [r if r.check.exercise == "flash_decode" else Result(r.check, "not_run", 0.0, NOT_SELECTED)
+            for r in all_results()]
+    assert "(extension track)" in summary.total_line(make_report(only))
+    # Gradescope's score is every check's, core and extension (docs/INSTRUCTORS.md), and each
+    # test is tagged with its track
+    gs = report.to_gradescope(rep)
+    assert gs["score"] == rep.score
+    assert any("extension track" in t["tags"] for t in gs["tests"])
 
 
 def test_a_check_run_shows_its_exercise_only():

@@ -90,7 +90,7 @@ def run_student(plan: dict, out: Path, timeout_s: float) -> dict:
 
     device, (B, H, D) = plan["device"], plan["bhd"]
     mode = "interp" if device == "cpu" else "cuda"
-    result = {"attn": [], "backends": [], "tiles": [], "softmax": [], "errors": []}
+    result = {"attn": [], "backends": [], "tiles": [], "softmax": [], "decode": [], "errors": []}
     deadline = time.monotonic() + timeout_s
     scratch = Path(tempfile.mkdtemp(prefix="bench-"))
     workers = launcher.Workers(Path(plan["submission"]), scratch)
@@ -114,18 +114,20 @@ def run_student(plan: dict, out: Path, timeout_s: float) -> dict:
         print("bench:", text, flush=True)
         return text
 
-    def student_ms(sub, fn, args, kwargs):
+    def student_ms(sub, fn, args, kwargs, tensors=None, reference=None):
         if device == "cpu":   # testing the tool: the round trip of a call, best of two
             return 1e3 * min(sub.call(fn, *args, opts={"discard": True}, **kwargs).wall_s
                              for _ in range(2))
         from grader.judge import timing
 
-        rng = np.random.default_rng()
-
-        def request(repeat: int) -> None:   # the perf layer's request shape: fresh q every call
-            sub.call(fn, *args, opts={"runs": timing.runs_spec(rng, 1 + repeat)}, **kwargs)
-
-        return timing.per_call_ms(request)
+        # the grader's perf harness (grader.judge.timing): argument 0 refilled before every
+        # call, a checksum after, and the outputs verified afterwards against `reference`
+        reqs = timing.Requests(sub, fn, list(args), kwargs=kwargs, rng=np.random.default_rng(),
+                               reference=reference, inputs=list(tensors), dtype="float16",
+                               what=fn)
+        ms = timing.per_call_ms(reqs)
+        reqs.verify()
+        return ms
 
     def trusted_ms(fn, args):
         if device == "cpu":
@@ -133,7 +135,8 @@ def run_student(plan: dict, out: Path, timeout_s: float) -> dict:
                                       device=device)
         from grader.judge import timing
 
-        return timing.per_call_ms(timing.local_request(fn, list(args)))
+        # the same harness on trusted code; argument 0 is refilled, so it gets a copy
+        return timing.per_call_ms(timing.local_request(fn, [args[0].clone(), *args[1:]]))
 
     def inputs(shape, count):
         seeds = [int(x) for x in np.random.default_rng().integers(0, 2**31 - 1, size=count)]
@@ -218,7 +221,10 @@ def run_student(plan: dict, out: Path, timeout_s: float) -> dict:
                     err = max_err(out_value, ref)
                     if not err <= 2e-2:
                         raise AssertionError(f"wrong result, max abs error {err:.2e} against SDPA")
-                    row["ms"] = student_ms(flash, "flash_fwd", markers, kw)
+                    from grader.judge import gpu as g
+
+                    row["ms"] = student_ms(flash, "flash_fwd", markers, kw, (q, k, v),
+                                           lambda i: g.attention_reference(*i))
                     row["tflops"] = flops / row["ms"] / 1e9
                 except Deadline:
                     raise
@@ -247,13 +253,45 @@ def run_student(plan: dict, out: Path, timeout_s: float) -> dict:
                         err = max_err(sm.call(name, *markers).value, ref)
                         if not err <= 5e-3:
                             raise AssertionError(f"wrong result, max abs error {err:.2e}")
-                        row["ms"] = student_ms(sm, name, markers, {})
+                        from grader.judge import gpu as g
+
+                        row["ms"] = student_ms(sm, name, markers, {}, (x,),
+                                               lambda i: g.softmax_reference(i[0]))
                     row["gbs"] = nbytes / row["ms"] / 1e6
                 except Deadline:
                     raise
                 except Exception as e:  # noqa: BLE001 - a row that could not be measured says why
                     row["error"] = f"{type(e).__name__}: {first_line(e)[:200]}"
                 result["softmax"].append(row)
+
+        # 4. flash_decode GB/s against L (extension track; on a GPU only: the interpreter is
+        #    far too slow at decode's sizes): the submission's function through the launcher,
+        #    timed and verified like the perf layer, K and V bytes read once per call
+        if device != "cpu" and (sources / "flash_decode.py").is_file():
+            from grader.checks.test_flash_decode import gpu_decode_reference
+            from grader.judge.inputs import tensor
+
+            DB, DHq, DD = plan.get("decode_bhd", (8, 32, 128))
+            for Hkv, L in plan.get("decode", ()):
+                nbytes = 2 * DB * Hkv * L * DD * 2
+                row = dict(L=L, Hkv=Hkv, B=DB, Hq=DHq, D=DD, impl="flash_decode", bytes=nbytes,
+                           ms=None, gbs=None, error=None)
+                try:
+                    mq, (dq,) = inputs((DB, DHq, DD), 1)
+                    mkv, (dk, dv) = inputs((DB, Hkv, L, DD), 2)
+                    lens = np.full(DB, L, np.int32)
+                    markers = [*mq, *mkv, tensor(lens, "int32", device=device, poison=0.0)]
+                    dec = student("flash_decode")
+                    row["ms"] = student_ms(dec, "flash_decode", markers, {}, (dq, dk, dv, lens),
+                                           lambda i: gpu_decode_reference(*i))
+                    row["gbs"] = nbytes / row["ms"] / 1e6
+                except Deadline:
+                    raise
+                except Exception as e:  # noqa: BLE001 - a row that could not be measured says why
+                    row["error"] = f"{type(e).__name__}: {first_line(e)[:200]}"
+                result["decode"].append(row)
+                dq = dk = dv = None
+                torch.cuda.empty_cache()
     except Deadline:
         result["errors"].append(f"the benchmark was stopped after {timeout_s:.0f} s; the rows "
                                 f"below are what it finished")
@@ -270,6 +308,10 @@ def run_student(plan: dict, out: Path, timeout_s: float) -> dict:
 
 
 # ===================================================================== the trusted process
+
+
+DECODE_RUNS = ((8, 4096), (8, 16384), (8, 32768), (8, 65536), (8, 131072),
+               (32, 4096), (32, 32768), (32, 131072))   # (Hkv, L) at B = 8, Hq = 32, D = 128
 
 
 def plan_runs(sizes: dict, budget: int, submission: Path, device: str, profile) -> dict:
@@ -297,7 +339,10 @@ def plan_runs(sizes: dict, budget: int, submission: Path, device: str, profile) 
         tiles = [list(c) for c in profile.flash_configs][-tiles:]
     return dict(submission=str(submission), device=device, bhd=list(sizes["bhd"]),
                 attn=attn, skipped=skipped, softmax=softmax, tile_n=sizes["tile_n"],
-                tiles=tiles, warmup=sizes["warmup"], rep=sizes["rep"])
+                tiles=tiles, warmup=sizes["warmup"], rep=sizes["rep"],
+                decode=[] if device == "cpu" else
+                [list(c) for c in DECODE_RUNS if 3 * 2 * 8 * c[0] * c[1] * 128 * 2 <= budget],
+                decode_bhd=[8, 32, 128])
 
 
 def _num(x):
@@ -352,7 +397,8 @@ def measure(args, out: Path) -> int:
     ceil["elapsed_s"] = time.perf_counter() - t0
     write_outputs(out, attn, result.get("softmax", []), ceil, result.get("backends", []),
                   result.get("tiles", []), result.get("errors", []),
-                  Path(args.submission) / "predictions.md", plan["bhd"])
+                  Path(args.submission) / "predictions.md", plan["bhd"],
+                  decode=result.get("decode", []))
     print(f"bench: wrote {out}/measure.md, *.json and *.png in {ceil['elapsed_s']:.0f} s")
     return 0
 
@@ -640,9 +686,50 @@ def plot_all(out: Path, attn, softmax, ceil, bhd=(1, 32, 128)) -> list[Path]:
     return paths
 
 
+def plot_decode(out: Path, decode, ceil) -> Path:
+    """decode_gbs.png: flash_decode's K and V GB/s against L, one line per Hkv, and the copy
+    bandwidth measured in this run (issue 13)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    drawn = False
+    for hkv in sorted({r["Hkv"] for r in decode}):
+        pts = sorted((r["L"], r["gbs"]) for r in decode if r["Hkv"] == hkv and r.get("gbs"))
+        if pts:
+            ax.semilogx(*zip(*pts), "o-", base=2, label=f"flash_decode, Hkv={hkv}")
+            drawn = True
+    if ceil.get("copy_gbs"):
+        ax.axhline(ceil["copy_gbs"], color="gray", ls="--",
+                   label=f"device copy, measured: {ceil['copy_gbs']:.0f}")
+        ax.axhline(0.6 * ceil["copy_gbs"], color="gray", ls=":", label="0.6 of copy (full marks)")
+    if not drawn:
+        ax.text(0.5, 0.5, "no measurements", ha="center", va="center", transform=ax.transAxes)
+    r0 = decode[0] if decode else {}
+    ax.set_title(f"Decode GB/s = 2·B·Hkv·L·D·2 B / time (B={r0.get('B')}, Hq={r0.get('Hq')}, "
+                 f"D={r0.get('D')}, fp16)", fontsize=10)
+    ax.set_xlabel("L (keys per sequence)")
+    ax.set_ylabel("GB/s")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "decode_gbs.png", dpi=110)
+    plt.close(fig)
+    return out / "decode_gbs.png"
+
+
 def write_outputs(out: Path, attn, softmax, ceil, backends, tiles, errors, predictions_path,
-                  bhd=(1, 32, 128)) -> None:
+                  bhd=(1, 32, 128), decode=()) -> None:
     out.mkdir(parents=True, exist_ok=True)
+    if decode:   # extension track: flash_decode GB/s against L, with the copy ceiling drawn
+        (out / "decode_bench.json").write_text(json.dumps(list(decode), indent=1, default=str))
+        try:
+            plot_decode(out, decode, ceil)
+        except ImportError:
+            pass
     for name, data in (("attn_bench.json", attn), ("softmax_bench.json", softmax),
                        ("ceilings.json", ceil),
                        ("tiles.json", {"backends": backends, "tiles": tiles})):

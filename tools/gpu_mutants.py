@@ -34,7 +34,8 @@ from tests.test_mutants import ALL
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU_CHECKS = {"softmax_triton": ["softmax_triton.gpu_real_sizes"],
-              "flash_triton": ["flash_triton.gpu_real_sizes"]}
+              "flash_triton": ["flash_triton.gpu_real_sizes"],
+              "flash_decode": ["flash_decode.gpu_real_sizes"]}
 
 
 def grade_mutant(m: Mutant, work: Path) -> dict:
@@ -58,10 +59,13 @@ def grade_mutant(m: Mutant, work: Path) -> dict:
                         for k, t in tests.items()}}
 
 
-PERF_EXERCISES = {"softmax_triton": "softmax", "flash_triton": "flash_fwd"}
+PERF_EXERCISES = {"softmax_triton": "softmax", "flash_triton": "flash_fwd",
+                  "flash_decode": "flash_decode"}
 PERF_CHECKS = {"softmax_triton": ["softmax_triton.gpu_real_sizes", "softmax_triton.bandwidth"],
                "flash_triton": ["flash_triton.gpu_real_sizes", "flash_triton.speed_vs_sdpa",
-                                "flash_triton.memory_flat"]}   # the sanitizer has its own runs
+                                "flash_triton.memory_flat"],
+               "flash_decode": ["flash_decode.gpu_real_sizes", "flash_decode.bandwidth",
+                                "flash_decode.splits_speedup"]}   # the sanitizer has its own runs
 SKIP_TIMED = '''
 
 # ---- made by tools/gpu_mutants.py: skip the work on calls that look timed (must earn nothing)

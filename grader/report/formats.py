@@ -64,7 +64,8 @@ def to_gradescope(report: GradeReport) -> dict:
             "status": "passed" if r.status == "passed" else "failed",
             "output": text.strip(),
             "output_format": "text",
-            "tags": [r.check.exercise, r.check.layer] + (["hidden"] if r.check.hidden else []),
+            "tags": [r.check.exercise, r.check.layer, summary.track_of(r) + " track"]
+                    + (["hidden"] if r.check.hidden else []),
             "visibility": "after_published" if r.check.hidden else "visible",
         })
     lines = [summary.total_line(report), f"Graded on {report.device}."]

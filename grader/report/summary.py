@@ -66,7 +66,29 @@ def totals(report: GradeReport) -> dict:
                    if hidden else None),
         "not_run_points": round(sum(r.check.points for r in not_run), 3),
         "not_run_on": "a GPU" if gpu_only else "machines that can run the layers not run here",
+        "tracks": tracks(public),
     }
+
+
+def track_of(r: Result) -> str:
+    ex = EXERCISES.get(r.check.exercise)
+    return getattr(ex, "track", "core") if ex else "core"
+
+
+def tracks(public: list[Result]) -> dict:
+    """The public points of each track counted apart (the core's 100 and the extension's own):
+    {track: {"public": [score, max], "not_run_points": points}} for the tracks shown."""
+    out = {}
+    for r in public:
+        t = out.setdefault(track_of(r), {"public": [0.0, 0.0], "not_run_points": 0.0})
+        t["public"][0] += r.score
+        t["public"][1] += r.max_score
+        if r.status == "not_run":
+            t["not_run_points"] += r.check.points
+    for t in out.values():
+        t["public"] = [round(x, 3) for x in t["public"]]
+        t["not_run_points"] = round(t["not_run_points"], 3)
+    return dict(sorted(out.items(), key=lambda kv: kv[0] != "core"))
 
 
 def total_line(report: GradeReport) -> str:
@@ -75,6 +97,10 @@ def total_line(report: GradeReport) -> str:
     t = totals(report)
     shown = exercises_shown(report)
     scope = "" if len(shown) == len(EXERCISES) else f" of {', '.join(shown)}"
+    if len(t["tracks"]) > 1:
+        return _tracks_line(t, scope)
+    if t["tracks"] and "core" not in t["tracks"]:
+        scope += f" ({next(iter(t['tracks']))} track)"
     if t["hidden"]:
         (ps, pm), (hs, hm) = t["public"], t["hidden"]
         line = (f"Total: {fmt(t['score'])} / {fmt(t['max_score'])}{scope} on this machine = "
@@ -86,6 +112,29 @@ def total_line(report: GradeReport) -> str:
         more = f"{fmt(t['not_run_points'])} more on {t['not_run_on']}"
         line += f"; {more}" + (" (`make grade-gpu`)" if t["not_run_on"] == "a GPU" else "")
     if not t["hidden"]:
+        line += "; hidden checks only in instructors' runs"
+    return line
+
+
+def _tracks_line(t: dict, scope: str) -> str:
+    """Core and extension counted apart, e.g. "Total: core 76 / 76 public points on this machine,
+    24 more on a GPU; extension 29 / 29, 11 more on a GPU (`make grade-gpu`); hidden checks
+    only in instructors' runs"."""
+    parts = []
+    for i, (name, tr) in enumerate(t["tracks"].items()):
+        s, m = tr["public"]
+        part = f"{name} {fmt(s)} / {fmt(m)}" + (" public points on this machine" if i == 0 else "")
+        if tr["not_run_points"]:
+            part += f", {fmt(tr['not_run_points'])} more on {t['not_run_on']}"
+        parts.append(part)
+    line = "Total" + (scope and f"{scope}") + ": " + "; ".join(parts)
+    if t["not_run_points"] and t["not_run_on"] == "a GPU":
+        line += " (`make grade-gpu`)"
+    if t["hidden"]:
+        hs, hm = t["hidden"]
+        line += (f"; hidden {fmt(hs)}/{fmt(hm)} (instructors' checks); score {fmt(t['score'])} / "
+                 f"{fmt(t['max_score'])} = all of them")
+    else:
         line += "; hidden checks only in instructors' runs"
     return line
 

@@ -35,6 +35,12 @@ MUTANTS = [
            also=(("o = tl.where(l_run > 0, acc_run / tl.where(l_run > 0, l_run, 1.0), 0.0)",
                   "o = acc_run / l_run"),),
            checks=("flash_decode.empty_splits",), idea="-inf - (-inf)"),
+    # Break It 3 carried over: the K load without its mask (the -inf on the scores hides what it
+    # read): the bounds hooks record the lanes past the end of the cache in ragged_lengths
+    Mutant("k_load_unmasked", "flash_decode",
+           find="                    mask=valid[None, :], other=0.0)\n        s = tl.dot(q, k)",
+           replace="                    )\n        s = tl.dot(q, k)",
+           checks=("flash_decode.ragged_lengths",), idea="mask"),
     # loads masked, but keys past seq_len still score (garbage or 0) instead of -inf
     Mutant("padded_scores_not_minus_inf", "flash_decode",
            find='        s = tl.where(valid[None, :], s, float("-inf"))                 # padded keys: weight 0\n',
