@@ -415,8 +415,14 @@ def test_memory_flat(student, rng, gpu, credit):
     for N in PERF_N:
         shape = (B_PERF, H_PERF, N, D_PERF)
         markers, tensors = g.seeded_inputs(rng, shape, "float16")
-        # a request like every timed one, its outputs verified: memory points need right answers
-        reqs = _flash_requests(sub, rng, markers, tensors, {}, f"flash_fwd(q, k, v) at N={N}")
+        what = f"flash_fwd(q, k, v) at N={N}"
+        # the kernel-use gate first (the student's kernel computed it: no SDPA behind a launch,
+        # seen on the H200 earning these points), then a request like every timed one, its
+        # outputs verified: memory points need right answers from the student's own kernel
+        traced = sub.call("flash_fwd", *markers, opts={"trace": True})
+        assert_kernel_computed(traced.extras, what, "_flash_fwd[grid](...)", "the attention")
+        del traced
+        reqs = _flash_requests(sub, rng, markers, tensors, {}, what)
         r = reqs.call(int(rng.integers(3, 13)))
         reqs.verify()
         out_bytes = B_PERF * H_PERF * N * D_PERF * 2
