@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.judge import reference
+from grader.judge import diagnose, reference
 from grader.judge.cases import run_cases
 from grader.judge.compare import CheckFailed, assert_close, assert_shape
 from grader.judge.inputs import randn, round_to, tensor
@@ -54,7 +54,11 @@ def run_softmax(sub, x: np.ndarray, dtype: str, case: str, seed: int, what: str 
                 pad_cols: int = 0):
     """Compare every element of softmax(x) with the float64 reference."""
     got = call_softmax(sub, x, dtype, pad_cols).value
-    assert_close(got, reference.softmax(x, axis=1), what=what, dtype=dtype, case=case, seed=seed)
+    try:
+        assert_close(got, reference.softmax(x, axis=1), what=what, dtype=dtype, case=case, seed=seed)
+    except CheckFailed as e:
+        # a hint only when the output equals a known mistake's answer (grader/judge/diagnose.py)
+        raise CheckFailed(str(e), hint=diagnose.softmax_hint(got, x, dtype=dtype) or e.hint) from None
 
 
 def _case(sub, x, dtype, case, seed, **kw):

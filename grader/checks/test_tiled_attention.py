@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.judge import memory, reference
+from grader.judge import diagnose, memory, reference
 from grader.judge.compare import Cases, CheckFailed, assert_close, values
 from grader.judge.inputs import randn
 
@@ -62,9 +62,15 @@ def _max_in_first_key(rng, N: int, d: int, dtype: str, boost: float = 4.0):
 def _tiled(sub, Q, K, V, Br: int, Bc: int, case: str, seed: int):
     """Call tiled_attention and compare with the float64 reference."""
     out = sub.tiled_attention(Q, K, V, Br=Br, Bc=Bc)
-    assert_close(out, reference.attention(Q, K, V), what=f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})",
-                 input_dtype=Q.dtype.name, terms=Q.shape[0],
-                 case=f"N={Q.shape[0]}, d={Q.shape[1]}, {Q.dtype.name}, {case}", seed=seed)
+    try:
+        assert_close(out, reference.attention(Q, K, V),
+                     what=f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})",
+                     input_dtype=Q.dtype.name, terms=Q.shape[0],
+                     case=f"N={Q.shape[0]}, d={Q.shape[1]}, {Q.dtype.name}, {case}", seed=seed)
+    except CheckFailed as e:
+        # the hint only when the output equals a known mistake's answer (grader/judge/diagnose.py)
+        raise CheckFailed(str(e), hint=diagnose.attention_hint(
+            out, Q, K, V, block_n=Bc, input_dtype=Q.dtype.name) or e.hint) from None
 
 
 def _blew_up(e: CheckFailed) -> bool:
@@ -78,9 +84,14 @@ OFF_BUT_FINITE = ("The output is finite but wrong here, so exp did not overflow 
 
 
 def _naive(sub, Q, K, V, case: str, seed: int):
-    assert_close(sub.naive_attention(Q, K, V), reference.attention(Q, K, V),
-                 what="naive_attention(Q, K, V)", input_dtype=Q.dtype.name, terms=Q.shape[0],
-                 case=f"N={Q.shape[0]}, d={Q.shape[1]}, {Q.dtype.name}, {case}", seed=seed)
+    out = sub.naive_attention(Q, K, V)
+    try:
+        assert_close(out, reference.attention(Q, K, V),
+                     what="naive_attention(Q, K, V)", input_dtype=Q.dtype.name, terms=Q.shape[0],
+                     case=f"N={Q.shape[0]}, d={Q.shape[1]}, {Q.dtype.name}, {case}", seed=seed)
+    except CheckFailed as e:
+        raise CheckFailed(str(e), hint=diagnose.attention_hint(
+            out, Q, K, V, input_dtype=Q.dtype.name) or e.hint) from None
 
 
 @pytest.mark.check("tiled_attention.memory_is_tiled")
@@ -229,7 +240,7 @@ def test_max_in_last_block(student, rng, credit):
                            f"Br={Br}, Bc={Bc}, row max in the last key block (last {boosted} keys)",
                            rng.seed)
                 except CheckFailed as e:
-                    raise CheckFailed(str(e), hint="Break It 2: right until the row max moves into "
+                    raise CheckFailed(str(e), hint=e.hint or "Break It 2: right until the row max moves into "
                                       "a later key block. Is acc rescaled by alpha = "
                                       "exp(m - m_new), as l is?") from None
     cases.finish()
@@ -263,7 +274,7 @@ def test_large_scores(student, rng, credit):
                     try:
                         fn(sub, Q, K, V, *((Br, Bc) if fn is _tiled else ()), case, rng.seed)
                     except CheckFailed as e:
-                        raise CheckFailed(str(e), hint=hint if _blew_up(e) else OFF_BUT_FINITE) from None
+                        raise CheckFailed(str(e), hint=hint if _blew_up(e) else e.hint or OFF_BUT_FINITE) from None
     cases.finish()
 
 
@@ -294,5 +305,5 @@ def test_negative_scores(student, rng, credit):
                 try:
                     fn(sub, Q, K, V, *((Br, Bc) if fn is _tiled else ()), case, rng.seed)
                 except CheckFailed as e:
-                    raise CheckFailed(str(e), hint=hints[fn] if _blew_up(e) else OFF_BUT_FINITE) from None
+                    raise CheckFailed(str(e), hint=hints[fn] if _blew_up(e) else e.hint or OFF_BUT_FINITE) from None
     cases.finish()
