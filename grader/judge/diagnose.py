@@ -69,7 +69,7 @@ def _scores(q, k, scaled: bool = True) -> np.ndarray:
     return s / np.sqrt(q.shape[-1]) if scaled else s
 
 
-def _softmax_v(s, v, divide: bool = True, pad: int = 0) -> np.ndarray:
+def attend(s, v, divide: bool = True, pad: int = 0) -> np.ndarray:
     """softmax(s) @ v; pad: that many extra keys of score 0 and value 0 in every row."""
     v = np.asarray(v, dtype=np.float64)
     m = s.max(-1, keepdims=True)
@@ -130,23 +130,23 @@ def attention_hint(got, q, k, v, *, block_n: int | None = None, dtype: str | Non
     terms = n if input_dtype is not None else 1
     atol, rtol = tolerance(dtype, input_dtype, terms)
     candidates = [
-        (lambda: _softmax_v(_scores(q, k, scaled=False), v), SCALE),
-        (lambda: _softmax_v(_scores(q, k), v, divide=False), DIVIDE),
+        (lambda: attend(_scores(q, k, scaled=False), v), SCALE),
+        (lambda: attend(_scores(q, k), v, divide=False), DIVIDE),
     ]
     if block_n and n > block_n:
         lo = (n - 1) // block_n * block_n
         candidates += [
-            (lambda: _softmax_v(_scores(q, k[..., lo:, :]), v[..., lo:, :]),
+            (lambda: attend(_scores(q, k[..., lo:, :]), v[..., lo:, :]),
              LAST_BLOCK.format(lo=lo, hi=n - 1)),
             (lambda: _online_acc_not_rescaled(q, k, v, block_n), ALPHA),
         ]
     if block_n and n % block_n:
         pad = -(-n // block_n) * block_n - n
-        candidates.append((lambda: _softmax_v(_scores(q, k), v, pad=pad),
+        candidates.append((lambda: attend(_scores(q, k), v, pad=pad),
                            PADDED.format(pad=pad, block=block_n)))
         kept = n - n % block_n
         if kept:
-            candidates.append((lambda: _softmax_v(_scores(q, k[..., :kept, :]), v[..., :kept, :]),
+            candidates.append((lambda: attend(_scores(q, k[..., :kept, :]), v[..., :kept, :]),
                                SHORTER.format(kept=kept, block=block_n, short=n % block_n)))
         elif np.isnan(_f64(got)).all():
             return NONE_USED.format(n=n, block=block_n)
