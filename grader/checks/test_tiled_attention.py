@@ -68,7 +68,8 @@ def _tile_step(d: int, Br: int, Bc: int) -> int:
     return 8 * (Br * Bc + Br * d + Bc * d)
 
 
-def tiled_call(sub, Q, K, V, Br: int | None, Bc: int | None, what: str, case: str, seed: int):
+def tiled_call(sub, Q, K, V, Br: int | None, Bc: int | None, what: str, case: str, seed: int,
+               opts: dict | None = None):
     """tiled_attention(Q, K, V[, Br, Bc]) with tracemalloc on in the worker, gated on its
     memory: this exercise's idea is tiling, so a call whose peak holds about the N x N scores
     earns nothing in any tiled check, whatever its output (the kernel-use gate of the Triton
@@ -77,7 +78,7 @@ def tiled_call(sub, Q, K, V, Br: int | None, Bc: int | None, what: str, case: st
     so copies of Q, K or V (memory_is_tiled's business) never trip it. Where N x N fits in a
     few tiles (N = 17 with blocks of 32), nothing can tell the two apart and nothing trips."""
     blocks = {} if Br is None else {"Br": Br, "Bc": Bc}
-    res = sub.call("tiled_attention", Q, K, V, **blocks, opts={"tracemalloc": True})
+    res = sub.call("tiled_attention", Q, K, V, **blocks, opts={**(opts or {}), "tracemalloc": True})
     N, d = Q.shape
     Br, Bc = Br or 64, Bc or 64
     out_item = max(Q.dtype.itemsize, np.asarray(values(res.value)).dtype.itemsize
@@ -97,7 +98,7 @@ def tiled_call(sub, Q, K, V, Br: int | None, Bc: int | None, what: str, case: st
             hint="Tiling is this exercise's idea: build one (Br, Bc) score tile at a time from "
                  "q = Q[i:i+Br] and k = K[j:j+Bc], never the N x N scores.",
             follows=(MEMORY,))
-    return res.value
+    return res if opts else res.value
 
 
 def _tiled(sub, Q, K, V, Br: int, Bc: int, case: str, seed: int):
