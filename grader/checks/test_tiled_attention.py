@@ -290,6 +290,8 @@ def test_max_in_last_block(student, rng, credit):
                            f"Br={Br}, Bc={Bc}, row max in the last key block (last {boosted} keys)",
                            rng.seed)
                 except CheckFailed as e:
+                    if e.follows is not None:   # the memory gate's failure, as it is
+                        raise
                     raise CheckFailed(str(e), hint=e.hint or "Break It 2: right until the row max moves into "
                                       "a later key block. Is acc rescaled by alpha = "
                                       "exp(m - m_new), as l is?") from None
@@ -324,6 +326,8 @@ def test_large_scores(student, rng, credit):
                     try:
                         fn(sub, Q, K, V, *((Br, Bc) if fn is _tiled else ()), case, rng.seed)
                     except CheckFailed as e:
+                        if e.follows is not None:   # the memory gate's failure, as it is
+                            raise
                         raise CheckFailed(str(e), hint=hint if _blew_up(e) else e.hint or OFF_BUT_FINITE) from None
     cases.finish()
 
@@ -355,5 +359,7 @@ def test_negative_scores(student, rng, credit):
                 try:
                     fn(sub, Q, K, V, *((Br, Bc) if fn is _tiled else ()), case, rng.seed)
                 except CheckFailed as e:
+                    if e.follows is not None:   # the memory gate's failure, as it is
+                        raise
                     raise CheckFailed(str(e), hint=hints[fn] if _blew_up(e) else e.hint or OFF_BUT_FINITE) from None
     cases.finish()
