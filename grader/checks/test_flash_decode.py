@@ -240,6 +240,11 @@ def _decode(sub, q, k, v, seq_lens, *, dtype="float16", num_splits=None, guard_p
         assert_close(out, expected, what=what, dtype=dtype, case=context, seed=seed)
     except CheckFailed as e:
         failure = _diagnose(out, expected, e, nan_hint, twins)
+        g = np.asarray(values(out), dtype=np.float64)
+        if g.shape == expected.shape and (np.isinf(g) & np.isfinite(expected)).any():
+            # inf where the answer is finite: something overflowed, large_scores' idea
+            raise CheckFailed(str(e), hint=failure.hint or OVERFLOW_HINT,
+                              follows=("flash_decode.large_scores",)) from None
         if not failure.hint and split_hint and num_splits not in (None, 1):
             args[3] = tensor(lens, "int32", poison=0.0)
             try:
@@ -252,6 +257,9 @@ def _decode(sub, q, k, v, seq_lens, *, dtype="float16", num_splits=None, guard_p
     return out
 
 
+OVERFLOW_HINT = ("inf in the output where the answer is finite: something overflowed. exp(s) "
+                 "without the running max does (float32 past 88.7, and p cast to float16 for "
+                 "tl.dot past 65504): p = exp(s - m_new) in every split.")
 SPLIT_NAN_HINT = ("nan in the output: a split that holds no keys must hand back the empty state "
                   "(-inf, 0, 0) (its loop should not run: hi = min(lo + split_size, seq_len)), and "
                   "the merge must never compute -inf - (-inf) (shift by 0 where the max is -inf).")
