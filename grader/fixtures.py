@@ -60,11 +60,12 @@ class Gated:
 
     def __init__(self, sub, exercise: str):
         self._sub = sub
+        self._uses_kernel = f"{exercise}.uses_kernel"
         self._kernels = KERNELS.get(exercise, {})
         self._extra_ops = EXTRA_OPS.get(exercise, frozenset())
 
     def __getattr__(self, name: str):
-        if name in ("_sub", "_kernels", "_extra_ops"):
+        if name in ("_sub", "_kernels", "_extra_ops", "_uses_kernel"):
             raise AttributeError(name)
         if name in self._kernels:
             return lambda *args, **kwargs: self.call(name, *args, **kwargs).value
@@ -81,11 +82,17 @@ class Gated:
         cuda = self._sub.mode == "cuda"
         opts["kernels" if cuda else "bounds"] = True
         r = self._sub.call(fn, *args, opts=opts, **kwargs)
+        from grader.judge.compare import CheckFailed
         from grader.judge.kernel_use import assert_gpu_alone, assert_kernel_computed
 
-        assert_kernel_computed(r.extras, *gate, allowed=self._extra_ops)
-        if cuda:
-            assert_gpu_alone(self._sub.worker_pid, gate[0])
+        try:
+            assert_kernel_computed(r.extras, *gate, allowed=self._extra_ops)
+            if cuda:
+                assert_gpu_alone(self._sub.worker_pid, gate[0])
+        except CheckFailed as e:
+            # the gate's evidence: whatever check made this call failed for uses_kernel's idea
+            e.follows = (self._uses_kernel,)
+            raise
         return r
 
 

@@ -114,7 +114,8 @@ class GradePlugin:
             return Result(check, e.status, 0.0, str(e), failure_hint=_error_hint(e))
         if isinstance(e, AssertionError):
             message = str(e).split("\nassert ")[0].strip() or "assertion failed"
-            return Result(check, "failed", 0.0, message, failure_hint=getattr(e, "hint", ""))
+            return Result(check, "failed", 0.0, message, failure_hint=getattr(e, "hint", ""),
+                          failure_follows=getattr(e, "follows", None))
         if excinfo is not None and excinfo.typename == "Failed" and "Timeout" in str(e):
             return Result(check, "timeout", 0.0, f"the check ran past the grader's limit: {e}")
         # anything else is a defect in the grader itself: say so plainly, never a traceback

@@ -19,6 +19,8 @@ class Result:
     output: str = ""          # what the student code printed during the check, shortened
     duration_s: float = 0.0
     failure_hint: str = ""    # the hint this failure's evidence gave (CheckFailed.hint), if any
+    # the checks this failure's evidence says explain it (CheckFailed.follows); None: Check.follows
+    failure_follows: tuple | None = None
 
     @property
     def hint(self) -> str:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from grader import errors
+from grader.judge import diagnose
 from grader.judge.compare import CheckFailed, assert_close, assert_shape, values
 from grader.judge.inputs import chunks, randn, round_to, tensor
 from grader.fixtures import KERNELS as GATED, SIZE_OPS
@@ -95,12 +97,32 @@ UNRESCALED_HINT = ("Your o equals sum(acc) / sum(l): the splits were added witho
                    "l_b*exp(m_b - m), and acc the same way.")
 
 
+IDENTITY_HINT = ("merge_partials is right on the same splits without the empty state(s) "
+                 "(-inf, 0, 0), and wrong with them: the empty state must be the identity of the "
+                 "merge rule (exp(-inf) = 0 weight; shift by 0 where the max is -inf, never "
+                 "-inf - (-inf)).")
+
+
+def _is_empty(part) -> bool:
+    m = np.asarray(part[0], dtype=np.float64)
+    return bool(np.isneginf(m).all())
+
+
 def _merge(sub, parts, expected, what, seed):
     got = sub.merge_partials(parts)
     try:
         assert_close(got, expected, what=what, dtype="float64", seed=seed)
     except CheckFailed as e:
-        raise _diagnose(got, expected, e, EMPTY_NAN_HINT, [(_unrescaled(parts), UNRESCALED_HINT)]) from None
+        failure = _diagnose(got, expected, e, EMPTY_NAN_HINT, [(_unrescaled(parts), UNRESCALED_HINT)])
+        kept = [p for p in parts if not _is_empty(p)]
+        if not failure.hint and kept and len(kept) < len(parts):
+            # the evidence: the same call without the empty states (a control, in this check)
+            try:
+                assert_close(sub.merge_partials(kept), expected, what=what, dtype="float64")
+                failure = CheckFailed(str(e), hint=IDENTITY_HINT)
+            except (CheckFailed, errors.StudentRaised, errors.BadReturn):
+                pass
+        raise failure from None
 
 
 def _unrescaled(parts):
@@ -194,9 +216,10 @@ BOUNDS_HINTS = {
 
 
 def _decode(sub, q, k, v, seq_lens, *, dtype="float16", num_splits=None, guard_poison=0.0,
-            case="", seed=None, nan_hint="", twins=(), bounds=False):
+            case="", seed=None, nan_hint="", twins=(), bounds=False, split_hint=""):
     """flash_decode on these inputs (poison `guard_poison` behind each cache), checked in full
-    against the float64 reference; twins: (answer of a known mistake, hint) pairs."""
+    against the float64 reference; twins: (answer of a known mistake, hint) pairs; split_hint:
+    the hint when the same inputs with num_splits=1 (a control call) give the right answer."""
     B, Hq, D = q.shape
     Hkv, L = k.shape[1], k.shape[2]
     lens = np.asarray(seq_lens, dtype=np.int32)
@@ -216,10 +239,27 @@ def _decode(sub, q, k, v, seq_lens, *, dtype="float16", num_splits=None, guard_p
     try:
         assert_close(out, expected, what=what, dtype=dtype, case=context, seed=seed)
     except CheckFailed as e:
-        raise _diagnose(out, expected, e, nan_hint, twins) from None
+        failure = _diagnose(out, expected, e, nan_hint, twins)
+        g = np.asarray(values(out), dtype=np.float64)
+        if g.shape == expected.shape and (np.isinf(g) & np.isfinite(expected)).any():
+            # inf where the answer is finite: something overflowed, large_scores' idea
+            raise CheckFailed(str(e), hint=failure.hint or OVERFLOW_HINT,
+                              follows=("flash_decode.large_scores",)) from None
+        if not failure.hint and split_hint and num_splits not in (None, 1):
+            args[3] = tensor(lens, "int32", poison=0.0)
+            try:
+                one = sub.call("flash_decode", *args, num_splits=1).value
+                assert_close(one, expected, what=what, dtype=dtype)
+                failure = CheckFailed(str(e), hint=split_hint.format(splits=num_splits))
+            except (CheckFailed, errors.StudentRaised, errors.BadReturn):
+                pass
+        raise failure from None
     return out
 
 
+OVERFLOW_HINT = ("inf in the output where the answer is finite: something overflowed. exp(s) "
+                 "without the running max does (float32 past 88.7, and p cast to float16 for "
+                 "tl.dot past 65504): p = exp(s - m_new) in every split.")
 SPLIT_NAN_HINT = ("nan in the output: a split that holds no keys must hand back the empty state "
                   "(-inf, 0, 0) (its loop should not run: hi = min(lo + split_size, seq_len)), and "
                   "the merge must never compute -inf - (-inf) (shift by 0 where the max is -inf).")
@@ -295,7 +335,11 @@ def test_empty_splits(student, rng):
         q, k, v = _inputs(rng, B, Hq, Hkv, L, D)
         k, v = _fill_past(k, v, lens, 0.0, 0.0)
         _decode(sub, q, k, v, lens, num_splits=splits, seed=rng.seed, nan_hint=SPLIT_NAN_HINT,
-                case=f"{splits} splits: most hold no keys")
+                case=f"{splits} splits: most hold no keys", split_hint=(
+                    "Right with num_splits=1 on the same inputs, wrong with {splits} splits, most "
+                    "of which hold no keys: a split past seq_len must hand back the empty state "
+                    "(-inf, 0, 0) (its loop should not run: hi = min(lo + split_size, seq_len)), "
+                    "and the merge must treat the empty state as the identity."))
 
 
 @pytest.mark.check("flash_decode.padded_keys_masked")
@@ -312,7 +356,31 @@ def test_padded_keys_masked(student, rng):
         garbage = round_to(np.broadcast_to(q[:, :1, None, :] * 4, (B, Hkv, L, D)), "float16")
         k, v = _fill_past(k, v, lens, garbage[:, :, :1], 100.0)
         _decode(sub, q, k, v, lens, num_splits=1, seed=rng.seed,
-                case="all real scores < 0; garbage past seq_lens would score ~+100")
+                case="all real scores < 0; garbage past seq_lens would score ~+100",
+                twins=[(_padded_zero(q, k, v, lens, block), PADDED_HINT.format(block=block))
+                       for block in (16, 32, 64, 128)])
+
+
+PADDED_HINT = ("Your o equals attention with the keys past seq_lens[b], up to the next multiple "
+               "of {block}, scored 0 with value 0 (masked loads, other=0): the loads are masked, "
+               "but those scores must be -inf too, s = tl.where(valid, s, float('-inf')), or "
+               "exp gives them weight.")
+
+
+def _padded_zero(q, k, v, seq_lens, block: int) -> np.ndarray:
+    """decode_reference plus, per sequence, keys of score 0 and value 0 up to a multiple of block."""
+    q, k, v = (np.asarray(t, dtype=np.float64) for t in (q, k, v))
+    B, Hq, D = q.shape
+    Hkv = k.shape[1]
+    o = np.zeros((B, Hq, D))
+    for b in range(B):
+        n = int(seq_lens[b])
+        pad = -(-n // block) * block - n
+        for h in range(Hq):
+            g = h // (Hq // Hkv)
+            s = (q[b, h] @ k[b, g, :n].T / np.sqrt(D))[None]
+            o[b, h] = diagnose.attend(s, v[b, g, :n], pad=pad)[0]
+    return o
 
 
 @pytest.mark.check("flash_decode.max_in_last_split")
@@ -327,7 +395,10 @@ def test_max_in_last_split(student, rng):
         k[..., 0] = 0.0
         k[..., L - 4:, 0] = 8.0
         _decode(sub, q, k, v, [L] * B, num_splits=splits, seed=rng.seed,
-                case="the max scores are the last 4 keys")
+                case="the max scores are the last 4 keys", split_hint=(
+                    "Right with num_splits=1 on the same inputs, wrong with {splits} splits where "
+                    "the max sits in the last one: the merge must rescale each split onto the "
+                    "common max, l_s * exp(m_s - m) and acc_s * exp(m_s - m), before adding."))
 
 
 @pytest.mark.check("flash_decode.large_scores")

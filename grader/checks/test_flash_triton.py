@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.judge import reference
+from grader.judge import diagnose, reference
 from grader.judge.cases import run_cases
 from grader.judge.compare import CheckFailed, assert_close, assert_shape
 from grader.judge.inputs import randn, round_to, tensor
@@ -60,16 +60,26 @@ def _call(sub, q, k, v, *, dtype="float16", BLOCK_M=64, BLOCK_N=64):
                     opts={"poison_empty": True})
 
 
-def _flash(sub, q, k, v, *, dtype="float16", BLOCK_M=64, BLOCK_N=64, case="", seed=None):
-    """Run flash_fwd on (q, k, v) and check the whole output against float64."""
+def _flash(sub, q, k, v, *, dtype="float16", BLOCK_M=64, BLOCK_N=64, case="", seed=None,
+           explain=None):
+    """Run flash_fwd on (q, k, v) and check the whole output against float64. A failure's hint
+    comes from its evidence: `explain(out, expected)` (this case's own reading), else the known
+    mistake whose answer the output equals (grader/judge/diagnose.py), else none."""
     out = _call(sub, q, k, v, dtype=dtype, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N).value
-    assert_close(out, reference.attention(q, k, v), what="flash_fwd(q, k, v)", dtype=dtype,
-                 case=_describe(q, dtype, BLOCK_M, BLOCK_N, case), seed=seed)
+    expected = reference.attention(q, k, v)
+    try:
+        assert_close(out, expected, what="flash_fwd(q, k, v)", dtype=dtype,
+                     case=_describe(q, dtype, BLOCK_M, BLOCK_N, case), seed=seed)
+    except CheckFailed as e:
+        hint = (explain(out, expected) if explain else "") or diagnose.attention_hint(
+            out, q, k, v, block_n=BLOCK_N, dtype=dtype)
+        raise CheckFailed(str(e), hint=hint or e.hint) from None
 
 
-def _case(sub, q, k, v, seed, dtype="float16", case="", **blocks):
+def _case(sub, q, k, v, seed, dtype="float16", case="", explain=None, **blocks):
     label = f"{_describe(q, dtype, blocks.get('BLOCK_M', 64), blocks.get('BLOCK_N', 64), case)} [seed {seed}]"
-    return label, lambda: _flash(sub, q, k, v, dtype=dtype, case=case, seed=seed, **blocks)
+    return label, lambda: _flash(sub, q, k, v, dtype=dtype, case=case, seed=seed,
+                                 explain=explain, **blocks)
 
 
 @pytest.mark.check("flash_triton.matches_reference")
@@ -209,10 +219,26 @@ def test_large_scores(student, rng, credit):
 
     # scores near 300: past float32 exp's overflow at 88.7, so exp(s) without the running max
     # is inf and inf / inf is nan
-    big = _case(sub, *scores(300.0, 0.0), rng.seed, case="scores up to ~300", **blocks)
+    def overflowed(out, expected):
+        if diagnose.blew_up(out, expected):
+            return ("NaN or inf where the answer is finite, with scores up to ~300: exp(s) "
+                    "overflows float32 past 88.7 and inf / inf is NaN. Subtract the running max: "
+                    "p = exp(s - m_new[:, None]), m_new = max(m_i, max of the block's scores).")
+        return ""
+
+    def underflowed(out, expected):
+        if diagnose.zero_or_nan_where_wrong(out, expected, *diagnose.tolerance("float16")):
+            return ("Every score here is far below 0 (about -95 to -25), and every wrong output "
+                    "is 0 or NaN: exp(s - m) underflowed to 0, as it does when the running max "
+                    "stays above every score. A running max that starts at 0 does that: start "
+                    "m_i at -inf (tl.full([BLOCK_M], float('-inf'), tl.float32)).")
+        return ""
+
+    big = _case(sub, *scores(300.0, 0.0), rng.seed, case="scores up to ~300", explain=overflowed,
+                **blocks)
     # every score strongly negative (about -30, and -90 past the first block): a running max
     # that starts at 0 instead of -inf never moves, and exp(s - 0) rounds to 0 in float16
-    negative = _case(sub, *scores(-30.0, -90.0), rng.seed,
+    negative = _case(sub, *scores(-30.0, -90.0), rng.seed, explain=underflowed,
                      case="every score between about -95 and -25", **blocks)
     run_cases(credit, [big, negative])
 

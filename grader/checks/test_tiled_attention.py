@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.judge import memory, reference
+from grader.judge import diagnose, memory, reference
 from grader.judge.compare import Cases, CheckFailed, assert_close, values
 from grader.judge.inputs import randn
 
@@ -59,12 +59,63 @@ def _max_in_first_key(rng, N: int, d: int, dtype: str, boost: float = 4.0):
     raise RuntimeError("could not draw inputs with every row's max at key 0")
 
 
+MEMORY = "tiled_attention.memory_is_tiled"
+
+
+def _tile_step(d: int, Br: int, Bc: int) -> int:
+    """Bytes of one tile step, each array counted as float64: the (Br, Bc) scores, the (Br, d)
+    acc and q, the (Bc, d) k and v."""
+    return 8 * (Br * Bc + Br * d + Bc * d)
+
+
+def tiled_call(sub, Q, K, V, Br: int | None, Bc: int | None, what: str, case: str, seed: int,
+               opts: dict | None = None):
+    """tiled_attention(Q, K, V[, Br, Bc]) with tracemalloc on in the worker, gated on its
+    memory: this exercise's idea is tiling, so a call whose peak holds about the N x N scores
+    earns nothing in any tiled check, whatever its output (the kernel-use gate of the Triton
+    exercises, for tiles). The gate trips only on N x N evidence: a peak beyond the output of
+    more than 4 tile steps + 8 KiB + four float64 N x d arrays (copies of Q, K, V and a float64
+    acc for the whole output: wasteful, memory_is_tiled's business, but tiled) AND of at least
+    half an N x N float32 matrix (2 N^2 bytes). Where N x N is not well above that (small N,
+    large d), nothing can tell the two apart and nothing trips; every tiled check has a case
+    where it is."""
+    blocks = {} if Br is None else {"Br": Br, "Bc": Bc}
+    res = sub.call("tiled_attention", Q, K, V, **blocks, opts={**(opts or {}), "tracemalloc": True})
+    N, d = Q.shape
+    Br, Bc = Br or 64, Bc or 64
+    out_item = max(Q.dtype.itemsize, np.asarray(values(res.value)).dtype.itemsize
+                   if np.asarray(values(res.value)).dtype.kind == "f" else 0)
+    output = N * d * out_item
+    tile = _tile_step(d, Br, Bc)
+    peak = int(res.extras.get("peak_bytes", 0))
+    extra = peak - output
+    scores = N * N * Q.dtype.itemsize
+    if extra > 4 * tile + 8 * KiB + 4 * N * d * 8 and extra >= 2 * N * N:
+        raise CheckFailed(
+            f"{what} ({case}) [seed {seed}]: the call held about the N x N scores: tracemalloc saw "
+            f"a peak of {peak} bytes, {extra} beyond the {output}-byte output, where one "
+            f"(Br, Bc) tile step takes {tile} bytes and the N x N scores {scores}. An output "
+            f"computed without tiles earns no tiled points, right or not (memory_is_tiled "
+            f"measures this).",
+            hint="Tiling is this exercise's idea: build one (Br, Bc) score tile at a time from "
+                 "q = Q[i:i+Br] and k = K[j:j+Bc], never the N x N scores.",
+            follows=(MEMORY,))
+    return res if opts else res.value
+
+
 def _tiled(sub, Q, K, V, Br: int, Bc: int, case: str, seed: int):
-    """Call tiled_attention and compare with the float64 reference."""
-    out = sub.tiled_attention(Q, K, V, Br=Br, Bc=Bc)
-    assert_close(out, reference.attention(Q, K, V), what=f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})",
-                 input_dtype=Q.dtype.name, terms=Q.shape[0],
-                 case=f"N={Q.shape[0]}, d={Q.shape[1]}, {Q.dtype.name}, {case}", seed=seed)
+    """Call tiled_attention (gated on its memory) and compare with the float64 reference."""
+    label = f"N={Q.shape[0]}, d={Q.shape[1]}, {Q.dtype.name}, {case}"
+    out = tiled_call(sub, Q, K, V, Br, Bc, f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})", label, seed)
+    try:
+        assert_close(out, reference.attention(Q, K, V),
+                     what=f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})",
+                     input_dtype=Q.dtype.name, terms=Q.shape[0],
+                     case=f"N={Q.shape[0]}, d={Q.shape[1]}, {Q.dtype.name}, {case}", seed=seed)
+    except CheckFailed as e:
+        # the hint only when the output equals a known mistake's answer (grader/judge/diagnose.py)
+        raise CheckFailed(str(e), hint=diagnose.attention_hint(
+            out, Q, K, V, block_n=Bc, input_dtype=Q.dtype.name) or e.hint) from None
 
 
 def _blew_up(e: CheckFailed) -> bool:
@@ -78,9 +129,14 @@ OFF_BUT_FINITE = ("The output is finite but wrong here, so exp did not overflow 
 
 
 def _naive(sub, Q, K, V, case: str, seed: int):
-    assert_close(sub.naive_attention(Q, K, V), reference.attention(Q, K, V),
-                 what="naive_attention(Q, K, V)", input_dtype=Q.dtype.name, terms=Q.shape[0],
-                 case=f"N={Q.shape[0]}, d={Q.shape[1]}, {Q.dtype.name}, {case}", seed=seed)
+    out = sub.naive_attention(Q, K, V)
+    try:
+        assert_close(out, reference.attention(Q, K, V),
+                     what="naive_attention(Q, K, V)", input_dtype=Q.dtype.name, terms=Q.shape[0],
+                     case=f"N={Q.shape[0]}, d={Q.shape[1]}, {Q.dtype.name}, {case}", seed=seed)
+    except CheckFailed as e:
+        raise CheckFailed(str(e), hint=diagnose.attention_hint(
+            out, Q, K, V, input_dtype=Q.dtype.name) or e.hint) from None
 
 
 @pytest.mark.check("tiled_attention.memory_is_tiled")
@@ -110,8 +166,6 @@ def test_memory_is_tiled(student, rng):
             raise CheckFailed(f"{what} ({case}) [seed {rng.seed}]: {e}, though a fresh worker's "
                               f"could be; the memory check fails closed.",
                               hint="Leave the process alone: no prctl, no changes to /proc.") from None
-    assert_close(res.value, reference.attention(Q, K, V), what=what, input_dtype=dtype, terms=N,
-                 case=case, seed=rng.seed)
     # the output may be float64 for float32 input (the policy in grader/judge/compare.py)
     output = N * d * max(item, np.asarray(values(res.value)).dtype.itemsize)
     # the tiles of one step, each counted as float64 (a float32 input may be widened per tile):
@@ -134,7 +188,11 @@ def test_memory_is_tiled(student, rng):
             f"{extra} bytes beyond the output, {cause}. {sizes}",
             hint="Tiling: build one (Br, Bc) score tile at a time from q = Q[i:i+Br] and "
                  "k = K[j:j+Bc]; never the N x N scores, a whole row of N scores, a Br x N "
-                 "strip, or a copy of Q, K or V. The only N-sized array is the output.")
+                 "strip, or a copy of Q, K or V. The only N-sized array is the output.",
+            follows=())   # memory is this check's own evidence: it leads, whatever else failed
+    # memory first, then the values: a wrong output from tiled memory is the value checks' cause
+    assert_close(res.value, reference.attention(Q, K, V), what=what, input_dtype=dtype, terms=N,
+                 case=case, seed=rng.seed)
     if peak < output:  # the output itself is allocated during the call
         raise CheckFailed(
             f"{what} ({case}) [seed {rng.seed}]: tracemalloc saw a peak of {peak} bytes, less "
@@ -153,7 +211,8 @@ def test_memory_is_tiled(student, rng):
                 f"Memory that tracemalloc cannot see (an mmap, a buffer made at import) counts "
                 f"too. {sizes}",
                 hint="Tiling: the N x N scores must not exist anywhere, in any kind of memory, "
-                     "and nothing N x N may be prepared at import; one (Br, Bc) tile at a time.")
+                     "and nothing N x N may be prepared at import; one (Br, Bc) tile at a time.",
+                follows=())
 
 
 class _nothing:
@@ -181,7 +240,9 @@ def test_tiled_matches_float64(student, rng, credit):
     sub = student()
     cases = Cases(credit)
     # N a multiple of Br and of Bc: no short blocks here (ragged_sizes has them)
-    for dtype, N, d, Br, Bc in (("float32", 256, 64, 64, 64), ("float32", 192, 32, 32, 64),
+    # (N = 1024, d = 16 with blocks of 32: the N x N scores are 7x what the memory gate allows
+    # a tiled call, so it can tell an untiled call apart; see tiled_call)
+    for dtype, N, d, Br, Bc in (("float32", 1024, 16, 32, 32), ("float32", 192, 32, 32, 64),
                                 ("float64", 128, 64, 64, 32)):
         Q, K, V = _max_in_first_key(rng, N, d, dtype)
         with cases.case(f"N={N}, d={d}, {dtype}, Br={Br}, Bc={Bc}", seed=rng.seed):
@@ -200,7 +261,9 @@ def test_ragged_sizes(student, rng, credit):
     # the default blocks (Br = Bc = 64), with a short last block
     Q, K, V = _max_in_first_key(rng, 130, 64, "float32")
     with cases.case("N=130, d=64, float32, default Br and Bc", seed=rng.seed):
-        assert_close(sub.tiled_attention(Q, K, V), reference.attention(Q, K, V),
+        out = tiled_call(sub, Q, K, V, None, None, "tiled_attention(Q, K, V)",
+                         "N=130, d=64, float32, default Br and Bc", rng.seed)
+        assert_close(out, reference.attention(Q, K, V),
                      what="tiled_attention(Q, K, V) with the default Br, Bc", input_dtype="float32",
                      terms=130, case="N=130, d=64, float32", seed=rng.seed)
     cases.finish()
@@ -229,7 +292,9 @@ def test_max_in_last_block(student, rng, credit):
                            f"Br={Br}, Bc={Bc}, row max in the last key block (last {boosted} keys)",
                            rng.seed)
                 except CheckFailed as e:
-                    raise CheckFailed(str(e), hint="Break It 2: right until the row max moves into "
+                    if e.follows is not None:   # the memory gate's failure, as it is
+                        raise
+                    raise CheckFailed(str(e), hint=e.hint or "Break It 2: right until the row max moves into "
                                       "a later key block. Is acc rescaled by alpha = "
                                       "exp(m - m_new), as l is?") from None
     cases.finish()
@@ -242,7 +307,7 @@ def test_large_scores(student, rng, credit):
     # float32 exp overflows above 88.7, float64 above 709.8. Integer Q and K with d = 64 make
     # every score an exact multiple of 1/8 (scale = 1/8), so float32 loses nothing to rounding
     # the scores and the usual tolerance holds at scores in the hundreds.
-    N, d, Br, Bc = 300, 64, 64, 48
+    N, d, Br, Bc = 600, 64, 64, 48   # float64: N x N is 2x what the memory gate allows
     hint = ("Subtract the max before exp: the running max m_new in tiled_attention and each "
             "row's max in naive_attention; p = exp(s - m), never exp(s).")
     for dtype, spread, offset in (("float32", 16, 64), ("float64", 64, 128)):
@@ -263,7 +328,9 @@ def test_large_scores(student, rng, credit):
                     try:
                         fn(sub, Q, K, V, *((Br, Bc) if fn is _tiled else ()), case, rng.seed)
                     except CheckFailed as e:
-                        raise CheckFailed(str(e), hint=hint if _blew_up(e) else OFF_BUT_FINITE) from None
+                        if e.follows is not None:   # the memory gate's failure, as it is
+                            raise
+                        raise CheckFailed(str(e), hint=hint if _blew_up(e) else e.hint or OFF_BUT_FINITE) from None
     cases.finish()
 
 
@@ -276,7 +343,7 @@ def test_negative_scores(student, rng, credit):
     # underflows below -103) and from 700 to 1100 in float64 (below -745), exp(s - 0) is 0 or
     # subnormal in many rows: a running max that starts at 0, or no max at all, gives l = 0
     # and NaN there. exp(s - m) with the row's own max is 1 at the max, whatever the scores.
-    N, d, Br, Bc = 257, 64, 32, 48
+    N, d, Br, Bc = 513, 64, 32, 48   # float64: N x N is 1.7x what the memory gate allows
     hints = {_tiled: "Start the running max at -inf (m = np.full(br, -np.inf)), not at 0: when "
                      "every score is far below 0, exp(s - 0) underflows to 0, l stays 0 and "
                      "acc / l is NaN.",
@@ -294,5 +361,7 @@ def test_negative_scores(student, rng, credit):
                 try:
                     fn(sub, Q, K, V, *((Br, Bc) if fn is _tiled else ()), case, rng.seed)
                 except CheckFailed as e:
-                    raise CheckFailed(str(e), hint=hints[fn] if _blew_up(e) else OFF_BUT_FINITE) from None
+                    if e.follows is not None:   # the memory gate's failure, as it is
+                        raise
+                    raise CheckFailed(str(e), hint=hints[fn] if _blew_up(e) else e.hint or OFF_BUT_FINITE) from None
     cases.finish()

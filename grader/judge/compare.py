@@ -64,11 +64,15 @@ class CheckFailed(AssertionError):
 
     hint: what this failure's evidence points at ("the error starts where the row max moves
     into a later key block: is acc rescaled by alpha?"). The report shows it instead of the
-    registry's general hint, which is only the fallback."""
+    registry's general hint, which is only the fallback.
+    follows: the check ids whose failure explains this one, from this failure's evidence (a
+    tiled check failed because the call held the N x N scores: memory_is_tiled's idea); None
+    keeps the registry's `Check.follows`, () makes this failure a lead of its own."""
 
-    def __init__(self, message: str = "", hint: str = ""):
+    def __init__(self, message: str = "", hint: str = "", follows: tuple | None = None):
         super().__init__(message)
         self.hint = hint
+        self.follows = follows
 
 
 def dtype_name(x) -> str:
@@ -206,5 +210,6 @@ class _Case:
             self.cases.raised.append((self.label + self.seed, value))
             return True
         if isinstance(value, CheckFailed) and self.label not in str(value):
-            raise CheckFailed(f"{value} (case: {self.label}{self.seed})", hint=value.hint) from None
+            raise CheckFailed(f"{value} (case: {self.label}{self.seed})", hint=value.hint,
+                              follows=value.follows) from None
         return False

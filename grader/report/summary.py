@@ -170,7 +170,10 @@ def failures(report: GradeReport) -> list[dict]:
     order = [r.check.id for r in report.results if r.check.id in failing]
 
     def lead_of(cid: str, seen: tuple = ()) -> str:
-        for other in getattr(failing[cid].check, "follows", ()) or ():
+        follows = getattr(failing[cid], "failure_follows", None)   # the failure's own evidence
+        if follows is None:
+            follows = getattr(failing[cid].check, "follows", ())
+        for other in follows or ():
             if other in failing and other != cid and other not in seen:
                 return lead_of(other, seen + (cid,))
         return cid
