@@ -161,31 +161,32 @@ def checked(extras: dict, inputs: list):
         return max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
 
     # The leading arguments are the same in every Triton release the lab runs on (3.6 to 3.9);
-    # the cache and eviction arguments after them differ, so they pass through as they come.
-    def masked_load(self, ptrs, mask, other, *rest):
+    # the cache and eviction arguments after them differ (positional in 3.6, keywords from the
+    # 3.9 descriptor path), so they pass through as they come.
+    def masked_load(self, ptrs, mask, other, *rest, **kw):
         ok, bad = mem.check("tl.load", ptrs, mask, elsize(ptrs))
         if bad:
             mask = interp.TensorHandle(ok, mask.dtype)
-        return saved["create_masked_load"](self, ptrs, mask, other, *rest)
+        return saved["create_masked_load"](self, ptrs, mask, other, *rest, **kw)
 
-    def masked_store(self, ptrs, value, mask, *rest):
+    def masked_store(self, ptrs, value, mask, *rest, **kw):
         ok, bad = mem.check("tl.store", ptrs, mask, elsize(ptrs), values=value.data)
         if bad:
             mask = interp.TensorHandle(ok, mask.dtype)
-        return saved["create_masked_store"](self, ptrs, value, mask, *rest)
+        return saved["create_masked_store"](self, ptrs, value, mask, *rest, **kw)
 
-    def atomic_rmw(self, rmwOp, ptr, val, mask, *rest):
+    def atomic_rmw(self, rmwOp, ptr, val, mask, *rest, **kw):
         ok, bad = mem.check("tl.atomic", ptr, mask, elsize(ptr), values=val.data)
         if bad:
             mask = interp.TensorHandle(ok, mask.dtype)
-        return saved["create_atomic_rmw"](self, rmwOp, ptr, val, mask, *rest)
+        return saved["create_atomic_rmw"](self, rmwOp, ptr, val, mask, *rest, **kw)
 
-    def atomic_cas(self, ptr, cmp, val, *rest):
+    def atomic_cas(self, ptr, cmp, val, *rest, **kw):
         ones = interp.TensorHandle(np.ones(np.shape(ptr.data), dtype=bool), interp.tl.int1)
         _, bad = mem.check("tl.atomic_cas", ptr, ones, elsize(ptr))
         if bad:
             raise RuntimeError("tl.atomic_cas outside every tensor of the call")
-        return saved["create_atomic_cas"](self, ptr, cmp, val, *rest)
+        return saved["create_atomic_cas"](self, ptr, cmp, val, *rest, **kw)
 
     def run(self, *args, **kwargs):
         for a in (*args, *kwargs.values()):
