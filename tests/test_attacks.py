@@ -13,6 +13,7 @@ are skipped with the reason. The others hold at every level.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, grader_without_audit
 
 ATTACKS = ROOT / "tests" / "attacks"
 MARKER = "LAB-ATTACK-MARKER"
@@ -92,15 +93,20 @@ def tree_hash(root: Path) -> str:
 
 
 def run_grader(repo: Path, submission: Path, report: Path, timeout: float = 300,
-               sandbox: bool = False) -> subprocess.CompletedProcess:
+               sandbox: bool = False, audit: bool = False) -> subprocess.CompletedProcess:
     """`sandbox`: the grader must run student code at the os level or not at all. Attacks that
     only the os level stops are always graded so: unsandboxed, they would write into the
-    interpreter's own folders (sys.path) on the machine running the tests."""
+    interpreter's own folders (sys.path) on the machine running the tests.
+    `audit`: the static audit (grader.judge.audit) refuses most attacks before they run, so
+    they are graded with it off: what is proven here is that the sandbox and the launcher hold
+    on their own, against an attack that got past the audit."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    env.update(GRADER_TIMEOUT_SCALE="0.1", PYTHONPATH=str(repo))
+    env.update(GRADER_TIMEOUT_SCALE="0.1")
     if sandbox:
         env["GRADER_SANDBOX"] = "1"
-    return subprocess.run([sys.executable, "-m", "grader", "--submission", str(submission),
+    start = ([sys.executable, "-I", str(repo / "grader" / "__main__.py")] if audit
+             else grader_without_audit(repo))
+    return subprocess.run([*start, "--submission", str(submission),
                            "--json", str(report), "--quiet", *ARGS],
                           cwd=repo, capture_output=True, text=True, timeout=timeout, env=env)
 
@@ -156,6 +162,7 @@ def test_attack_gains_nothing(case, repo, tmp_path):
     assert data["tests"] and data["score"] == pytest.approx(sum(t["score"] for t in data["tests"]))
     checks = online(data)
     assert checks and all(t["score"] == 0 for t in checks), [(t["name"], t["status"]) for t in checks]
+    assert not any("audit" in t["message"] for t in checks), "the attack did not run past the audit"
     if statuses is not None:
         assert {t["status"] for t in checks} <= statuses, [(t["name"], t["status"], t["message"]) for t in checks]
     for secret in (CANARY_SOL, CANARY_HIDDEN):
@@ -169,7 +176,7 @@ def test_attack_gains_nothing(case, repo, tmp_path):
         assert not Path(p).exists(), f"{p} was left for the next run"
 
     stubs = tmp_path / "stubs.json"
-    again = run_grader(repo, repo / "exercises", stubs)
+    again = run_grader(repo, repo / "exercises", stubs, audit=True)
     assert again.returncode == 0, again.stderr
     assert all(t["score"] == 0 for t in online(json.loads(stubs.read_text())))
 
@@ -180,7 +187,7 @@ def test_symlinked_submission_reads_nothing(repo, tmp_path):
     sub = tmp_path / "sub"
     sub.mkdir()
     (sub / "online_softmax.py").symlink_to(repo / "solutions" / "online_softmax.py")
-    proc = run_grader(repo, sub, tmp_path / "r.json")
+    proc = run_grader(repo, sub, tmp_path / "r.json", audit=True)
     assert proc.returncode == 0, proc.stderr
     tests = online(json.loads((tmp_path / "r.json").read_text()))
     assert tests and all(t["score"] == 0 and "not submitted" in t["message"] for t in tests)
@@ -303,39 +310,127 @@ def test_sanitizer_under_isolation_on_the_gpu(tmp_path):
 
 # ------------------------------------------------------------------ one launcher
 
-STARTS_PROCESSES = ("subprocess", "multiprocessing", "os.fork", "os.exec", "os.spawn", "os.posix_spawn",
-                    "os.system", "os.popen", "pty.spawn")
+# The contract: grader/sandbox/launcher.py (with the isolation step it execs) is the only code
+# that starts a process running submission code. Anything else in grader/ or tools/ may start a
+# process only as `subprocess.run(CMD, ...)` (it waits: nothing outlives the call), where CMD is
+#   - a tool query: `[TOOL, "--flag", ...]`, a list written in the call whose arguments are all
+#     string constants, so no path of a submission can reach it (nvidia-smi, compute-sanitizer
+#     --help); or
+#   - the grader's own command line: `[sys.executable, ..., "grader"/__main__.py, ...]`, written
+#     in the call or bound to a name in the same function; that grader starts student code only
+#     through its launcher (batch, release, tools/gpu_*).
+# Every other way to start a process (Popen, os.fork/exec/spawn/system/popen, multiprocessing,
+# pty, `from subprocess import ...`) is an offence outside the launcher.
+LAUNCHER = {"grader/sandbox/launcher.py", "grader/sandbox/isolation.py"}
+PROCESS_MODULES = ("subprocess", "multiprocessing", "pty", "asyncio.subprocess")
+STARTS = {"subprocess": {"run", "Popen", "call", "check_call", "check_output", "getoutput",
+                         "getstatusoutput"},
+          "os": {"system", "popen", "fork", "forkpty", "execv", "execve", "execvp", "execvpe", "execl",
+                 "execle", "execlp", "execlpe", "spawnv", "spawnve", "spawnvp", "spawnvpe", "spawnl",
+                 "spawnle", "spawnlp", "spawnlpe", "posix_spawn", "posix_spawnp"},
+          "multiprocessing": {"Process", "Pool", "get_context", "set_start_method"},
+          "pty": {"spawn", "fork"},
+          "asyncio": {"create_subprocess_exec", "create_subprocess_shell"},
+          "futures": {"ProcessPoolExecutor"}}
+
+
+def _is_sys_executable(node) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "executable"
+            and isinstance(node.value, ast.Name) and node.value.id == "sys")
+
+
+def _runs_the_grader(items: list) -> bool:
+    """`[sys.executable, ...]` naming the grader: `-m grader` or a path ending in __main__.py
+    of the grader package (`ROOT / "grader" / "__main__.py"`, "grader/__main__.py")."""
+    if not items or not _is_sys_executable(items[0]):
+        return False
+    consts = [c.value for item in items for c in sorted(
+        (c for c in ast.walk(item) if isinstance(c, ast.Constant) and isinstance(c.value, str)),
+        key=lambda c: (c.lineno, c.col_offset))]
+    module = any(a == "-m" and b == "grader" for a, b in zip(consts, consts[1:]))
+    script = "grader/__main__.py" in consts or any(
+        a == "grader" and b == "__main__.py" for a, b in zip(consts, consts[1:]))
+    return module or script
+
+
+def _is_tool_query(items: list) -> bool:
+    """`[TOOL, "--flag", ...]`: the program is not Python, every argument a string constant."""
+    return (bool(items) and not _is_sys_executable(items[0])
+            and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in items[1:]))
+
+
+def _command(call: ast.Call, scope) -> tuple[list, bool]:
+    """The command's list elements, and whether the list is written in the call itself."""
+    cmd = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "args"), None)
+    if isinstance(cmd, ast.List):
+        return cmd.elts, True
+    if isinstance(cmd, ast.Name):
+        for node in ast.walk(scope):
+            if (isinstance(node, ast.Assign) and isinstance(node.value, ast.List)
+                    and any(isinstance(t, ast.Name) and t.id == cmd.id for t in node.targets)):
+                return node.value.elts, False
+    return [], False
+
+
+def process_offences(rel: str, tree: ast.AST) -> list[str]:
+    offences = []
+    scopes = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+    def scope_of(node):
+        inner = [f for f in scopes if f.lineno <= node.lineno <= (f.end_lineno or f.lineno)]
+        return max(inner, key=lambda f: f.lineno) if inner else tree
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(PROCESS_MODULES) \
+                and node.module != "multiprocessing.connection":   # the pipe's class only
+            offences.append(f"{rel}:{node.lineno} from {node.module} import ...")
+        if any(getattr(a, "name", "") == "ProcessPoolExecutor" for a in getattr(node, "names", ())):
+            offences.append(f"{rel}:{node.lineno} ProcessPoolExecutor")   # threads are fine
+        if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.attr in STARTS.get(node.value.id, ())):
+            continue
+        name = f"{node.value.id}.{node.attr}"
+        call = next((c for c in ast.walk(tree) if isinstance(c, ast.Call) and c.func is node), None)
+        if name != "subprocess.run" or call is None:
+            offences.append(f"{rel}:{node.lineno} {name} (only subprocess.run(CMD) outside the launcher)")
+            continue
+        items, literal = _command(call, scope_of(call))
+        if not (_runs_the_grader(items) or (literal and _is_tool_query(items))):
+            offences.append(f"{rel}:{node.lineno} subprocess.run with a command that is neither a tool "
+                            "query with constant arguments nor the grader's own command line")
+    return offences
 
 
 def test_only_the_launcher_starts_student_code():
-    """No grader module but the launcher (and the isolation step it runs) starts processes,
-    except to ask a tool for its version; tools/bench.py's student side goes through it too."""
-    import ast
-
-    allowed = {"grader/sandbox/launcher.py", "grader/sandbox/isolation.py",
-               "grader/sandbox/sanitize.py",   # `compute-sanitizer --help` only (checked below)
-               "grader/batch.py"}              # starts `python -m grader` per submission (checked below)
+    """No code in grader/ or tools/ but the launcher starts a process that could run submission
+    code: elsewhere only tool queries with constant arguments and the grader's own command line
+    (see the contract above). tools/bench.py's student side goes through the launcher too."""
     offenders = []
-    for path in sorted([*(ROOT / "grader").rglob("*.py"), ROOT / "tools" / "bench.py"]):
+    for path in sorted([*(ROOT / "grader").rglob("*.py"), *(ROOT / "tools").glob("*.py")]):
         rel = path.relative_to(ROOT).as_posix()
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-                names = [f"{node.value.id}.{node.attr}"]
-            hits = [n for n in names if n.startswith(STARTS_PROCESSES)
-                    and not n.startswith("multiprocessing.connection")]   # the pipe's class only
-            if hits and rel not in allowed:
-                offenders.append(f"{rel}:{node.lineno} {hits[0]}")
-    assert not offenders, "only grader/sandbox/launcher.py may start processes:\n" + "\n".join(offenders)
-    sanitize_src = (ROOT / "grader" / "sandbox" / "sanitize.py").read_text()
-    assert sanitize_src.count("subprocess.run(") == 1 and '"--help"' in sanitize_src
-    batch_src = (ROOT / "grader" / "batch.py").read_text()
-    assert '"grader"' in batch_src and "Popen" not in batch_src
+        if rel not in LAUNCHER:
+            offenders += process_offences(rel, ast.parse(path.read_text()))
+    assert not offenders, "only grader/sandbox/launcher.py may start student code:\n" + "\n".join(offenders)
+
+
+def test_the_process_contract_catches_offences():
+    """The contract's checker refuses what it must (each line starts a process that could run a
+    submission) and accepts what it allows."""
+    bad = ["subprocess.Popen(['nvidia-smi'])", "os.system('nvidia-smi')", "os.fork()",
+           "subprocess.run([sys.executable, str(sub / 'x.py')])",
+           "subprocess.run(['nvidia-smi', str(sub)])", "subprocess.run(cmd)",
+           "subprocess.run([sys.executable, '-c', 'import x'])", "multiprocessing.Process(target=f)",
+           "from subprocess import run", "from concurrent.futures import ProcessPoolExecutor"]
+    for line in bad:
+        assert process_offences("x.py", ast.parse(line)), line
+    good = ["subprocess.run(['nvidia-smi', '--query-compute-apps=pid', '--format=csv,noheader'])",
+            "from concurrent.futures import ThreadPoolExecutor",
+            "subprocess.run([smi, '-L'], timeout=5)",
+            "subprocess.run([sys.executable, '-m', 'grader', '--submission', str(s)])",
+            "def f(s):\n    cmd = [sys.executable, '-I', str(ROOT / 'grader' / '__main__.py'), str(s)]\n"
+            "    cmd += ['--quiet']\n    subprocess.run(cmd)"]
+    for line in good:
+        assert not process_offences("x.py", ast.parse(line)), line
 
 
 def test_no_submission_module_in_the_grader_process(tmp_path):
