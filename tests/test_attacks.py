@@ -3,9 +3,9 @@
 Each attack is graded from a throwaway copy of the repo (grader/, solutions/, hidden_tests/,
 exercises/), so a successful attack cannot damage this checkout. For each: online_softmax scores
 what the stubs score (0); the CLI exits 0 and writes the grader's own report; the copy's tree is
-unchanged (hashed before and after); the stubs graded again afterwards score 0; no process the
-attack started is left running; nothing secret (canaries planted in solutions/ and
-hidden_tests/) appears in the report.
+unchanged (hashed before and after); no process the attack started is left running; and after
+all of them, the stubs graded again in the same copy score 0; nothing secret (canaries planted
+in solutions/ and hidden_tests/) appears in the report.
 
 Cases marked `os` need the "os" isolation level (root and `unshare`, as in CI); elsewhere they
 are skipped with the reason. The others hold at every level.
@@ -61,6 +61,9 @@ def _pids_cgroup():
     from grader.sandbox import isolation
 
     return isolation._cgroup_base("pids")
+
+
+ATTACKED: list[str] = []   # the cases graded so far in this run, in the module's copy of the repo
 
 
 @pytest.fixture(scope="module")
@@ -205,11 +208,21 @@ def test_attack_gains_nothing(case, repo, tmp_path):
     assert not marked_processes(), "a process the attack started is still running"
     for p in ("/dev/shm/lab_planted.py", "/tmp/lab_planted.py"):
         assert not Path(p).exists(), f"{p} was left for the next run"
+    ATTACKED.append(case)
 
+
+def test_stubs_still_score_zero_after_the_attacks(repo, tmp_path):
+    """After every attack above, graded in this same copy of the repo (each was already proven
+    not to change its tree or plant files in /tmp and /dev/shm), the stubs graded with the real
+    command line still score 0: nothing an attack left behind anywhere raises a later grade.
+    One grade after all of them rather than one after each keeps the corpus fast."""
+    if not ATTACKED:
+        pytest.skip("no attack was graded in this run (run it with the attacks)")
     stubs = tmp_path / "stubs.json"
     again = run_grader(repo, repo / "exercises", stubs, audit=True)
     assert again.returncode == 0, again.stderr
-    assert all(t["score"] == 0 for t in online(json.loads(stubs.read_text())))
+    checks = online(json.loads(stubs.read_text()))
+    assert checks and all(t["score"] == 0 for t in checks), (ATTACKED, checks)
 
 
 def test_symlinked_submission_reads_nothing(repo, tmp_path):
