@@ -16,15 +16,28 @@ CPU_LAYERS = "cpu,adversarial,interp"
 GRADER = [sys.executable, "-I", str(ROOT / "grader" / "__main__.py")]   # the command make runs
 
 
+def grader_without_audit(root: Path = ROOT) -> list[str]:
+    """The same command line with the static audit (grader.judge.audit) switched off, for tests
+    of what stops student code at run time (the sandbox, the launcher's limits): the audit is a
+    first filter a determined submission can get past, so those defences must hold without it.
+    (`audit.audit;` first: a renamed function fails loudly instead of leaving the audit on.)"""
+    code = (f"import sys; sys.path.append({str(root)!r}); from grader.judge import audit; "
+            "audit.audit; audit.audit = lambda directory, exercise: []; "
+            "from grader.cli import main; sys.exit(main())")
+    return [sys.executable, "-I", "-c", code]
+
+
 def grade(submission: Path, *args: str, cwd: Path | None = None, timeout: float = 900,
-          json_path: Path | None = None) -> dict:
+          json_path: Path | None = None, audit: bool = True) -> dict:
     """Run `python -m grader` on `submission` and return its JSON report.
 
     Runs in a subprocess started as make starts it (`python -I grader/__main__.py`: nothing in
-    the cwd can shadow an import), so a grader crash shows as a failed test."""
+    the cwd can shadow an import), so a grader crash shows as a failed test. `audit=False`:
+    with the static audit off (`grader_without_audit`)."""
     out = json_path or Path(tempfile.mkdtemp(prefix="report-")) / "report.json"
     proc = subprocess.run(
-        [*GRADER, "--submission", str(submission), "--json", str(out), "--quiet", *args],
+        [*(GRADER if audit else grader_without_audit()),
+         "--submission", str(submission), "--json", str(out), "--quiet", *args],
         cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, f"grader exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
     assert "Traceback" not in proc.stderr, proc.stderr

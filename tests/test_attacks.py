@@ -3,9 +3,9 @@
 Each attack is graded from a throwaway copy of the repo (grader/, solutions/, hidden_tests/,
 exercises/), so a successful attack cannot damage this checkout. For each: online_softmax scores
 what the stubs score (0); the CLI exits 0 and writes the grader's own report; the copy's tree is
-unchanged (hashed before and after); the stubs graded again afterwards score 0; no process the
-attack started is left running; nothing secret (canaries planted in solutions/ and
-hidden_tests/) appears in the report.
+unchanged (hashed before and after); no process the attack started is left running; and after
+all of them, the stubs graded again in the same copy score 0; nothing secret (canaries planted
+in solutions/ and hidden_tests/) appears in the report.
 
 Cases marked `os` need the "os" isolation level (root and `unshare`, as in CI); elsewhere they
 are skipped with the reason. The others hold at every level.
@@ -13,6 +13,7 @@ are skipped with the reason. The others hold at every level.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, grader_without_audit
 
 ATTACKS = ROOT / "tests" / "attacks"
 MARKER = "LAB-ATTACK-MARKER"
@@ -62,6 +63,9 @@ def _pids_cgroup():
     return isolation._cgroup_base("pids")
 
 
+ATTACKED: list[str] = []   # the cases graded so far in this run, in the module's copy of the repo
+
+
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> Path:
     """A copy of the repo's grading parts, with canaries in what students must never see."""
@@ -92,15 +96,20 @@ def tree_hash(root: Path) -> str:
 
 
 def run_grader(repo: Path, submission: Path, report: Path, timeout: float = 300,
-               sandbox: bool = False) -> subprocess.CompletedProcess:
+               sandbox: bool = False, audit: bool = False) -> subprocess.CompletedProcess:
     """`sandbox`: the grader must run student code at the os level or not at all. Attacks that
     only the os level stops are always graded so: unsandboxed, they would write into the
-    interpreter's own folders (sys.path) on the machine running the tests."""
+    interpreter's own folders (sys.path) on the machine running the tests.
+    `audit`: the static audit (grader.judge.audit) refuses most attacks before they run, so
+    they are graded with it off: what is proven here is that the sandbox and the launcher hold
+    on their own, against an attack that got past the audit."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    env.update(GRADER_TIMEOUT_SCALE="0.1", PYTHONPATH=str(repo))
+    env.update(GRADER_TIMEOUT_SCALE="0.1")
     if sandbox:
         env["GRADER_SANDBOX"] = "1"
-    return subprocess.run([sys.executable, "-m", "grader", "--submission", str(submission),
+    start = ([sys.executable, "-I", str(repo / "grader" / "__main__.py")] if audit
+             else grader_without_audit(repo))
+    return subprocess.run([*start, "--submission", str(submission),
                            "--json", str(report), "--quiet", *ARGS],
                           cwd=repo, capture_output=True, text=True, timeout=timeout, env=env)
 
@@ -119,6 +128,35 @@ def marked_processes() -> list[int]:
 
 def online(report: dict) -> list[dict]:
     return [t for t in report["tests"] if t["exercise"] == "online_softmax" and t["status"] != "not_run"]
+
+
+def flood_costs_little_memory(data: dict, elapsed: float) -> None:
+    """2 GiB printed: the grader reads a bounded head and tail of the capture file."""
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    assert peak_kib < 1_500_000, f"a process of the run peaked at {peak_kib >> 10} MiB"
+    assert all(len(t["output"]) <= 2000 for t in data["tests"])
+
+
+def codec_bombs_are_named(data: dict, elapsed: float) -> None:
+    """Unsendable values are the student's error, with the reason, not a silent worker death."""
+    by_name = {t["name"]: t for t in data["tests"]}
+    assert "bits" in by_name["online_softmax.safe_matches_float64"]["message"]
+    assert "nested too deeply" in by_name["online_softmax.online_max_sum"]["message"]
+    assert "too large" in by_name["online_softmax.online_matches_float64"]["message"]
+    for t in online(data):
+        assert "died" not in t["message"], t
+
+
+def hanging_reply_times_out_and_counts(data: dict, elapsed: float) -> None:
+    """A header that promises parts that never come times out like a hang, and the two-timeout
+    rule stops the rest of the exercise at once."""
+    assert elapsed < 60
+    assert sum("did not finish" in t["message"] for t in online(data)) == 2
+
+
+# what some cases must show besides gaining nothing
+SHOWS = {"flood": flood_costs_little_memory, "codec_bomb": codec_bombs_are_named,
+         "hang_reply": hanging_reply_times_out_and_counts}
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -150,28 +188,41 @@ def test_attack_gains_nothing(case, repo, tmp_path):
     assert proc.returncode == 0, f"grader exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
     assert "Traceback" not in proc.stderr, proc.stderr
     written = report.read_text()
-    time.sleep(1.5)   # a process left behind would rewrite the report now
+    time.sleep(1.0)   # a process left behind would rewrite the report now (outlive: every 0.5 s)
     assert report.read_text() == written, "the report changed after the grader exited"
     data = json.loads(written)
     assert data["tests"] and data["score"] == pytest.approx(sum(t["score"] for t in data["tests"]))
     checks = online(data)
     assert checks and all(t["score"] == 0 for t in checks), [(t["name"], t["status"]) for t in checks]
+    assert not any("audit" in t["message"] for t in checks), "the attack did not run past the audit"
     if statuses is not None:
         assert {t["status"] for t in checks} <= statuses, [(t["name"], t["status"], t["message"]) for t in checks]
     for secret in (CANARY_SOL, CANARY_HIDDEN):
         assert secret not in written, f"{secret} leaked into the report"
     assert "grader error" not in written
     assert elapsed < 120, f"grading took {elapsed:.0f} s"
+    if case in SHOWS:
+        SHOWS[case](data, elapsed)
 
     assert tree_hash(repo) == before, "the grader's tree changed"
     assert not marked_processes(), "a process the attack started is still running"
     for p in ("/dev/shm/lab_planted.py", "/tmp/lab_planted.py"):
         assert not Path(p).exists(), f"{p} was left for the next run"
+    ATTACKED.append(case)
 
+
+def test_stubs_still_score_zero_after_the_attacks(repo, tmp_path):
+    """After every attack above, graded in this same copy of the repo (each was already proven
+    not to change its tree or plant files in /tmp and /dev/shm), the stubs graded with the real
+    command line still score 0: nothing an attack left behind anywhere raises a later grade.
+    One grade after all of them rather than one after each keeps the corpus fast."""
+    if not ATTACKED:
+        pytest.skip("no attack was graded in this run (run it with the attacks)")
     stubs = tmp_path / "stubs.json"
-    again = run_grader(repo, repo / "exercises", stubs)
+    again = run_grader(repo, repo / "exercises", stubs, audit=True)
     assert again.returncode == 0, again.stderr
-    assert all(t["score"] == 0 for t in online(json.loads(stubs.read_text())))
+    checks = online(json.loads(stubs.read_text()))
+    assert checks and all(t["score"] == 0 for t in checks), (ATTACKED, checks)
 
 
 def test_symlinked_submission_reads_nothing(repo, tmp_path):
@@ -180,54 +231,10 @@ def test_symlinked_submission_reads_nothing(repo, tmp_path):
     sub = tmp_path / "sub"
     sub.mkdir()
     (sub / "online_softmax.py").symlink_to(repo / "solutions" / "online_softmax.py")
-    proc = run_grader(repo, sub, tmp_path / "r.json")
+    proc = run_grader(repo, sub, tmp_path / "r.json", audit=True)
     assert proc.returncode == 0, proc.stderr
     tests = online(json.loads((tmp_path / "r.json").read_text()))
     assert tests and all(t["score"] == 0 and "not submitted" in t["message"] for t in tests)
-
-
-def test_flood_costs_the_grader_little_memory(repo, tmp_path):
-    """2 GiB printed: the grader reads a bounded head and tail of the capture file."""
-    sub = tmp_path / "sub"
-    sub.mkdir()
-    shutil.copy(ATTACKS / "flood" / "online_softmax.py", sub)
-    proc = run_grader(repo, sub, tmp_path / "r.json")
-    assert proc.returncode == 0, proc.stderr
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    assert peak_kib < 1_500_000, f"a process of the run peaked at {peak_kib >> 10} MiB"
-    report = json.loads((tmp_path / "r.json").read_text())
-    assert all(len(t["output"]) <= 2000 for t in report["tests"])
-
-
-def test_codec_bombs_are_named(repo, tmp_path):
-    """Unsendable values are the student's error, with the reason, not a silent worker death."""
-    sub = tmp_path / "sub"
-    sub.mkdir()
-    shutil.copy(ATTACKS / "codec_bomb" / "online_softmax.py", sub)
-    proc = run_grader(repo, sub, tmp_path / "r.json")
-    assert proc.returncode == 0, proc.stderr
-    by_name = {t["name"]: t for t in json.loads((tmp_path / "r.json").read_text())["tests"]}
-    assert "bits" in by_name["online_softmax.safe_matches_float64"]["message"]
-    assert "nested too deeply" in by_name["online_softmax.online_max_sum"]["message"]
-    assert "too large" in by_name["online_softmax.online_matches_float64"]["message"]
-    for t in by_name.values():
-        if t["exercise"] == "online_softmax" and t["status"] != "not_run":
-            assert t["status"] == "error" and "died" not in t["message"], t
-
-
-def test_hanging_reply_times_out_and_counts(repo, tmp_path):
-    """A header that promises parts that never come times out like a hang, and the two-timeout
-    rule stops the rest of the exercise at once."""
-    sub = tmp_path / "sub"
-    sub.mkdir()
-    shutil.copy(ATTACKS / "hang_reply" / "online_softmax.py", sub)
-    start = time.perf_counter()
-    proc = run_grader(repo, sub, tmp_path / "r.json")
-    assert proc.returncode == 0, proc.stderr
-    assert time.perf_counter() - start < 60
-    tests = online(json.loads((tmp_path / "r.json").read_text()))
-    assert sum("did not finish" in t["message"] for t in tests) == 2
-    assert all(t["status"] == "timeout" for t in tests)
 
 
 # ------------------------------------------------------------------ student code outside the grader
@@ -303,39 +310,139 @@ def test_sanitizer_under_isolation_on_the_gpu(tmp_path):
 
 # ------------------------------------------------------------------ one launcher
 
-STARTS_PROCESSES = ("subprocess", "multiprocessing", "os.fork", "os.exec", "os.spawn", "os.posix_spawn",
-                    "os.system", "os.popen", "pty.spawn")
+# The contract: grader/sandbox/launcher.py (with the isolation step it execs) is the only code
+# that starts a process running submission code. Anything else in grader/ or tools/ may start a
+# process only as `subprocess.run(CMD, ...)` (it waits: nothing outlives the call), where CMD is
+#   - a tool query: `[TOOL, "--flag", ...]`, a list written in the call whose arguments are all
+#     string constants, so no path of a submission can reach it (nvidia-smi, compute-sanitizer
+#     --help); or
+#   - the grader's own command line: `[sys.executable, ..., "grader"/__main__.py, ...]`, written
+#     in the call or bound to a name in the same function; that grader starts student code only
+#     through its launcher (batch, release, tools/gpu_*).
+# Every other way to start a process (Popen, os.fork/exec/spawn/system/popen, multiprocessing,
+# pty, `from subprocess import ...`) is an offence outside the launcher.
+LAUNCHER = {"grader/sandbox/launcher.py", "grader/sandbox/isolation.py"}
+PROCESS_MODULES = ("subprocess", "multiprocessing", "pty", "asyncio.subprocess")
+STARTS = {"subprocess": {"run", "Popen", "call", "check_call", "check_output", "getoutput",
+                         "getstatusoutput"},
+          "os": {"system", "popen", "fork", "forkpty", "execv", "execve", "execvp", "execvpe", "execl",
+                 "execle", "execlp", "execlpe", "spawnv", "spawnve", "spawnvp", "spawnvpe", "spawnl",
+                 "spawnle", "spawnlp", "spawnlpe", "posix_spawn", "posix_spawnp"},
+          "multiprocessing": {"Process", "Pool", "get_context", "set_start_method"},
+          "pty": {"spawn", "fork"},
+          "asyncio": {"create_subprocess_exec", "create_subprocess_shell"},
+          "futures": {"ProcessPoolExecutor"}}
+
+
+def _is_sys_executable(node) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "executable"
+            and isinstance(node.value, ast.Name) and node.value.id == "sys")
+
+
+def _runs_the_grader(items: list) -> bool:
+    """`[sys.executable, ...]` naming the grader: `-m grader` or a path ending in __main__.py
+    of the grader package (`ROOT / "grader" / "__main__.py"`, "grader/__main__.py")."""
+    if not items or not _is_sys_executable(items[0]):
+        return False
+    consts = [c.value for item in items for c in sorted(
+        (c for c in ast.walk(item) if isinstance(c, ast.Constant) and isinstance(c.value, str)),
+        key=lambda c: (c.lineno, c.col_offset))]
+    module = any(a == "-m" and b == "grader" for a, b in zip(consts, consts[1:]))
+    script = "grader/__main__.py" in consts or any(
+        a == "grader" and b == "__main__.py" for a, b in zip(consts, consts[1:]))
+    return module or script
+
+
+def _is_tool_query(items: list) -> bool:
+    """`[TOOL, "--flag", ...]`: the program is not Python, every argument a string constant."""
+    return (bool(items) and not _is_sys_executable(items[0])
+            and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in items[1:]))
+
+
+def _command(call: ast.Call, scope) -> tuple[list, bool]:
+    """The command's list elements, and whether the list is written in the call itself."""
+    cmd = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "args"), None)
+    if isinstance(cmd, ast.List):
+        return cmd.elts, True
+    if isinstance(cmd, ast.Name):
+        for node in ast.walk(scope):
+            if (isinstance(node, ast.Assign) and isinstance(node.value, ast.List)
+                    and any(isinstance(t, ast.Name) and t.id == cmd.id for t in node.targets)):
+                return node.value.elts, False
+    return [], False
+
+
+def process_offences(rel: str, tree: ast.AST) -> list[str]:
+    offences = []
+    scopes = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+    def scope_of(node):
+        inner = [f for f in scopes if f.lineno <= node.lineno <= (f.end_lineno or f.lineno)]
+        return max(inner, key=lambda f: f.lineno) if inner else tree
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(PROCESS_MODULES) \
+                and node.module != "multiprocessing.connection":   # the pipe's class only
+            offences.append(f"{rel}:{node.lineno} from {node.module} import ...")
+        if any(getattr(a, "name", "") == "ProcessPoolExecutor" for a in getattr(node, "names", ())):
+            offences.append(f"{rel}:{node.lineno} ProcessPoolExecutor")   # threads are fine
+        if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.attr in STARTS.get(node.value.id, ())):
+            continue
+        name = f"{node.value.id}.{node.attr}"
+        call = next((c for c in ast.walk(tree) if isinstance(c, ast.Call) and c.func is node), None)
+        if name != "subprocess.run" or call is None:
+            offences.append(f"{rel}:{node.lineno} {name} (only subprocess.run(CMD) outside the launcher)")
+            continue
+        items, literal = _command(call, scope_of(call))
+        if not (_runs_the_grader(items) or (literal and _is_tool_query(items))):
+            offences.append(f"{rel}:{node.lineno} subprocess.run with a command that is neither a tool "
+                            "query with constant arguments nor the grader's own command line")
+    return offences
 
 
 def test_only_the_launcher_starts_student_code():
-    """No grader module but the launcher (and the isolation step it runs) starts processes,
-    except to ask a tool for its version; tools/bench.py's student side goes through it too."""
-    import ast
-
-    allowed = {"grader/sandbox/launcher.py", "grader/sandbox/isolation.py",
-               "grader/sandbox/sanitize.py",   # `compute-sanitizer --help` only (checked below)
-               "grader/batch.py"}              # starts `python -m grader` per submission (checked below)
+    """No code in grader/ or tools/ but the launcher starts a process that could run submission
+    code: elsewhere only tool queries with constant arguments and the grader's own command line
+    (see the contract above). tools/bench.py's student side goes through the launcher too."""
     offenders = []
-    for path in sorted([*(ROOT / "grader").rglob("*.py"), ROOT / "tools" / "bench.py"]):
+    for path in sorted([*(ROOT / "grader").rglob("*.py"), *(ROOT / "tools").glob("*.py")]):
         rel = path.relative_to(ROOT).as_posix()
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-                names = [f"{node.value.id}.{node.attr}"]
-            hits = [n for n in names if n.startswith(STARTS_PROCESSES)
-                    and not n.startswith("multiprocessing.connection")]   # the pipe's class only
-            if hits and rel not in allowed:
-                offenders.append(f"{rel}:{node.lineno} {hits[0]}")
-    assert not offenders, "only grader/sandbox/launcher.py may start processes:\n" + "\n".join(offenders)
-    sanitize_src = (ROOT / "grader" / "sandbox" / "sanitize.py").read_text()
-    assert sanitize_src.count("subprocess.run(") == 1 and '"--help"' in sanitize_src
-    batch_src = (ROOT / "grader" / "batch.py").read_text()
-    assert '"grader"' in batch_src and "Popen" not in batch_src
+        if rel not in LAUNCHER:
+            offenders += process_offences(rel, ast.parse(path.read_text()))
+    assert not offenders, "only grader/sandbox/launcher.py may start student code:\n" + "\n".join(offenders)
+    # the worker, which imports submission files, is started by the launcher's boot line only
+    for path in [*(ROOT / "grader").rglob("*.py"), *(ROOT / "tools").glob("*.py")]:
+        rel = path.relative_to(ROOT).as_posix()
+        if rel not in ("grader/sandbox/launcher.py", "grader/sandbox/worker.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+                elif isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                else:
+                    continue
+                assert "grader.sandbox.worker" not in names, f"{rel}:{node.lineno} imports the worker"
+
+
+def test_the_process_contract_catches_offences():
+    """The contract's checker refuses what it must (each line starts a process that could run a
+    submission) and accepts what it allows."""
+    bad = ["subprocess.Popen(['nvidia-smi'])", "os.system('nvidia-smi')", "os.fork()",
+           "subprocess.run([sys.executable, str(sub / 'x.py')])",
+           "subprocess.run(['nvidia-smi', str(sub)])", "subprocess.run(cmd)",
+           "subprocess.run([sys.executable, '-c', 'import x'])", "multiprocessing.Process(target=f)",
+           "from subprocess import run", "from concurrent.futures import ProcessPoolExecutor"]
+    for line in bad:
+        assert process_offences("x.py", ast.parse(line)), line
+    good = ["subprocess.run(['nvidia-smi', '--query-compute-apps=pid', '--format=csv,noheader'])",
+            "from concurrent.futures import ThreadPoolExecutor",
+            "subprocess.run([smi, '-L'], timeout=5)",
+            "subprocess.run([sys.executable, '-m', 'grader', '--submission', str(s)])",
+            "def f(s):\n    cmd = [sys.executable, '-I', str(ROOT / 'grader' / '__main__.py'), str(s)]\n"
+            "    cmd += ['--quiet']\n    subprocess.run(cmd)"]
+    for line in good:
+        assert not process_offences("x.py", ast.parse(line)), line
 
 
 def test_no_submission_module_in_the_grader_process(tmp_path):

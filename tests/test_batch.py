@@ -39,8 +39,8 @@ def test_batch_gradebook(tmp_path):
     shutil.copytree(EXERCISES, subs / "b_stubs")
     copy_solutions(subs / "c_segfault")
     shutil.copy(ROOT / "tests/submissions/segfault/online_softmax.py", subs / "c_segfault")
-    copy_solutions(subs / "d_cheat")
-    shutil.copy(ROOT / "tests/cheats/mutate_inputs/tiled_attention.py", subs / "d_cheat")
+    copy_solutions(subs / "d_cheat")   # right outputs, Q scaled in place: loses inputs_untouched only
+    shutil.copy(ROOT / "tests/wrong/qa_tiled_q_scaled_in_place/tiled_attention.py", subs / "d_cheat")
     out = tmp_path / "out"
     proc = batch(str(subs), "--out", str(out), "--jobs", "2", "--exercises", ",".join(EXS),
                  "--layers", ",".join(LAYERS))
@@ -62,7 +62,8 @@ def test_batch_gradebook(tmp_path):
     for name in ("a_solutions", "b_stubs", "c_segfault", "d_cheat"):
         assert (out / "reports" / f"{name}.json").is_file()
         assert (out / "reports" / f"{name}.md").read_text().startswith("# Grade:")
-    assert "SIGSEGV" in (out / "reports" / "c_segfault.md").read_text()
+    # the static audit refuses ctypes before the file runs, and says where
+    assert "online_softmax.py:2: import ctypes" in (out / "reports" / "c_segfault.md").read_text()
 
 
 def test_shards_cover_every_submission_once(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -14,16 +15,23 @@ from tests.helpers import ROOT, by_id, copy_solutions, grade
 CORPUS = ROOT / "tests" / "submissions"
 ARGS = ("--exercises", "online_softmax,tiled_attention", "--layers", "cpu,adversarial", "--no-hidden")
 
-# fault → (statuses allowed for online_softmax's checks, words the first message must contain)
+# fault → (statuses its online_softmax checks may get, words the first one's message must contain)
 FAULTS = {
     "segfault": ({"crashed"}, "SIGSEGV"),
     "os_exit": ({"crashed"}, "exited with status 0"),
-    "sys_exit": ({"error"}, "sys.exit(3)"),
+    "sys_exit": ({"error", "failed"}, "sys.exit(3)"),
     "hang": ({"timeout"}, "did not finish"),
-    "syntax_error": ({"error"}, "SyntaxError"),
-    "import_error": ({"error"}, "configuration file not found"),
-    "runaway_alloc": ({"error", "crashed"}, "Memory"),
+    "syntax_error": ({"error", "failed"}, "SyntaxError"),
+    "import_error": ({"error", "failed"}, "configuration file not found"),
+    "runaway_alloc": ({"error", "crashed", "failed"}, "Memory"),
     "monkeypatch": ({"failed"}, "expected"),
+}
+# faults the static audit (grader.judge.audit) refuses before any of the file runs → the
+# construct it must name, with the file and line; the others it must let through to run
+AUDITED = {
+    "segfault": "online_softmax.py:2: import ctypes",
+    "os_exit": "online_softmax.py:6: os._exit",
+    "monkeypatch": "online_softmax.py:2: import builtins",
 }
 
 
@@ -40,23 +48,49 @@ def assert_consistent(report: dict) -> None:
         assert "grader error" not in t["message"], t
 
 
-@pytest.mark.parametrize("fault", FAULTS)
-def test_fault_costs_only_its_exercise(fault, tmp_path):
-    sub = copy_solutions(tmp_path / "sub")
-    shutil.copy(CORPUS / fault / "online_softmax.py", sub / "online_softmax.py")
-    report = grade(sub, *ARGS)
+def assert_costs_only_its_exercise(report: dict, statuses: set, words: str) -> None:
+    """Every online_softmax check scores 0 and is not passed, the first one's message names the
+    fault, every tiled_attention check passes, and the report adds up."""
     assert_consistent(report)
-    statuses, words = FAULTS[fault]
     online = [t for t in report["tests"] if t["exercise"] == "online_softmax"]
     tiled = [t for t in report["tests"] if t["exercise"] == "tiled_attention"]
     assert online and tiled
     for t in online:
-        assert t["score"] == 0, t
-        assert t["status"] in statuses, t
+        assert t["score"] == 0 and t["status"] != "passed", t
+        assert t["status"] in statuses, (t["name"], t["status"], t["message"])
     assert words in online[0]["message"], online[0]["message"]
     for t in tiled:
         assert t["status"] == "passed", t
     assert report["score"] == sum(t["max_score"] for t in tiled)
+
+
+def faulty(fault: str, tmp_path) -> Path:
+    sub = copy_solutions(tmp_path / "sub")
+    shutil.copy(CORPUS / fault / "online_softmax.py", sub / "online_softmax.py")
+    return sub
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_fault_costs_only_its_exercise(fault, tmp_path):
+    """As graded for real: the audit refuses what it must, naming the construct and its line,
+    and lets the rest run into the launcher's defences, whose message names the fault."""
+    report = grade(faulty(fault, tmp_path), *ARGS)
+    if fault in AUDITED:
+        words = AUDITED[fault]
+        assert_costs_only_its_exercise(report, {"failed"}, words)
+        assert "audit" in report["tests"][0]["message"]
+    else:
+        statuses, words = FAULTS[fault]
+        assert_costs_only_its_exercise(report, statuses, words)
+        online = [t for t in report["tests"] if t["exercise"] == "online_softmax"]
+        assert not any("audit" in t["message"] for t in online), online[0]["message"]
+
+
+@pytest.mark.parametrize("fault", AUDITED)
+def test_fault_costs_only_its_exercise_past_the_audit(fault, tmp_path):
+    """The audit is a first filter: with it off, the launcher alone still contains the fault."""
+    statuses, words = FAULTS[fault]
+    assert_costs_only_its_exercise(grade(faulty(fault, tmp_path), *ARGS, audit=False), statuses, words)
 
 
 def test_monkeypatching_and_fake_reports_gain_nothing(tmp_path):
@@ -65,7 +99,8 @@ def test_monkeypatching_and_fake_reports_gain_nothing(tmp_path):
     target = tmp_path / "report.json"
     os.environ["FAKE_REPORT_PATH"] = str(target)
     try:
-        report = grade(sub, *ARGS, json_path=target)   # the submission writes a fake right there
+        # past the audit (which refuses the file): the submission writes a fake right there
+        report = grade(sub, *ARGS, json_path=target, audit=False)
     finally:
         del os.environ["FAKE_REPORT_PATH"]
     assert report["tests"] and report["score"] == sum(t["score"] for t in report["tests"])

@@ -212,7 +212,7 @@ class Submission:
             worker.close_files(keep_capture=True)
 
     def _what(self, fn: str) -> str:
-        return f"import of {self.exercise}.py" if fn == "import" else f"{self.exercise}.{fn}()"
+        return f"the import of {self.exercise}.py" if fn == "import" else f"{self.exercise}.{fn}()"
 
     # ------------------------------------------------------------------ errors and output
 
@@ -230,11 +230,10 @@ class Submission:
         if kind == "bad_return":
             return errors.BadReturn(f"{self._what(fn)} returned a value the grader cannot "
                                     f"read: {message}. Return NumPy arrays, torch tensors or numbers.")
-        where = "while importing" if fn == "import" else "in"
         detail = f"{str(reply.get('type', 'Error'))[:100]}: {message}"
         if kind == "exit":
             detail = f"{message} (a submission must not exit the process)"
-        text = f"{where} {self._what(fn)}: {detail}"
+        text = f"in {self._what(fn)}: {detail}"
         if tb and kind != "exit":
             text += f"\n{shorten(tb, 1200)}"
         if out:

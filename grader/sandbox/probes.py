@@ -38,7 +38,8 @@ import tracemalloc as _tracemalloc
 
 import numpy as np
 
-from grader.sandbox import codec, workloads   # imported here, never inside a measured call
+from grader.sandbox import codec, recorders, workloads   # imported here, never inside a measured
+# call, nor after student code ran (it may have set sys.modules["grader..."] = None)
 
 # state of the call being decoded/run (the worker runs one call at a time)
 _built_tensors: list = []   # (view, guard) for each TensorArg, in argument order
@@ -114,7 +115,6 @@ def around_call(opts: dict, args: list, kwargs: dict):
         _built_tensors.clear()
         _trusted.clear()
         # how student code read each recorder input of this call (grader.sandbox.recorders)
-        from grader.sandbox import recorders
         reads = recorders.collect()
         if reads:
             extras["reads"] = reads
