@@ -1,6 +1,7 @@
 """Wrong work never earns points it should not (issue 11).
 
-Each tests/wrong/<case>/ holds the wrong exercise file(s) and expect.json:
+Each tests/wrong/<case>/ holds the wrong exercise file(s) (or edits of the solution's, see
+tests/corpus.folder_files) and expect.json:
 
     {"exercise": "flash_triton", "layers": "cpu,adversarial,interp",
      "max_score": 0 | null, "must_fail": ["flash_triton.guard_bands", ...], "why": "..."}

@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tests.cheats import GPU
+from tests.corpus import folder_files
 from tests.test_cheats import SDPA_ON_CUDA
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +45,7 @@ def cases() -> list[dict]:
     """name, exercise, files {name: text}, expect ("zero" or "honest")."""
     out = []
     for c in GPU:
-        files = {p.name: p.read_text() for p in (ROOT / "tests" / "cheats" / c.name).glob("*.py")}
+        files = folder_files(ROOT / "tests" / "cheats" / c.name)
         out.append({"name": c.name, "kind": "cheat", "exercise": c.exercise, "files": files,
                     "expect": "honest" if c.name == "side_stream" else "zero"})
     source = (ROOT / "solutions" / "flash_triton.py").read_text()
@@ -56,7 +57,7 @@ def cases() -> list[dict]:
             continue
         expect = json.loads(expect_file.read_text())
         if expect["max_score"] == 0 and expect["exercise"] in GPU_EXERCISES:
-            files = {p.name: p.read_text() for p in case.glob("*.py")}
+            files = folder_files(case)
             out.append({"name": case.name, "kind": "wrong", "exercise": expect["exercise"],
                         "files": files, "expect": "zero"})
     return out

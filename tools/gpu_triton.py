@@ -21,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.corpus import folder_files  # noqa: E402
 from tests.helpers import by_id, copy_solutions, grade  # noqa: E402
 
 TRITON = ("softmax_triton", "flash_triton")
@@ -31,9 +32,9 @@ def folders():
     yield "solutions", ROOT / "solutions", None
     for kind in ("variants", "cheats", "wrong"):
         for d in sorted((ROOT / "tests" / kind).glob("*")):
-            files = [f for f in d.glob("*.py") if f.stem in TRITON]
-            if files:
-                yield kind, d, files[0].stem
+            names = [n[:-3] for n in folder_files(d) if n[:-3] in TRITON] if d.is_dir() else []
+            if names:
+                yield kind, d, names[0]
 
 
 def main() -> int:
@@ -49,7 +50,7 @@ def main() -> int:
             sub = folder
         else:
             sub = copy_solutions(Path(tempfile.mkdtemp()) / "sub",
-                                 {f.name: f.read_text() for f in folder.glob("*.py")})
+                                 folder_files(folder))
         report = grade(sub, "--exercises", ",".join(exercises), "--layers", LAYERS,
                        json_path=out / f"{kind}-{folder.name}.json")
         results = by_id(report)
