@@ -122,6 +122,10 @@ def enter(spec: dict) -> None:
             os.symlink(os.readlink(host), at(host))
         elif os.path.isdir(host):
             _bind(libc, ctypes, host, at(host))
+    # the tmpfs /tmp first: an interpreter or virtualenv that lives under /tmp (a clone in a
+    # temporary folder, CI's) is bound on top of it, not hidden by it
+    os.makedirs(at("/tmp"))
+    _mount(libc, ctypes, "tmpfs", at("/tmp"), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=1g")
     for path in spec["read_only"]:
         # recursive: what is mounted below a path comes along (on GPU machines the driver's
         # libraries are often their own mount, e.g. /usr/local/nvidia); every piece read-only
@@ -133,8 +137,6 @@ def enter(spec: dict) -> None:
         _bind(libc, ctypes, "/sys", at("/sys"), recursive=True)
     os.makedirs(at("/proc"))
     _mount(libc, ctypes, "proc", at("/proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    os.makedirs(at("/tmp"))
-    _mount(libc, ctypes, "tmpfs", at("/tmp"), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=1g")
     _bind(libc, ctypes, spec["grader"], at(INSIDE_LIB + "/grader"))
     _bind(libc, ctypes, spec["sources"], at(INSIDE_SRC))
     _bind(libc, ctypes, spec["scratch"], at(INSIDE_WORK), writable=True)
