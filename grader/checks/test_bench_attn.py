@@ -34,6 +34,11 @@ ROW_KEYS = ("N", "impl", "ms", "tflops", "peak_gb")
 MAX_JSON_BYTES = 1 << 20
 FLOAT32 = Trusted("dtype", params={"dtype": "float32"})    # torch.float32, built in the worker
 
+# What a timer may report above the longest interval the grader's clock allows (the bound is
+# exact up to scheduling): 2% + 50 us. An honest timer was seen 13 us over on a loaded 2-core
+# machine (CI); summing the rep calls, timing the warm-up or a sync are off by far more.
+OVER_REL, OVER_MS = 1.02, 0.05
+
 
 def _is_number(x) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(float(x))
@@ -170,7 +175,7 @@ def _judge_proper(stream, got: float, warmup: int, rep: int, start: float, end: 
             hint="call sync() after fn() inside the timed region (synchronise), so the clock "
                  "stops when the work is done, not when it is queued")
     high = max(statistics.median(highs), statistics.fmean(highs))
-    if got > high * 1e3 * 1.001 + 0.01:
+    if got > high * 1e3 * OVER_REL + OVER_MS:
         raise CheckFailed(
             f"{what}: reported {got:.4g} ms, more than the timed calls could have measured on the "
             f"grader's clock (at most {_ms(high)} each; the work took {_ms(min(lows))}) ({case})",
@@ -218,7 +223,7 @@ def _judge_no_sync(stream, got: float, warmup: int, start: float, end: float, wh
                                "`warmup` untimed calls, then times one")
     launch = launches[-1]
     low, high = timing.interval_bounds(stream.events, launch, start, end, waited=False)
-    if got > high * 1e3 * 1.001 + 0.01:
+    if got > high * 1e3 * OVER_REL + OVER_MS:
         synced = any(e.kind == "sync" and e.arrival >= launch.arrival for e in stream.events)
         if synced:
             why = ("the clock kept running through a synchronize: this timer must not sync, so "
@@ -359,7 +364,7 @@ def test_sweep_rows(student, rng):
                   for e in launches]
         low = min(b[0] for b in bounds) * 1e3
         high = max(b[1] for b in bounds) * 1e3
-        if not low * 0.999 <= row["ms"] <= high * 1.001 + 0.01:
+        if not low * 0.999 <= row["ms"] <= high * OVER_REL + OVER_MS:
             raise CheckFailed(f"{where}: ms = {row['ms']:.4g}, but one call of {row['impl']} at "
                               f"N={row['N']} took {stream.by_n[row['N']]:.3f} ms of work, and any "
                               f"timing of it lies between {low:.3f} and {high:.3f} ms on the "
