@@ -270,6 +270,30 @@ def test_sanitizer_passes_a_correct_kernel(tmp_path):
     assert "ERROR SUMMARY: 0 errors" in summary
 
 
+# a stand-in for memcheck stopping a kernel at a bad access: the app's call fails, the tool logs
+# the error and exits with --error-exitcode
+FAKE_SANITIZER_FINDS = ["/bin/sh", "-c", 'while [ "$#" -gt 0 ]; do case "$1" in --log-file) log="$2"; '
+                        'shift 2;; --error-exitcode) code="$2"; shift 2;; --*) shift 2;; *) break;; '
+                        'esac; done; "$@"; echo "========= Invalid __global__ write of size 2 bytes" '
+                        '> "$log"; echo "========= ERROR SUMMARY: 1 error" >> "$log"; exit $code',
+                        "fake-sanitizer"]
+
+
+def test_sanitizer_verdict_when_the_checked_call_fails(tmp_path):
+    """memcheck aborts the kernel at its first bad access, so the student's call raises ("unspecified
+    launch failure", seen on the H200): the verdict is still the tool's, with its message."""
+    pytest.importorskip("triton")
+    from grader.judge.compare import CheckFailed
+    from grader.sandbox import sanitize
+
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "softmax_triton.py").write_text(
+        "def softmax(x):\n    raise RuntimeError('CUDA error: unspecified launch failure')\n")
+    with pytest.raises(CheckFailed, match="compute-sanitizer found 1 memory error"):
+        sanitize.memcheck(sub, "softmax_triton", tool=FAKE_SANITIZER_FINDS, mode="interp")
+
+
 def _gpu_sanitizer() -> bool:
     try:
         import torch

@@ -75,11 +75,16 @@ def memcheck(submission, exercise: str, tool: str | list | None = None, mode: st
         sub = launcher.Submission(exercise, directory, mode, base / "work", sources=sources,
                                   level=level, tool=cmd, env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
                                   writable=[(str(logdir), LOG_INSIDE)], tool_as_student=as_student)
+        # memcheck stops a kernel at its first bad access, so the student's call then fails with
+        # "unspecified launch failure": the tool's verdict (exit status, log) still decides, and
+        # the call's own error is reported only where the tool found nothing
+        problem = None
         try:
             _check_target(sub, exercise, mode)
-            code = sub.close(wait_s=TIMEOUT_S)
+        except (errors.StudentProblem, CheckFailed) as e:
+            problem = e
         finally:
-            sub.close(wait_s=5)
+            code = sub.close(wait_s=5 if isinstance(problem, errors.StudentTimeout) else TIMEOUT_S)
         log = _read(logdir / "memcheck.log")
         if os.environ.get("GRADER_SANITIZER_LOG"):   # for the record of a GPU session
             with open(os.environ["GRADER_SANITIZER_LOG"], "a") as f:
@@ -91,6 +96,8 @@ def memcheck(submission, exercise: str, tool: str | list | None = None, mode: st
             raise CheckFailed(f"compute-sanitizer found {count.group(1) if count else 'some'} memory "
                               f"error(s) in {exercise} at a ragged size (inputs "
                               f"{TARGETS[exercise][0]}):\n{first}")
+        if problem is not None:
+            raise problem
         if code != 0:
             raise errors.WorkerCrashed(
                 f"{exercise} under compute-sanitizer: the worker {launcher.describe_exit(code)} "
