@@ -65,9 +65,10 @@ def test_cheat_earns_nothing(cheat: Cheat, tmp_path):
 
 
 def test_side_stream_buys_no_speed(tmp_path):
-    """The real kernel on a side stream, returned before it finishes: the trusted clock around
-    a device-wide synchronize times all of it, so it measures like the honest kernel it is
-    (the lesson's kernel runs ~1.2-2x the fastest SDPA), never faster than SDPA."""
+    """The real kernel on a side stream, returned before it finishes. Read after a device-wide
+    synchronize it is right (gpu_real_sizes); the timed calls' checksums are read on the caller's
+    stream, as the next line of PyTorch would read them, where it is not ready: a race, and no
+    perf points, with a message that says so (seen on the H200, docs/gpu/)."""
     if not _cuda():
         pytest.skip("needs a CUDA GPU: streams exist only there")
     sub = copy_solutions(tmp_path / "sub", folder_files(CORPUS / "side_stream"))
@@ -75,8 +76,7 @@ def test_side_stream_buys_no_speed(tmp_path):
                           "flash_triton.gpu_real_sizes,flash_triton.speed_vs_sdpa"))
     assert results["flash_triton.gpu_real_sizes"]["status"] == "passed", results   # synchronised
     speed = results["flash_triton.speed_vs_sdpa"]
-    ratios = [float(x) for x in re.findall(r"= (\d+\.\d+)x", speed["message"])]
-    assert len(ratios) == 3 and min(ratios) > 0.8, speed["message"]
+    assert speed["score"] == 0 and "caller's stream" in speed["message"], speed
 
 
 # The honest kernel under the interpreter, PyTorch's SDPA on CUDA, where speed is graded: made

@@ -12,12 +12,13 @@ gpu,perf, every check of them (the sanitizer included where it is installed):
     under the interpreter, SDPA on CUDA; tests/test_cheats.py), each must earn 0;
   - every tests/wrong case with max_score 0 whose exercise has gpu or perf checks (the stubs
     with their raise deleted, timers that measure nothing), each must earn 0;
-  - side_stream, the honest kernel on a side stream: it must pass gpu_real_sizes and must not
-    be faster than the fastest SDPA (it is not a zero case).
+  - side_stream, the honest kernel on a side stream, returned before it finishes: it must pass
+    gpu_real_sizes (read after a device-wide synchronize) and earn no perf points, with a
+    message that names the caller's stream (its timed outputs are not ready there: a race).
 Writes <out>/gpu_cheats.md (one row per case and check) and gpu_cheats.json; exits 1 when a case
 broke its expectation. The zero cases are graded --jobs at a time (default 4: the perf layer then
 times under contention, which can only lower the points of work that computes nothing); the
-honest side_stream runs alone afterwards, since its speed is the point.
+side_stream runs alone afterwards.
 """
 
 from __future__ import annotations
@@ -42,12 +43,12 @@ GPU_EXERCISES = ("softmax_triton", "flash_triton", "bench_attn")
 
 
 def cases() -> list[dict]:
-    """name, exercise, files {name: text}, expect ("zero" or "honest")."""
+    """name, exercise, files {name: text}, expect ("zero" or "race")."""
     out = []
     for c in GPU:
         files = folder_files(ROOT / "tests" / "cheats" / c.name)
         out.append({"name": c.name, "kind": "cheat", "exercise": c.exercise, "files": files,
-                    "expect": "honest" if c.name == "side_stream" else "zero"})
+                    "expect": "race" if c.name == "side_stream" else "zero"})
     source = (ROOT / "solutions" / "flash_triton.py").read_text()
     out.append({"name": SDPA_ON_CUDA.name, "kind": "cheat", "exercise": "flash_triton",
                 "files": {"flash_triton.py": SDPA_ON_CUDA.apply(source)}, "expect": "zero"})
@@ -103,22 +104,26 @@ def grade(case: dict, work: Path, sanitizer: bool = True) -> dict:
     elif case["expect"] == "zero":
         row["ok"] = row["score"] == 0
         row["problem"] = "" if row["ok"] else f"earned {row['score']:g}/{row['max_score']:g}"
-    else:   # side_stream: correct, and no faster than the honest kernel measures
+    else:   # side_stream: right after a device-wide synchronize, a race on the caller's stream
         by = {t["name"]: t for t in tests}
         real = by.get("flash_triton.gpu_real_sizes", {})
-        speed = by.get("flash_triton.speed_vs_sdpa", {})
-        ratios = [float(x) for x in re.findall(r"= (\d+\.\d+)x", speed.get("message", ""))]
-        row["ok"] = real.get("status") == "passed" and bool(ratios) and min(ratios) > 0.8
-        row["problem"] = "" if row["ok"] else (f"gpu_real_sizes {real.get('status')}, "
-                                               f"ratios to SDPA {ratios}")
+        perf = [t for t in tests if t["name"] in ("flash_triton.speed_vs_sdpa",
+                                                  "flash_triton.memory_flat")]
+        perf_points = sum(t["score"] for t in perf)
+        row["ok"] = real.get("status") == "passed" and perf_points == 0 and all(
+            "caller's stream" in (t["message"] or "") for t in perf)
+        row["problem"] = "" if row["ok"] else (f"gpu_real_sizes {real.get('status')}, perf points "
+                                               f"{perf_points:g}")
     return row
 
 
 def markdown(rows: list[dict]) -> str:
     lines = ["# Cheats and computes-nothing work on the GPU layers (gpu, perf)", "",
              "Each case graded on its exercise only, every gpu and perf check "
-             "(`python -m tools.gpu_cheats`). Expected: 0 points, except side_stream (an honest "
-             "kernel on a side stream: correct, and no faster than SDPA).", "",
+             "(`python -m tools.gpu_cheats`). Expected: 0 points, except side_stream (the honest "
+             "kernel on a side stream, returned before it finishes: right after a device-wide "
+             "synchronize, so gpu_real_sizes passes; its timed outputs, read on the caller's "
+             "stream, are not ready, so no perf points).", "",
              "| case | exercise | expected | points | verdict | seconds |",
              "|---|---|---|---|---|---|"]
     for r in rows:

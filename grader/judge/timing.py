@@ -443,9 +443,13 @@ class Requests:
                         f"{self.what}: call {j + 1} of {len(seeds)} in timed request {number} gave a "
                         f"wrong output: its checksum is {got:.6g}, the reference's {want:.6g} "
                         f"(tolerance {tol:.2g}). Every call the perf layer times is also checked; "
-                        f"an output that is NaN, stale, cached or skipped earns no speed points",
-                        hint="compute every call in full: the grader times calls whose outputs it "
-                             "checks afterwards")
+                        f"an output that is NaN, stale, cached or skipped earns no speed points. "
+                        f"On a GPU the checksum is read on the caller's stream right after the call "
+                        f"returns, as the next line of PyTorch would read it, so work still running "
+                        f"on another stream reads as wrong",
+                        hint="compute every call in full, on the caller's CUDA stream (or make it "
+                             "wait for yours): the grader times calls whose outputs it checks "
+                             "afterwards")
                 if j == last and out is not None:
                     if not hasattr(out, "array"):
                         raise CheckFailed(f"{self.what}: timed request {number} returned "

@@ -44,14 +44,14 @@ CHEATS = [
     Cheat("timed_call_skip", "flash_triton", audit=True),
     Cheat("bench_private_fields", "bench_attn"),
     # the real kernel on a side stream, returned before it finishes: honest under the
-    # interpreter; on a GPU it must measure like the honest kernel (tests/test_cheats.py)
+    # interpreter; on a GPU a race that earns no perf points (tests/test_cheats.py)
     Cheat("side_stream", "flash_triton", cpu=False),
 ]
 
 # graded on the GPU layers by tools/gpu_cheats.py, where their effect is the point: threads,
 # helper processes, the timed-call skip, the probe patch and the profiler-based kernel check
 # (SDPA or torch.softmax behind a launch), unwritten outputs, the bench timers. Each must earn 0
-# there too; side_stream must be correct and no faster than the honest kernel.
+# there too; side_stream must pass gpu_real_sizes and earn no perf points (a race).
 # (numpy_behind_launch and the NumPy cheats cannot run on CUDA tensors at all.)
 GPU = [c for c in CHEATS if c.name in (
     "torch_softmax", "sdpa_with_dummy_launch", "softmax_empty", "flash_skip_last_store",
