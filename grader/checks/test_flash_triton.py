@@ -298,7 +298,7 @@ def test_gpu_real_sizes(student, rng, gpu, credit):
         out = sub.call("flash_fwd", *markers, opts={"poison_empty": True, "sync": True}).value
         g.assert_close_gpu(out, g.attention_reference(q, k, v), what="flash_fwd(q, k, v)",
                            dtype="float16", case=f"float16 ({B}, {H}, {N}, {D}), q > 0 > k: "
-                           f"every real score negative", seed=rng.seed)
+                           f"every real score strongly negative", seed=rng.seed)
 
     cases = [(f"{dtype} ({B}, {H}, {N}, {D}) [seed {rng.seed}]",
               lambda c=(B, H, N, D, dtype): run(*c)) for B, H, N, D, dtype in GPU_CASES]
