@@ -35,20 +35,7 @@ def _plugin(request):
 
 
 # The graded function of each Triton exercise: (call, launch, work) for kernel-use messages
-KERNELS = {
-    "softmax_triton": {"softmax": ("softmax(x)", "softmax_kernel[(n_rows,)](...)",
-                                   "the max, exp, sum and divide")},
-    "flash_triton": {"flash_fwd": ("flash_fwd(q, k, v)", "_flash_fwd[grid](...)", "the attention")},
-    # extension track: both kernels (split and merge) may run; merge_partials is its NumPy part
-    "flash_decode": {"flash_decode": ("flash_decode(q, k_cache, v_cache, seq_lens)",
-                                      "_decode_split[grid](...) and _decode_merge[grid](...)",
-                                      "the attention and the merge")},
-}
-# torch ops a graded function may run beyond kernel_use.ALLOWED_OPS: flash_decode's wrapper may
-# reduce seq_lens to choose its split count (seq_lens.max().item()); they compute no attention
-SIZE_OPS = frozenset({"max", "amax", "min", "amin", "_local_scalar_dense", "clamp", "clamp_min",
-                      "clamp_max"})
-EXTRA_OPS = {"flash_decode": SIZE_OPS}
+from grader.judge.kernel_use import EXTRA_OPS, KERNELS  # noqa: E402  (what each gate expects)
 
 
 class Gated:

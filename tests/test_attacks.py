@@ -262,6 +262,24 @@ def test_sanitizer_verdict_comes_from_the_tools(case, tmp_path, monkeypatch):
         sanitize.memcheck(sub, "softmax_triton", tool=FAKE_SANITIZER, mode="interp")
 
 
+@pytest.mark.parametrize("cheat", ["torch_softmax", "sdpa_with_dummy_launch"])
+def test_sanitizer_points_need_the_students_kernel(cheat, tmp_path):
+    """PyTorch computing the answer (beside a dummy launch) earned the sanitizer's points on the
+    H200: the checked call under the tool is traced like every gated call."""
+    pytest.importorskip("triton")
+    from grader.judge.compare import CheckFailed
+    from grader.sandbox import sanitize
+    from tests.corpus import folder_files
+
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    for name, text in folder_files(ROOT / "tests" / "cheats" / cheat).items():
+        (sub / name).write_text(text)
+    exercise = "softmax_triton" if cheat == "torch_softmax" else "flash_triton"
+    with pytest.raises(CheckFailed, match="launched no Triton kernel|computed with PyTorch"):
+        sanitize.memcheck(sub, exercise, tool=FAKE_SANITIZER, mode="interp")
+
+
 def test_sanitizer_passes_a_correct_kernel(tmp_path):
     pytest.importorskip("triton")
     from grader.sandbox import sanitize

@@ -26,10 +26,10 @@ from grader import errors
 from grader.judge import diagnose
 from grader.judge.compare import CheckFailed, assert_close, assert_shape, values
 from grader.judge.inputs import chunks, randn, round_to, tensor
-from grader.fixtures import KERNELS as GATED, SIZE_OPS
+from grader.judge.kernel_use import KERNELS as GATED, SIZE_OPS
 from grader.judge.kernel_use import assert_in_bounds, assert_kernel_computed
 
-# Every flash_decode call goes through the kernel-use gate (grader.fixtures.Gated, KERNELS and
+# Every flash_decode call goes through the kernel-use gate (grader.fixtures.Gated, kernel_use.KERNELS and
 # SIZE_OPS there): a Triton launch, no computing torch op except the reductions a wrapper may run
 # on seq_lens to choose its split count, and on CUDA no device kernel but the student's.
 KERNELS = GATED["flash_decode"]["flash_decode"][1:]

@@ -37,6 +37,23 @@ COPY_KERNELS = ("FillFunctor", "fill_kernel", "direct_copy_kernel", "copy_kernel
                 "Memset", "memcpy", "memset")
 
 
+# the graded functions of the Triton exercises, each with (call, launch, work) for the messages
+KERNELS = {
+    "softmax_triton": {"softmax": ("softmax(x)", "softmax_kernel[(n_rows,)](...)",
+                                   "the max, exp, sum and divide")},
+    "flash_triton": {"flash_fwd": ("flash_fwd(q, k, v)", "_flash_fwd[grid](...)", "the attention")},
+    # extension track: both kernels (split and merge) may run; merge_partials is its NumPy part
+    "flash_decode": {"flash_decode": ("flash_decode(q, k_cache, v_cache, seq_lens)",
+                                      "_decode_split[grid](...) and _decode_merge[grid](...)",
+                                      "the attention and the merge")},
+}
+# torch ops a graded function may run beyond kernel_use.ALLOWED_OPS: flash_decode's wrapper may
+# reduce seq_lens to choose its split count (seq_lens.max().item()); they compute no attention
+SIZE_OPS = frozenset({"max", "amax", "min", "amin", "_local_scalar_dense", "clamp", "clamp_min",
+                      "clamp_max"})
+EXTRA_OPS = {"flash_decode": SIZE_OPS}
+
+
 def assert_kernel_computed(extras: dict, call: str, launch: str, work: str,
                            allowed: frozenset = frozenset()) -> None:
     """Fail unless the call launched a Triton kernel and nothing else computed.

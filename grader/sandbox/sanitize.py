@@ -130,6 +130,24 @@ TARGETS = {
 }
 
 
+def _gated_call(sub, exercise: str, fn: str, *args):
+    """The checked call, traced like every gated call (a Triton launch, no computing torch op):
+    the sanitizer's points need the answer from the student's own kernel too. The profiler does
+    not run under compute-sanitizer, so this gate is the trace's alone."""
+    from grader.judge.kernel_use import EXTRA_OPS, KERNELS, assert_kernel_computed
+
+    from grader.judge.compare import CheckFailed
+
+    r = sub.call(fn, *args, timeout=TIMEOUT_S, opts={"sync": sub.mode == "cuda", "trace": True})
+    try:
+        assert_kernel_computed(r.extras, *KERNELS[exercise][fn],
+                               allowed=EXTRA_OPS.get(exercise, frozenset()))
+    except CheckFailed as e:
+        e.follows = (f"{exercise}.uses_kernel",)
+        raise
+    return r.value
+
+
 def _check_target(sub, exercise: str, mode: str) -> None:
     """One call at the ragged size with seeded inputs the worker draws itself; the answer comes
     back through the codec and is checked here against the trusted reference."""
@@ -148,7 +166,7 @@ def _check_target(sub, exercise: str, mode: str) -> None:
         shape, fn = (37, 781), "softmax"
     seeds = [int(x) for x in rng.integers(0, 2**31 - 1, size=3 if exercise == "flash_triton" else 1)]
     markers = [seeded(shape, "float16", device, s) for s in seeds]
-    got = sub.call(fn, *markers, timeout=TIMEOUT_S, opts={"sync": mode == "cuda"}).value
+    got = _gated_call(sub, exercise, fn, *markers)
     tensors = [torch_randn(shape, "float16", device, s).float() for s in seeds]
     import torch
 
@@ -178,9 +196,8 @@ def _check_decode(sub, rng, device: str, mode: str) -> None:
     shapes = [(2, 8, 64), (2, 2, 1000, 64), (2, 2, 1000, 64)]
     seeds = [int(x) for x in rng.integers(0, 2**31 - 1, size=3)]
     markers = [seeded(sh, "float16", device, s) for sh, s in zip(shapes, seeds)]
-    got = sub.call("flash_decode", *markers,
-                   tensor(np.array(lens, np.int32), "int32", device=device, poison=0.0),
-                   timeout=TIMEOUT_S, opts={"sync": mode == "cuda"}).value
+    got = _gated_call(sub, "flash_decode", "flash_decode", *markers,
+                      tensor(np.array(lens, np.int32), "int32", device=device, poison=0.0))
     q, k, v = (torch_randn(sh, "float16", device, s).float() for sh, s in zip(shapes, seeds))
     want = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     for b, n in enumerate(lens):
