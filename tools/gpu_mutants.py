@@ -33,9 +33,13 @@ from tests.mutants import Mutant
 from tests.test_mutants import ALL
 
 ROOT = Path(__file__).resolve().parent.parent
-GPU_CHECKS = {"softmax_triton": ["softmax_triton.gpu_real_sizes"],
-              "flash_triton": ["flash_triton.gpu_real_sizes"],
-              "flash_decode": ["flash_decode.gpu_real_sizes"]}
+def layer_checks(exercise: str, layers: tuple, sanitizer: bool = False) -> list[str]:
+    """The exercise's checks of these layers, from the registry (a new exercise needs no entry
+    here); the sanitizer only when asked (it is slow: a minute a run)."""
+    from grader.registry import all_checks
+
+    return [c.id for c in all_checks(include_hidden=False).values() if c.exercise == exercise and c.layer in layers
+            and (sanitizer or not c.id.endswith(".sanitizer"))]
 
 
 def grade_mutant(m: Mutant, work: Path) -> dict:
@@ -44,9 +48,7 @@ def grade_mutant(m: Mutant, work: Path) -> dict:
     for f in (ROOT / "solutions").glob("*.py"):
         (sub / f.name).write_text(f.read_text())
     (sub / f"{m.exercise}.py").write_text(m.apply((ROOT / "solutions" / f"{m.exercise}.py").read_text()))
-    checks = list(GPU_CHECKS[m.exercise])
-    if "mask" in m.name:
-        checks.append(f"{m.exercise}.sanitizer")
+    checks = layer_checks(m.exercise, ("gpu",), sanitizer="mask" in m.name)
     out = work / f"{m.exercise}-{m.name}.json"
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "grader", "--submission", str(sub), "--exercises", m.exercise,
@@ -61,11 +63,12 @@ def grade_mutant(m: Mutant, work: Path) -> dict:
 
 PERF_EXERCISES = {"softmax_triton": "softmax", "flash_triton": "flash_fwd",
                   "flash_decode": "flash_decode"}
-PERF_CHECKS = {"softmax_triton": ["softmax_triton.gpu_real_sizes", "softmax_triton.bandwidth"],
-               "flash_triton": ["flash_triton.gpu_real_sizes", "flash_triton.speed_vs_sdpa",
-                                "flash_triton.memory_flat"],
-               "flash_decode": ["flash_decode.gpu_real_sizes", "flash_decode.bandwidth",
-                                "flash_decode.splits_speedup"]}   # the sanitizer has its own runs
+
+
+def perf_checks(exercise: str) -> list[str]:   # the sanitizer has its own runs
+    return layer_checks(exercise, ("gpu", "perf"))
+
+
 SKIP_TIMED = '''
 
 # ---- made by tools/gpu_mutants.py: skip the work on calls that look timed (must earn nothing)
@@ -135,7 +138,7 @@ def grade_perf(out: Path) -> int:
                 start = time.perf_counter()
                 subprocess.run([sys.executable, "-m", "grader", "--submission", str(folder),
                                 "--exercises", exercise, "--layers", "gpu,perf", "--no-hidden",
-                                "--checks", ",".join(PERF_CHECKS[exercise]),
+                                "--checks", ",".join(perf_checks(exercise)),
                                 "--json", f"{stem}.json", "--markdown", f"{stem}.md", "--quiet"],
                                cwd=ROOT, check=False)
                 seconds = time.perf_counter() - start
@@ -174,7 +177,7 @@ def main(argv=None) -> int:
     if args.perf:
         return grade_perf(Path(args.out))
     rows = []
-    chosen = [m for m in ALL if m.exercise in GPU_CHECKS]
+    chosen = [m for m in ALL if layer_checks(m.exercise, ("gpu",))]
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(args.jobs) as pool:
         # several graders share the GPU: the gpu layer checks values, not speed
         for row in pool.map(lambda m: grade_mutant(m, Path(tmp)), chosen):
