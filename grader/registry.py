@@ -393,7 +393,8 @@ CHECKS: list[Check] = [
        "backward on scores near 800 (exp overflows even in float64)",
        "P = e^(S - L) keeps every exponent <= 0; never exp(S) alone.",
        follows=("attention_backward.backward_matches_float64",
-                "attention_backward.backward_recomputes_from_L")),
+                "attention_backward.backward_recomputes_from_L", "attention_backward.causal_mask",
+                "attention_backward.backward_causal")),
     _C("attention_backward.memory_is_linear", "cpu", 3,
        "forward and backward hold nothing N x N (tracemalloc and the worker's resident memory)",
        "Recompute instead of remember: S and P exist one (Br, Bc) tile at a time in both passes; "
