@@ -92,3 +92,24 @@ CHECKS += [
         follows=("flash_decode.merge_matches_one_pass", "flash_decode.merge_empty_split")),
 ]
 del _C2
+
+# ------------------------------------------- attention_backward (extension track, 3)
+from grader.registry import Check as _C3  # noqa: E402
+
+_AB = ("attention_backward.forward_matches_float64", "attention_backward.lse_includes_m",
+       "attention_backward.causal_mask", "attention_backward.max_in_last_block",
+       "attention_backward.backward_matches_float64", "attention_backward.backward_causal",
+       "attention_backward.backward_recomputes_from_L")
+CHECKS += [
+    _C3("attention_backward.hidden_shapes", "cpu", 2,
+        "other N, d, Br, Bc (Br = 1, blocks larger than N), causal and not, each twice",
+        "The forward's block rule with L = m + log(l) and causal skipping, and the backward's "
+        "P = e^(S - L) with the D trick, on every shape; nothing remembered between calls.",
+        follows=_AB),
+    _C3("attention_backward.inputs_untouched", "adversarial", 1,
+        "Q, K, V, O, L and dO are unchanged after the calls",
+        "The inputs belong to the caller: work on new arrays (O -= ... or L += ... changes the "
+        "caller's). The message says which input changed, where, and how.",
+        follows=_AB),
+]
+del _C3, _AB

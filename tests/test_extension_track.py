@@ -1,6 +1,7 @@
-"""The extension track has points of its own and leaves the core's 100 alone; flash_decode (its
-exercise) gets full marks from the solution on the CPU layers, public and hidden, zero from the
-stub without a grader error. Its mutants run in tests/test_mutants.py with the others."""
+"""The extension track has points of its own and leaves the core's 100 alone; each of its
+exercises (flash_decode, attention_backward) gets full marks from the solution on the CPU layers
+it has, public and hidden, zero from the stub without a grader error. Their mutants run in
+tests/test_mutants.py with the others."""
 
 from __future__ import annotations
 
@@ -9,7 +10,17 @@ import pytest
 from grader import registry
 from tests.helpers import CPU_LAYERS, EXERCISES, SOLUTIONS, grade
 
-EXERCISE = "flash_decode"
+EXTENSION = sorted(e.name for e in registry.EXERCISES.values() if e.track == "extension")
+# the hidden checks each exercise's full-marks run must include
+HIDDEN = {"flash_decode": {"flash_decode.hidden_shapes", "flash_decode.hidden_merge"},
+          "attention_backward": {"attention_backward.hidden_shapes",
+                                 "attention_backward.inputs_untouched"}}
+# the layers each one's CPU grading covers (a NumPy-only exercise has no interp checks)
+LAYERS = {"attention_backward": "cpu,adversarial"}
+
+
+def test_every_extension_exercise_is_covered():
+    assert set(EXTENSION) == set(HIDDEN)
 
 
 def test_core_total_is_100():
@@ -20,15 +31,20 @@ def test_core_total_is_100():
 
 
 def test_extension_rows_are_their_own_track():
-    assert registry.EXERCISES[EXERCISE].track == "extension"
-    rows = [c for c in registry.all_checks().values() if c.exercise == EXERCISE]
-    assert {c.layer for c in rows} == set(registry.LAYERS)
+    rows = [c for c in registry.all_checks().values() if c.exercise in EXTENSION]
     assert registry.public_total("extension") == sum(c.points for c in rows if not c.hidden) > 0
-    assert any(c.hidden for c in rows), "hidden_tests/checks.py should add flash_decode rows"
+    for name in EXTENSION:
+        own = [c for c in rows if c.exercise == name]
+        assert sum(c.points for c in own if not c.hidden) > 0, name
+        assert any(c.hidden for c in own), f"hidden_tests/checks.py should add {name} rows"
+    decode = {c.layer for c in rows if c.exercise == "flash_decode"}
+    assert decode == set(registry.LAYERS)
+    assert {c.layer for c in rows if c.exercise == "attention_backward"} == {"cpu", "adversarial"}
 
 
-def test_follows_point_at_checks_of_the_exercise_without_cycles():
-    rows = {c.id: c for c in registry.all_checks().values() if c.exercise == EXERCISE}
+@pytest.mark.parametrize("exercise", EXTENSION)
+def test_follows_point_at_checks_of_the_exercise_without_cycles(exercise):
+    rows = {c.id: c for c in registry.all_checks().values() if c.exercise == exercise}
     for c in rows.values():
         assert set(c.follows) <= set(rows) - {c.id}, c.id
 
@@ -39,26 +55,25 @@ def test_follows_point_at_checks_of_the_exercise_without_cycles():
     assert not [c for c in rows if reaches(c, c)], "a cycle in follows: no check could lead"
 
 
-@pytest.fixture(scope="module")
-def solution_report():
-    return grade(SOLUTIONS, "--exercises", EXERCISE, "--layers", CPU_LAYERS)
-
-
-def test_solution_full_marks_public_and_hidden(solution_report):
-    ran = [t for t in solution_report["tests"] if t["status"] != "not_run"]
+@pytest.mark.parametrize("exercise", EXTENSION)
+def test_solution_full_marks_public_and_hidden(exercise):
+    layers = LAYERS.get(exercise, CPU_LAYERS)
+    report = grade(SOLUTIONS, "--exercises", exercise, "--layers", layers)
+    ran = [t for t in report["tests"] if t["status"] != "not_run"]
     failing = [f"{t['name']}: {t['status']}: {t['message']}" for t in ran if t["status"] != "passed"]
     assert not failing, "\n".join(failing)
-    assert {t["layer"] for t in ran} == set(CPU_LAYERS.split(","))
-    assert {"flash_decode.hidden_shapes", "flash_decode.hidden_merge"} <= {t["name"] for t in ran}
-    assert solution_report["score"] == solution_report["max_score"] > 0
+    assert {t["layer"] for t in ran} == set(layers.split(","))
+    assert HIDDEN[exercise] <= {t["name"] for t in ran}
+    assert report["score"] == report["max_score"] > 0
 
 
-def test_stub_scores_zero_as_not_implemented():
-    report = grade(EXERCISES, "--exercises", EXERCISE, "--layers", CPU_LAYERS)
+@pytest.mark.parametrize("exercise", EXTENSION)
+def test_stub_scores_zero_as_not_implemented(exercise):
+    report = grade(EXERCISES, "--exercises", exercise, "--layers", LAYERS.get(exercise, CPU_LAYERS))
     ran = [t for t in report["tests"] if t["status"] != "not_run"]
     assert ran and report["score"] == 0
     wrong = [f"{t['name']}: {t['status']}: {t['message']}" for t in ran
              if t["status"] != "not_implemented"]
     assert not wrong, "\n".join(wrong)
 
-# flash_decode's mutants (tests/mutants/flash_decode.py) run in tests/test_mutants.py with the others.
+# Their mutants (tests/mutants/flash_decode.py, attention_backward.py) run in tests/test_mutants.py with the others.

@@ -1,0 +1,66 @@
+"""Hidden checks for attention_backward: N, d, Br and Bc the public checks do not use (Br = 1,
+blocks larger than N, block sizes that are not powers of two), causal and not, each shape twice
+with fresh values (an answer kept between calls or keyed on the public shapes fails here), and
+Q, K, V, O, L, dO unchanged after the backward."""
+
+from __future__ import annotations
+
+import pytest
+
+from grader.checks.test_attention_backward import (_qkv, check_backward, check_forward,
+                                                   forward_reference)
+from grader.judge.compare import Cases, CheckFailed
+from grader.judge.inputs import round_to
+from hidden_tests.common import assert_untouched
+
+# (N, d, Br, Bc, causal)
+CASES = [(2, 16, 1, 3, True), (41, 48, 40, 100, True), (66, 32, 9, 21, False),
+         (95, 16, 30, 7, True)]
+
+
+@pytest.mark.check("attention_backward.hidden_shapes")
+def test_hidden_shapes(student, rng, credit):
+    sub = student()
+    cases = Cases(credit)
+    for dtype in ("float32", "float64"):
+        for N, d, Br, Bc, causal in CASES:
+            for call in (1, 2):
+                Q, K, V, dO = _qkv(rng, N, d, dtype, 4)
+                case = (f"N={N}, d={d}, {dtype}, Br={Br}, Bc={Bc}, causal={causal}, call {call} "
+                        f"of 2 with this shape")
+                with cases.case(case, seed=rng.seed):
+                    try:
+                        check_forward(sub, Q, K, V, Br, Bc, causal, case, rng.seed)
+                        check_backward(sub, Q, K, V, dO, Br, Bc, causal, case, rng.seed)
+                    except CheckFailed as e:
+                        if call == 2:
+                            raise CheckFailed(str(e), hint="The first call with this shape was "
+                                              "right and the second, with fresh values, was not: "
+                                              "is something kept between calls?") from None
+                        raise
+    cases.finish()
+
+
+@pytest.mark.check("attention_backward.inputs_untouched")
+def test_inputs_untouched(student, rng):
+    sub = student()
+    N, d, Br, Bc = 90, 32, 16, 24
+    Q, K, V, dO = _qkv(rng, N, d, "float32", 4)
+    O_ref, L = forward_reference(Q, K, V, True)
+    O = round_to(O_ref, "float32")
+    what = f"tiled_backward(Q, K, V, O, L, dO, Br={Br}, Bc={Bc}, causal=True)"
+    r = sub.call("tiled_backward", Q, K, V, O, L, dO, Br, Bc, causal=True,
+                 opts={"return_args": True})
+    assert_untouched([Q, K, V, O, L, dO], r.extras.get("args_after", []),
+                     ["Q", "K", "V", "O", "L", "dO"], what, rng.seed)
+    r = sub.call("tiled_attention_lse", Q, K, V, Br, Bc, causal=True, opts={"return_args": True})
+    assert_untouched([Q, K, V], r.extras.get("args_after", []), ["Q", "K", "V"],
+                     f"tiled_attention_lse(Q, K, V, Br={Br}, Bc={Bc}, causal=True)", rng.seed)
+    # the point needs the right answers too; a wrong one is explained by the public checks
+    try:
+        check_backward(sub, Q, K, V, dO, Br, Bc, True, "causal", rng.seed)
+        check_forward(sub, Q, K, V, Br, Bc, True, "causal", rng.seed)
+    except CheckFailed as e:
+        raise CheckFailed(f"the inputs were left unchanged, but the answer is wrong: {e}",
+                          hint="The inputs were left alone; this point also needs the right "
+                               "answer, and the public checks say what is wrong with it.") from None
