@@ -42,17 +42,17 @@ def layer_checks(exercise: str, layers: tuple, sanitizer: bool = False) -> list[
             and (sanitizer or not c.id.endswith(".sanitizer"))]
 
 
-def grade_mutant(m: Mutant, work: Path) -> dict:
+def grade_mutant(m: Mutant, work: Path, layers: tuple = ("gpu",)) -> dict:
     sub = work / f"{m.exercise}-{m.name}"
     sub.mkdir(parents=True)
     for f in (ROOT / "solutions").glob("*.py"):
         (sub / f.name).write_text(f.read_text())
     (sub / f"{m.exercise}.py").write_text(m.apply((ROOT / "solutions" / f"{m.exercise}.py").read_text()))
-    checks = layer_checks(m.exercise, ("gpu",), sanitizer="mask" in m.name)
+    checks = layer_checks(m.exercise, layers, sanitizer="mask" in m.name)
     out = work / f"{m.exercise}-{m.name}.json"
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "grader", "--submission", str(sub), "--exercises", m.exercise,
-                    "--layers", "gpu", "--checks", ",".join(checks), "--json", str(out), "--quiet",
+                    "--layers", ",".join(layers), "--checks", ",".join(checks), "--json", str(out), "--quiet",
                     "--no-hidden"], cwd=ROOT, check=True)
     report = json.loads(out.read_text())
     tests = {t["name"]: t for t in report["tests"] if t["name"] in checks}
@@ -173,17 +173,23 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="reports/gpu_mutants.md")
     ap.add_argument("--jobs", type=int, default=4)
     ap.add_argument("--perf", action="store_true", help="grade the perf cases instead of mutants")
+    ap.add_argument("--layers", default="gpu", help="gpu, or gpu,perf (then use --jobs 1: the "
+                    "perf layer fails closed while another grader uses the GPU)")
+    ap.add_argument("--only", default="", help="comma-separated exercise.mutant names")
     args = ap.parse_args(argv)
+    layers = tuple(args.layers.split(","))
+    only = set(filter(None, args.only.split(",")))
     if args.perf:
         return grade_perf(Path(args.out))
     rows = []
-    chosen = [m for m in ALL if layer_checks(m.exercise, ("gpu",))]
+    chosen = [m for m in ALL if layer_checks(m.exercise, ("gpu",))
+              and (not only or f"{m.exercise}.{m.name}" in only)]
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(args.jobs) as pool:
         # several graders share the GPU: the gpu layer checks values, not speed
-        for row in pool.map(lambda m: grade_mutant(m, Path(tmp)), chosen):
+        for row in pool.map(lambda m: grade_mutant(m, Path(tmp), layers), chosen):
             rows.append(row)
             print(json.dumps(row), flush=True)
-    lines = ["# Triton mutants on the gpu layer", "", "| mutant | check | status | points | message |",
+    lines = [f"# Triton mutants on the {args.layers} layer(s)", "", "| mutant | check | status | points | message |",
              "|---|---|---|---|---|"]
     for r in rows:
         for check, (status, score, top, msg) in r["results"].items():
