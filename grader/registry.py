@@ -61,6 +61,8 @@ EXERCISES = {e.name: e for e in [
              "interp", track="extension"),
     Exercise("attention_backward", "Causal attention, the logsumexp and the backward pass (NumPy)",
              frozenset({"numpy"}), "cpu", track="extension"),
+    Exercise("flash_backward", "Causal FlashAttention with L, and its backward pass (Triton)",
+             frozenset({"torch", "triton"}), "interp", track="extension"),
 ]}
 
 LAYERS = {l.name: l for l in [
@@ -402,6 +404,41 @@ CHECKS: list[Check] = [
        follows=("attention_backward.forward_matches_float64", "attention_backward.lse_includes_m",
                 "attention_backward.causal_mask", "attention_backward.backward_matches_float64",
                 "attention_backward.backward_causal")),
+    # ------------------------------------------- flash_backward (extension track, 26)
+    _C("flash_backward.forward_matches_float64", "interp", 4,
+       "flash_fwd's o and L match float64: ragged N, BLOCK_M != BLOCK_N, fp16 and fp32",
+       "The forward of the core exercise, plus one number per row for the backward pass: L = m + "
+       "log(l), the logsumexp of the row's scaled scores (natural log), stored as float32.",
+       follows=("flash_backward.lse_includes_m",)),
+    _C("flash_backward.lse_includes_m", "adversarial", 3,
+       "L = m + log(l) with large scores (row maxima ~100)",
+       "L = m + log(l): l sums exp(s - m), so log(l) alone is off by m. If you compute in exp2, "
+       "convert back to the natural log: L = (m2 + log2(l)) * ln(2)."),
+    _C("flash_backward.causal_mask", "interp", 4,
+       "causal flash_fwd (key j visible iff j <= i): ragged N, BLOCK_M != BLOCK_N both ways",
+       "Key j is visible to query i iff j <= i, the diagonal included. Skip blocks above the "
+       "diagonal: the key loop stops at min((pid_m + 1) * BLOCK_M, N), and only the blocks that "
+       "cross the diagonal (with any BLOCK_M, BLOCK_N) are masked, on cols <= rows.",
+       follows=("flash_backward.lse_includes_m", "flash_backward.forward_matches_float64")),
+    _C("flash_backward.backward_matches_float64", "interp", 6,
+       "flash_bwd's dq, dk, dv within 2x PyTorch's same-precision error: fp16 and fp32, ragged N",
+       "Recompute instead of remember: P = exp(S - L) from the L the forward saved; dV = P^T dO; "
+       "dP = dO V^T; the D trick, D = rowsum(dO * O) and dS = P * (dP - D); dQ = scale * dS K and "
+       "dK = scale * dS^T Q."),
+    _C("flash_backward.backward_causal", "interp", 4,
+       "causal flash_bwd: ragged N, BLOCK_M != BLOCK_N both ways",
+       "The backward masks P like the forward (key j visible iff j <= i) and skips blocks above "
+       "the diagonal: the dK/dV program of a key block starts at the query block holding its "
+       "first key, the dQ program of a query block stops its keys at the diagonal.",
+       follows=("flash_backward.backward_matches_float64", "flash_backward.causal_mask")),
+    _C("flash_backward.masked_accesses", "adversarial", 2,
+       "every load and store of flash_fwd and flash_bwd stays inside its tensor (ragged N)",
+       "Mask every load and store on the rows and keys that exist (rows < N, cols < N), in the "
+       "forward and in all three backward kernels, even where tl.where sets the scores to -inf."),
+    _C("flash_backward.uses_kernel", "adversarial", 1,
+       "flash_fwd and flash_bwd compute with their Triton kernels",
+       "The wrappers only allocate and launch: the attention, L, D and the gradients are computed "
+       "by your kernels."),
 ]
 del _C
 

@@ -46,6 +46,14 @@ KERNELS = {
     "flash_decode": {"flash_decode": ("flash_decode(q, k_cache, v_cache, seq_lens)",
                                       "_decode_split[grid](...) and _decode_merge[grid](...)",
                                       "the attention and the merge")},
+    # extension track: the forward with L, the backward's three kernels, and the autograd wrapper
+    "flash_backward": {
+        "flash_fwd": ("flash_fwd(q, k, v, causal)", "_flash_fwd[grid](...)", "the attention and L"),
+        "flash_bwd": ("flash_bwd(q, k, v, o, lse, do, causal)",
+                      "_bwd_preprocess, _bwd_dkdv and _bwd_dq[grid](...)", "the gradients"),
+        "flash_attention": ("flash_attention(q, k, v, causal).backward(g)",
+                            "flash_fwd's and flash_bwd's kernels", "the attention and its gradients"),
+    },
 }
 # torch ops a graded function may run beyond kernel_use.ALLOWED_OPS: flash_decode's wrapper may
 # reduce seq_lens to choose its split count (seq_lens.max().item()); they compute no attention

@@ -1,0 +1,331 @@
+"""Checks for exercises/flash_backward.py (extension track; lesson: "FlashAttention's forward
+pass" (L = m + log(l), kept for the backward), the backward pass (recompute P = exp(S - L); the
+D = rowsum(dO * O) trick) and FlashAttention-2's causal block skipping).
+
+interp and adversarial only here: flash_fwd, flash_bwd and the autograd wrapper run under the
+interpreter on small shapes (B, H <= 2, N from 17 to 100, D = 16 or 32). Every input is rounded
+here to the dtype the kernel sees, so the float64 references (computed here) see exactly the
+same numbers. flash_bwd is graded on the o and L computed here (o rounded to the dtype), so a
+forward mistake costs the forward checks, and a backward mistake the backward ones.
+
+Gradient tolerance, flash-attention's rule: the error against float64 may be at most twice that
+of a same-precision PyTorch implementation (computed here, in this check, on the same inputs),
+plus a floor.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from grader.judge.compare import CheckFailed, assert_close, assert_shape, values
+from grader.judge.inputs import randn, tensor
+from grader.judge.kernel_use import KERNELS as GATED
+from grader.judge.kernel_use import assert_in_bounds, assert_kernel_computed
+
+# flash_fwd and flash_bwd go through the kernel-use gate (grader.fixtures.Gated): a Triton
+# launch, and no computing torch op around it.
+FWD_GATE = GATED["flash_backward"]["flash_fwd"]
+BWD_GATE = GATED["flash_backward"]["flash_bwd"]
+# floor of the gradient tolerance, times max(1, max |reference|)
+FLOOR = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 2e-5}
+LSE_TOL = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-5}   # atol = rtol on L (float32)
+
+
+# ------------------------------------------------------------------------------ references
+
+
+def _scores(q, k, causal, strict=False):
+    """S = q k^T / sqrt(D) in float64, masked to -inf above the diagonal (j > i; with strict,
+    j >= i: the off-by-one)."""
+    q, k = (np.asarray(t, dtype=np.float64) for t in (q, k))
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    if causal:
+        N = q.shape[-2]
+        s = np.where(np.tri(N, k=-1 if strict else 0, dtype=bool), s, -np.inf)
+    return s
+
+
+def forward_reference(q, k, v, causal=False, strict=False):
+    """(o, L, m) in float64: o = softmax(S) v, L = m + log(l), m the row max. A row with no key
+    (only with strict) gets o = nan, L = -inf."""
+    s = _scores(q, k, causal, strict)
+    with np.errstate(all="ignore"):
+        m = s.max(-1, keepdims=True)
+        p = np.exp(s - m)
+        l = p.sum(-1, keepdims=True)
+        o = (p @ np.asarray(v, dtype=np.float64)) / l
+        return o, (m + np.log(l))[..., 0], m[..., 0]
+
+
+def backward_reference(q, k, v, do, causal=False, with_delta=True):
+    """(dq, dk, dv) in float64, analytic; with_delta=False: the D term left out (dS = P * dP)."""
+    q, k, v, do = (np.asarray(t, dtype=np.float64) for t in (q, k, v, do))
+    scale = 1 / np.sqrt(q.shape[-1])
+    s = _scores(q, k, causal)
+    o, L, _ = forward_reference(q, k, v, causal)
+    p = np.exp(s - L[..., None])
+    dv = np.swapaxes(p, -1, -2) @ do
+    dp = do @ np.swapaxes(v, -1, -2)
+    delta = (do * o).sum(-1, keepdims=True) if with_delta else 0.0
+    ds = p * (dp - delta)
+    return scale * ds @ k, scale * np.swapaxes(ds, -1, -2) @ q, dv
+
+
+def torch_same_precision(q, k, v, do, dtype, causal=False):
+    """(o, dq, dk, dv) of plain PyTorch attention in `dtype` (N x N intermediates), as float64
+    arrays: the baseline of flash-attention's tolerance rule."""
+    import torch
+
+    dt = getattr(torch, dtype)
+    leaves = [torch.from_numpy(np.asarray(t, np.float64)).to(dt).requires_grad_() for t in (q, k, v)]
+    qq, kk, vv = leaves
+    s = (qq @ kk.transpose(-2, -1)) * (q.shape[-1] ** -0.5)
+    if causal:
+        N = q.shape[-2]
+        s = s.masked_fill(torch.ones(N, N, dtype=torch.bool).triu(1), float("-inf"))
+    o = torch.softmax(s, dim=-1) @ vv
+    o.backward(torch.from_numpy(np.asarray(do, np.float64)).to(dt))
+    return [t.detach().double().numpy() for t in (o, *(x.grad for x in leaves))]
+
+
+# ------------------------------------------------------------------------------ calls
+
+
+def _qkv(rng, shape, dtype="float16", scale=1.0):
+    return tuple(randn(rng, shape, dtype, scale) for _ in range(3))
+
+
+def _describe(shape, dtype, causal, blocks, case=""):
+    B, H, N, D = shape
+    b = ", ".join(f"{k}={v}" for k, v in blocks.items())
+    return ", ".join(x for x in (f"B={B}, H={H}, N={N}, D={D}", b, dtype,
+                                 "causal" if causal else "", case) if x)
+
+
+def _guard(shape, blocks):
+    return max(blocks.get("BLOCK_M", 64), blocks.get("BLOCK_N", 64), 64) * shape[-1]
+
+
+def call_fwd(sub, q, k, v, dtype, causal, blocks):
+    args = [tensor(t, dtype, guard=_guard(q.shape, blocks)) for t in (q, k, v)]
+    return sub.call("flash_fwd", *args, causal=causal, **blocks, opts={"poison_empty": True})
+
+
+def call_bwd(sub, q, k, v, o, lse, do, dtype, causal, blocks):
+    g = _guard(q.shape, blocks)
+    args = [*(tensor(t, dtype, guard=g) for t in (q, k, v, o)),
+            tensor(lse, "float32", guard=g), tensor(do, dtype, guard=g)]
+    return sub.call("flash_bwd", *args, causal=causal, **blocks, opts={"poison_empty": True})
+
+
+def _pair(got, what):
+    """The (o, lse) or (dq, dk, dv) a call returned, as a tuple of the expected length."""
+    n = 2 if what.startswith("flash_fwd") else 3
+    if not isinstance(got, (tuple, list)) or len(got) != n:
+        raise CheckFailed(f"{what}: expected a tuple of {n} tensors, got {type(got).__name__}"
+                          + (f" of length {len(got)}" if isinstance(got, (tuple, list)) else ""))
+    return got
+
+
+LSE_NO_M_HINT = ("Your L equals log(l) without the max: L = m + log(l). l is a sum of exp(s - m), "
+                 "so log(l) alone is the logsumexp shifted by -m.")
+LSE_LOG2_HINT = ("Your L equals the logsumexp in log base 2 (L * log2(e)): if you compute with "
+                 "exp2 and m in log2 units, convert back: L = (m2 + log2(l)) * ln(2).")
+STRICT_HINT = ("Your output equals attention with key j visible only for j < i: the diagonal is "
+               "visible too. The causal mask is j <= i (cols <= rows).")
+
+
+def check_forward(sub, q, k, v, dtype, causal, blocks, seed, case=""):
+    """flash_fwd's o and L against float64 in full, with the hint its evidence supports."""
+    context = _describe(q.shape, dtype, causal, blocks, case)
+    what = f"flash_fwd(q, k, v, causal={causal})"
+    o, lse = _pair(call_fwd(sub, q, k, v, dtype, causal, blocks).value, what)
+    ref_o, ref_L, m = forward_reference(q, k, v, causal)
+    try:
+        assert_close(lse, ref_L, what=f"the lse of {what}", dtype="float32", case=context,
+                     seed=seed, atol=LSE_TOL[dtype] * max(1.0, float(np.abs(m).max())),
+                     rtol=LSE_TOL[dtype])
+    except CheckFailed as e:
+        got = np.asarray(values(lse), dtype=np.float64)
+        hint = ""
+        if got.shape == ref_L.shape:
+            if np.allclose(got, ref_L - m, rtol=1e-2, atol=1e-2):
+                hint = LSE_NO_M_HINT
+            elif np.allclose(got, ref_L / np.log(2), rtol=1e-2, atol=1e-2):
+                hint = LSE_LOG2_HINT
+            elif causal:
+                _, strict_L, _ = forward_reference(q, k, v, causal, strict=True)
+                if np.allclose(got[..., 1:], strict_L[..., 1:], rtol=1e-2, atol=1e-2):
+                    hint = STRICT_HINT
+        raise CheckFailed(str(e), hint=hint) from None
+    try:
+        assert_close(o, ref_o, what=f"the o of {what}", dtype=dtype, case=context, seed=seed)
+    except CheckFailed as e:
+        got = np.asarray(values(o), dtype=np.float64)
+        hint = ""
+        if causal and got.shape == ref_o.shape:
+            strict_o, _, _ = forward_reference(q, k, v, causal, strict=True)
+            if np.allclose(got[..., 1:, :], strict_o[..., 1:, :], rtol=1e-2, atol=1e-2):
+                hint = STRICT_HINT
+        raise CheckFailed(str(e), hint=hint) from None
+
+
+RECOMPUTE_HINT = ("dV = P^T dO is wrong, and dV needs nothing but P: recompute instead of "
+                  "remember, P = exp(S - L) with S = scale * Q K^T and the L the forward saved (the "
+                  "one passed in), masked like the forward; not exp(S - a running max).")
+DELTA_HINT = ("Your dK and dQ equal the gradients with dS = P * dP: the D term is missing. The D "
+              "trick: D = rowsum(dO * O), one number per query row, and dS = P * (dP - D).")
+SCALE_HINT = ("Your {name} equals the right one times sqrt(D): S = scale * Q K^T, so the scale "
+              "1/sqrt(D) multiplies {name} too ({name} = scale * {formula}).")
+
+
+def _grad_hint(got, ref, twin_nod, D):
+    """The hint the evidence supports: which gradient is off and like which known mistake."""
+    g = [np.asarray(values(t), dtype=np.float64) for t in got]
+    if any(a.shape != b.shape for a, b in zip(g, ref)):
+        return ""
+
+    def near(a, b):
+        return np.allclose(a, b, rtol=2e-2, atol=2e-2 * max(1.0, float(np.abs(b).max())))
+
+    if not near(g[2], ref[2]):
+        return RECOMPUTE_HINT
+    if not near(g[0], ref[0]) and not near(g[1], ref[1]) and near(g[0], twin_nod[0]) \
+            and near(g[1], twin_nod[1]):
+        return DELTA_HINT
+    for i, name, formula in ((1, "dK", "dS^T Q"), (0, "dQ", "dS K")):
+        if not near(g[i], ref[i]) and near(g[i], ref[i] * np.sqrt(D)):
+            return SCALE_HINT.format(name=name, formula=formula)
+    return ""
+
+
+def assert_grads(got, q, k, v, do, dtype, causal, what, context, seed):
+    """dq, dk, dv against float64, each within 2 x PyTorch's same-precision error + a floor."""
+    ref = backward_reference(q, k, v, do, causal)
+    base = torch_same_precision(q, k, v, do, dtype, causal)[1:]
+    for name, g, r, b in zip(("dq", "dk", "dv"), got, ref, base):
+        baseline = float(np.abs(b - r).max())
+        floor = FLOOR[dtype] * max(1.0, float(np.abs(r).max()))
+        try:
+            assert_close(g, r, what=f"the {name} of {what}", dtype=dtype, case=context, seed=seed,
+                         atol=2 * baseline + floor, rtol=0.0)
+        except CheckFailed as e:
+            hint = _grad_hint(got, ref, backward_reference(q, k, v, do, causal, False), q.shape[-1])
+            raise CheckFailed(f"{e} (allowed: 2 x PyTorch's {dtype} error {baseline:.2g} + floor "
+                              f"{floor:.2g})", hint=hint) from None
+
+
+def check_backward(sub, q, k, v, do, dtype, causal, blocks, seed, case=""):
+    """flash_bwd on the o and L computed here, its gradients checked in full."""
+    context = _describe(q.shape, dtype, causal, blocks, case)
+    what = f"flash_bwd(q, k, v, o, lse, do, causal={causal})"
+    o, L, _ = forward_reference(q, k, v, causal)
+    o = np.asarray(o, dtype=np.float64)
+    from grader.judge.inputs import round_to
+
+    o = round_to(o, dtype)
+    got = _pair(call_bwd(sub, q, k, v, o, L, do, dtype, causal, blocks).value, what)
+    assert_grads(got, q, k, v, do, dtype, causal, what, context, seed)
+
+
+# ------------------------------------------------------------------------------ forward
+
+
+@pytest.mark.check("flash_backward.forward_matches_float64")
+def test_forward_matches_float64(student, rng):
+    sub = student()
+    for shape, dtype, blocks in (((2, 2, 45, 32), "float16", dict(BLOCK_M=32, BLOCK_N=16)),
+                                 ((1, 2, 70, 16), "float32", dict(BLOCK_M=16, BLOCK_N=32))):
+        q, k, v = _qkv(rng, shape, dtype)
+        check_forward(sub, q, k, v, dtype, False, blocks, rng.seed)
+
+
+@pytest.mark.check("flash_backward.lse_includes_m")
+def test_lse_includes_m(student, rng):
+    sub = student()
+    # q, k ~ 6 * randn, D = 16: scores ~ 36 * randn, row maxima ~ 100, far from log(l) <= log(N)
+    shape, blocks = (1, 2, 40, 16), dict(BLOCK_M=16, BLOCK_N=16)
+    q, k, v = _qkv(rng, shape, "float16", scale=6.0)
+    check_forward(sub, q, k, v, "float16", False, blocks, rng.seed, case="q, k scaled: large scores")
+
+
+@pytest.mark.check("flash_backward.causal_mask")
+def test_causal_mask(student, rng):
+    sub = student()
+    # BLOCK_M != BLOCK_N both ways, and N ragged: the diagonal crosses blocks at every offset
+    for shape, blocks in (((1, 2, 45, 16), dict(BLOCK_M=32, BLOCK_N=16)),
+                          ((2, 1, 37, 16), dict(BLOCK_M=16, BLOCK_N=32))):
+        q, k, v = _qkv(rng, shape)
+        check_forward(sub, q, k, v, "float16", True, blocks, rng.seed)
+
+
+# ------------------------------------------------------------------------------ backward
+
+
+@pytest.mark.check("flash_backward.backward_matches_float64")
+def test_backward_matches_float64(student, rng):
+    sub = student()
+    for shape, dtype, blocks in (((2, 2, 45, 32), "float16", dict(BLOCK_M=32, BLOCK_N=16)),
+                                 ((1, 2, 33, 16), "float32", dict(BLOCK_M=16, BLOCK_N=32))):
+        q, k, v = _qkv(rng, shape, dtype)
+        do = randn(rng, shape, dtype)
+        check_backward(sub, q, k, v, do, dtype, False, blocks, rng.seed)
+
+
+@pytest.mark.check("flash_backward.backward_causal")
+def test_backward_causal(student, rng):
+    sub = student()
+    for shape, blocks in (((1, 2, 45, 16), dict(BLOCK_M=16, BLOCK_N=32)),
+                          ((2, 1, 40, 32), dict(BLOCK_M=32, BLOCK_N=16))):
+        q, k, v = _qkv(rng, shape)
+        do = randn(rng, shape, "float16")
+        check_backward(sub, q, k, v, do, "float16", True, blocks, rng.seed)
+
+
+# ------------------------------------------------------------------------------ masks, kernels
+
+
+MASK_HINTS = {
+    "tl.load": "Mask every load on the rows and keys that exist (rows < N, cols < N): a load "
+               "without mask= reads past the end of q, k, v (or dO, L, D) in the last block, "
+               "even when tl.where sets those scores to -inf afterwards.",
+    "tl.store": "Mask every store on the rows that exist (rows < N; cols < N for dK and dV).",
+}
+
+
+@pytest.mark.check("flash_backward.masked_accesses")
+def test_masked_accesses(student, rng):
+    sub = student()
+    # N ragged for every block size: the last (batch, head) of each tensor ends where its
+    # memory ends; the bounds hooks record every lane past it (grader/sandbox/bounds.py)
+    shape, blocks = (1, 1, 50, 16), dict(BLOCK_M=32, BLOCK_N=16)
+    for causal in (False, True):
+        q, k, v = _qkv(rng, shape)
+        r = call_fwd(sub, q, k, v, "float16", causal, blocks)
+        what = f"flash_fwd(q, k, v, causal={causal}) ({_describe(shape, 'float16', causal, blocks)})"
+        assert_in_bounds(r.extras, ["q", "k", "v"], what, MASK_HINTS)
+        o, L, _ = forward_reference(q, k, v, causal)
+        do = randn(rng, shape, "float16")
+        r = call_bwd(sub, q, k, v, o, L, do, "float16", causal, blocks)
+        what = (f"flash_bwd(q, k, v, o, lse, do, causal={causal}) "
+                f"({_describe(shape, 'float16', causal, blocks)})")
+        assert_in_bounds(r.extras, ["q", "k", "v", "o", "lse", "do"], what, MASK_HINTS)
+        # staying in bounds by computing nothing earns nothing
+        assert_shape(_pair(r.value, what)[0], shape, what=what, dtype="float16")
+
+
+@pytest.mark.check("flash_backward.uses_kernel")
+def test_uses_kernel(student, rng):
+    sub = student()
+    shape = (1, 2, 40, 16)
+    q, k, v = _qkv(rng, shape)
+    r = sub.call("flash_fwd", *(tensor(t, "float16") for t in (q, k, v)), opts={"trace": True})
+    assert_kernel_computed(r.extras, *FWD_GATE)
+    o, L, _ = forward_reference(q, k, v)
+    do = randn(rng, shape, "float16")
+    r = sub.call("flash_bwd", *(tensor(t, "float16") for t in (q, k, v, o)), tensor(L, "float32"),
+                 tensor(do, "float16"), opts={"trace": True})
+    assert_kernel_computed(r.extras, *BWD_GATE)
+    assert_shape(_pair(r.value, "flash_bwd(q, k, v, o, lse, do)")[2], shape,
+                 what="flash_bwd(q, k, v, o, lse, do)", dtype="float16")
