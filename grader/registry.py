@@ -431,6 +431,13 @@ CHECKS: list[Check] = [
        "the diagonal: the dK/dV program of a key block starts at the query block holding its "
        "first key, the dQ program of a query block stops its keys at the diagonal.",
        follows=("flash_backward.backward_matches_float64", "flash_backward.causal_mask")),
+    _C("flash_backward.autograd_wrapper", "interp", 2,
+       "flash_attention(q, k, v, causal).backward(g) gives o and the gradients, causal and not",
+       "An autograd.Function: forward runs flash_fwd and saves q, k, v, o and L (recompute "
+       "instead of remember: nothing N x N); backward runs flash_bwd and returns (dq, dk, dv, None).",
+       follows=("flash_backward.forward_matches_float64", "flash_backward.lse_includes_m",
+                "flash_backward.causal_mask", "flash_backward.backward_matches_float64",
+                "flash_backward.backward_causal")),
     _C("flash_backward.masked_accesses", "adversarial", 2,
        "every load and store of flash_fwd and flash_bwd stays inside its tensor (ragged N)",
        "Mask every load and store on the rows and keys that exist (rows < N, cols < N), in the "

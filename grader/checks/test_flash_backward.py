@@ -283,6 +283,34 @@ def test_backward_causal(student, rng):
         check_backward(sub, q, k, v, do, "float16", True, blocks, rng.seed)
 
 
+@pytest.mark.check("flash_backward.autograd_wrapper")
+def test_autograd_wrapper(student, rng):
+    sub = student()
+    # flash_attention(q, k, v, causal).backward(g) in the worker (grader.sandbox.probes.run,
+    # `backward`): o and the gradients q.grad, k.grad, v.grad come back, checked in full
+    shape = (1, 2, 33, 16)
+    for causal in (False, True):
+        q, k, v = _qkv(rng, shape)
+        g = randn(rng, shape, "float16")
+        what = f"flash_attention(q, k, v, causal={causal}).backward(g)"
+        context = _describe(shape, "float16", causal, {})
+        r = sub.call("flash_attention", *(tensor(t, "float16") for t in (q, k, v, g)),
+                     causal=causal, opts={"backward": {"grad_arg": 3}, "poison_empty": True})
+        if not isinstance(r.value, tuple) or len(r.value) != 2:
+            raise CheckFailed(f"{what}: the call returned no output and gradients")
+        out, grads = r.value
+        assert_close(out, forward_reference(q, k, v, causal)[0], what=f"the output of {what}",
+                     dtype="float16", case=context, seed=rng.seed)
+        missing = [n for n, t in zip(("q", "k", "v"), grads) if t is None]
+        if missing:
+            raise CheckFailed(f"{what}: no gradient reached {', '.join(missing)}: FlashAttention."
+                              f"backward must return (dq, dk, dv, None), one per input of forward",
+                              hint="The autograd.Function saves q, k, v, o and L in forward "
+                                   "(ctx.save_for_backward) and returns flash_bwd's (dq, dk, dv) "
+                                   "from backward, plus None for causal.")
+        assert_grads(grads, q, k, v, g, "float16", causal, what, context, rng.seed)
+
+
 # ------------------------------------------------------------------------------ masks, kernels
 
 

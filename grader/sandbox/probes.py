@@ -134,11 +134,20 @@ def run(fn, args: list, kwargs: dict, opts: dict):
         references and whether to fetch the last output and compare it in full, so a call that
         skips its work is caught wherever it falls.
     fetch: True   send back the last output of the previous `runs` request; fn is not called.
+    backward: {"grad_arg": n}   (flash_backward's autograd wrapper) the arguments before n get
+        requires_grad, out = fn(those, **kwargs), then out.backward(args[n]); the value sent
+        back is (out, (grad of each of them)), detached.
     Workloads (bench_attn) given to the call answer torch.cuda.synchronize() too.
     """
     if opts.get("fetch"):
         value, _retained[0] = _retained[0], None
         return value
+    if opts.get("backward"):
+        n = int(opts["backward"]["grad_arg"])
+        inputs = [a.requires_grad_(True) for a in args[:n]]
+        out = fn(*inputs, *args[n + 1:], **kwargs)
+        out.backward(args[n])
+        return out.detach(), tuple(None if a.grad is None else a.grad.detach() for a in inputs)
     with workloads.routed_synchronize():
         runs = opts.get("runs")
         if runs:
