@@ -1,0 +1,49 @@
+"""flash_backward's mistakes (issue 12), as edits to solutions/flash_backward.py: each loses the
+check aimed at it, and that check's hint (the failure's own, else the registry's) names the idea."""
+
+from tests.mutants import Mutant
+
+MUTANTS = [
+    # the causal mask off by one: the diagonal hidden, so row 0 sees no key at all
+    Mutant("causal_strict", "flash_backward",
+           find="valid = valid & (cols[None, :] <= rows[:, None])             # key j visible iff j <= i",
+           replace="valid = valid & (cols[None, :] < rows[:, None])",
+           checks=("flash_backward.causal_mask",), idea="j <= i"),
+    # L = log(l): the running max left out
+    Mutant("lse_without_m", "flash_backward",
+           find="lse = (m_i + tl.log2(l_i)) * 0.6931471805599453",
+           replace="lse = tl.log2(l_i) * 0.6931471805599453",
+           checks=("flash_backward.lse_includes_m",), idea="m + log(l)"),
+    # exp2 inside, and L returned in log2 units: the ln(2) conversion forgotten
+    Mutant("lse_in_log2", "flash_backward",
+           find="lse = (m_i + tl.log2(l_i)) * 0.6931471805599453",
+           replace="lse = m_i + tl.log2(l_i)",
+           checks=("flash_backward.lse_includes_m",), idea="ln(2)"),
+    # the D trick left out: D = 0, so dS = P * dP
+    Mutant("delta_missing", "flash_backward",
+           find="tl.store(Delta + pid_bh * N + rows, tl.sum(o * do, axis=1), mask=rows < N)",
+           replace="tl.store(Delta + pid_bh * N + rows, tl.sum(o * do, axis=1) * 0.0, mask=rows < N)",
+           checks=("flash_backward.backward_matches_float64",), idea="D trick"),
+    # P rebuilt from the tile's own max, as if the forward's running max were needed, not L
+    Mutant("p_from_running_max", "flash_backward",
+           find="p = tl.exp2(s * qk_scale - lse[:, None] * 1.4426950408889634)\n",
+           replace="p = tl.exp2(s * qk_scale - tl.max(s * qk_scale, axis=1)[:, None])\n",
+           also=(("p = tl.exp2(s * qk_scale - lse[:, None] * 1.4426950408889634)   # P = exp(S - L)",
+                  "p = tl.exp2(s * qk_scale - tl.max(s * qk_scale, axis=1)[:, None])"),),
+           checks=("flash_backward.backward_matches_float64",), idea="exp(S - L)"),
+    # S = scale * Q K^T, and the scale forgotten in dK
+    Mutant("dk_without_scale", "flash_backward",
+           find="    dk = dk * scale ", replace="    dk = dk ",
+           checks=("flash_backward.backward_matches_float64",), idea="multiplies dK"),
+    # ... or in dQ
+    Mutant("dq_without_scale", "flash_backward",
+           find="    dq = dq * scale\n", replace="    dq = dq\n",
+           checks=("flash_backward.backward_matches_float64",), idea="multiplies dQ"),
+    # Break It 3 carried over: the forward's K load without its mask (the -inf on the scores
+    # hides what it read); the bounds hooks record the lanes past the end of k
+    Mutant("k_load_unmasked", "flash_backward",
+           find="    k = tl.load(K + base + cols[None, :] * stride_n + dims[:, None],\n"
+                "                mask=cols[None, :] < N, other=0.0)",
+           replace="    k = tl.load(K + base + cols[None, :] * stride_n + dims[:, None])",
+           checks=("flash_backward.masked_accesses",), idea="mask"),
+]
