@@ -1,5 +1,5 @@
 """The extension track has points of its own and leaves the core's 100 alone; each of its
-exercises (flash_decode, attention_backward) gets full marks from the solution on the CPU layers
+exercises (flash_decode, attention_backward, flash_backward) gets full marks from the solution on the CPU layers
 it has, public and hidden, zero from the stub without a grader error. Their mutants run in
 tests/test_mutants.py with the others."""
 
@@ -14,9 +14,10 @@ EXTENSION = sorted(e.name for e in registry.EXERCISES.values() if e.track == "ex
 # the hidden checks each exercise's full-marks run must include
 HIDDEN = {"flash_decode": {"flash_decode.hidden_shapes", "flash_decode.hidden_merge"},
           "attention_backward": {"attention_backward.hidden_shapes",
-                                 "attention_backward.inputs_untouched"}}
+                                 "attention_backward.inputs_untouched"},
+          "flash_backward": {"flash_backward.hidden_shapes"}}
 # the layers each one's CPU grading covers (a NumPy-only exercise has no interp checks)
-LAYERS = {"attention_backward": "cpu,adversarial"}
+LAYERS = {"attention_backward": "cpu,adversarial", "flash_backward": "adversarial,interp"}
 
 
 def test_every_extension_exercise_is_covered():
@@ -40,6 +41,8 @@ def test_extension_rows_are_their_own_track():
     decode = {c.layer for c in rows if c.exercise == "flash_decode"}
     assert decode == set(registry.LAYERS)
     assert {c.layer for c in rows if c.exercise == "attention_backward"} == {"cpu", "adversarial"}
+    # its gpu and perf checks come with the H200 session (issue 12)
+    assert {c.layer for c in rows if c.exercise == "flash_backward"} == {"adversarial", "interp"}
 
 
 @pytest.mark.parametrize("exercise", EXTENSION)

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from grader.judge.compare import CheckFailed, assert_close, assert_shape, values
-from grader.judge.inputs import randn, tensor
+from grader.judge.inputs import randn, round_to, tensor
 from grader.judge.kernel_use import KERNELS as GATED
 from grader.judge.kernel_use import assert_in_bounds, assert_kernel_computed
 
@@ -107,16 +107,18 @@ def _guard(shape, blocks):
     return max(blocks.get("BLOCK_M", 64), blocks.get("BLOCK_N", 64), 64) * shape[-1]
 
 
-def call_fwd(sub, q, k, v, dtype, causal, blocks):
+def call_fwd(sub, q, k, v, dtype, causal, blocks, opts=None):
     args = [tensor(t, dtype, guard=_guard(q.shape, blocks)) for t in (q, k, v)]
-    return sub.call("flash_fwd", *args, causal=causal, **blocks, opts={"poison_empty": True})
+    return sub.call("flash_fwd", *args, causal=causal, **blocks,
+                    opts={"poison_empty": True, **(opts or {})})
 
 
-def call_bwd(sub, q, k, v, o, lse, do, dtype, causal, blocks):
+def call_bwd(sub, q, k, v, o, lse, do, dtype, causal, blocks, opts=None):
     g = _guard(q.shape, blocks)
     args = [*(tensor(t, dtype, guard=g) for t in (q, k, v, o)),
             tensor(lse, "float32", guard=g), tensor(do, dtype, guard=g)]
-    return sub.call("flash_bwd", *args, causal=causal, **blocks, opts={"poison_empty": True})
+    return sub.call("flash_bwd", *args, causal=causal, **blocks,
+                    opts={"poison_empty": True, **(opts or {})})
 
 
 def _pair(got, what):
@@ -136,11 +138,13 @@ STRICT_HINT = ("Your output equals attention with key j visible only for j < i: 
                "visible too. The causal mask is j <= i (cols <= rows).")
 
 
-def check_forward(sub, q, k, v, dtype, causal, blocks, seed, case=""):
-    """flash_fwd's o and L against float64 in full, with the hint its evidence supports."""
+def check_forward(sub, q, k, v, dtype, causal, blocks, seed, case="", opts=None):
+    """flash_fwd's o and L against float64 in full, with the hint its evidence supports; the
+    call's extras (what the probes recorded) are returned."""
     context = _describe(q.shape, dtype, causal, blocks, case)
     what = f"flash_fwd(q, k, v, causal={causal})"
-    o, lse = _pair(call_fwd(sub, q, k, v, dtype, causal, blocks).value, what)
+    r = call_fwd(sub, q, k, v, dtype, causal, blocks, opts)
+    o, lse = _pair(r.value, what)
     ref_o, ref_L, m = forward_reference(q, k, v, causal)
     try:
         assert_close(lse, ref_L, what=f"the lse of {what}", dtype="float32", case=context,
@@ -169,6 +173,7 @@ def check_forward(sub, q, k, v, dtype, causal, blocks, seed, case=""):
             if np.allclose(got[..., 1:, :], strict_o[..., 1:, :], rtol=1e-2, atol=1e-2):
                 hint = STRICT_HINT
         raise CheckFailed(str(e), hint=hint) from None
+    return r.extras
 
 
 RECOMPUTE_HINT = ("dV = P^T dO is wrong, and dV needs nothing but P: recompute instead of "
@@ -216,17 +221,16 @@ def assert_grads(got, q, k, v, do, dtype, causal, what, context, seed):
                               f"{floor:.2g})", hint=hint) from None
 
 
-def check_backward(sub, q, k, v, do, dtype, causal, blocks, seed, case=""):
-    """flash_bwd on the o and L computed here, its gradients checked in full."""
+def check_backward(sub, q, k, v, do, dtype, causal, blocks, seed, case="", opts=None):
+    """flash_bwd on the o and L computed here, its gradients checked in full; returns the
+    call's extras and the o it was given."""
     context = _describe(q.shape, dtype, causal, blocks, case)
     what = f"flash_bwd(q, k, v, o, lse, do, causal={causal})"
     o, L, _ = forward_reference(q, k, v, causal)
-    o = np.asarray(o, dtype=np.float64)
-    from grader.judge.inputs import round_to
-
-    o = round_to(o, dtype)
-    got = _pair(call_bwd(sub, q, k, v, o, L, do, dtype, causal, blocks).value, what)
-    assert_grads(got, q, k, v, do, dtype, causal, what, context, seed)
+    o, L = round_to(o, dtype), round_to(L, "float32")
+    r = call_bwd(sub, q, k, v, o, L, do, dtype, causal, blocks, opts)
+    assert_grads(_pair(r.value, what), q, k, v, do, dtype, causal, what, context, seed)
+    return r.extras, o, L
 
 
 # ------------------------------------------------------------------------------ forward
