@@ -14,7 +14,7 @@ from grader.judge import audit
 
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = ("online_softmax", "tiled_attention", "softmax_triton", "flash_triton", "bench_attn",
-             "flash_decode")
+             "flash_decode", "flash_backward")
 TRITON_FILES = {"softmax_triton", "flash_triton", "vector_add"}
 
 

@@ -1,6 +1,6 @@
 """The extension track has points of its own and leaves the core's 100 alone; each of its
-exercises (flash_decode, attention_backward, flash_backward) gets full marks from the solution on the CPU layers
-it has, public and hidden, zero from the stub without a grader error. Their mutants run in
+exercises (flash_decode, attention_backward, flash_backward) gets full marks from the solution
+on the CPU layers it has, public and hidden, zero from the stub without a grader error. Their mutants run in
 tests/test_mutants.py with the others."""
 
 from __future__ import annotations

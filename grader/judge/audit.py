@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-TRITON_EXERCISES = frozenset({"softmax_triton", "flash_triton"})
+TRITON_EXERCISES = frozenset({"softmax_triton", "flash_triton", "flash_backward"})
 # Mixed exercises: a NumPy part and a Triton part in one file. NumPy is legitimately NumPy in the
 # NumPy part, so the file is audited under the general rules, and then the code the Triton
 # function can reach (it, every module-level name it or module-level code refers to, transitively)
