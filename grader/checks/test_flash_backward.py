@@ -21,7 +21,7 @@ import pytest
 from grader.judge.compare import CheckFailed, assert_close, assert_shape, values
 from grader.judge.inputs import randn, round_to, tensor
 from grader.judge.kernel_use import KERNELS as GATED
-from grader.judge.kernel_use import assert_in_bounds, assert_kernel_computed
+from grader.judge.kernel_use import assert_in_bounds, assert_kernel_computed, assert_kernel_wrote
 
 # flash_fwd and flash_bwd go through the kernel-use gate (grader.fixtures.Gated): a Triton
 # launch, and no computing torch op around it.
@@ -337,14 +337,22 @@ def test_masked_accesses(student, rng):
         r = call_fwd(sub, q, k, v, "float16", causal, blocks)
         what = f"flash_fwd(q, k, v, causal={causal}) ({_describe(shape, 'float16', causal, blocks)})"
         assert_in_bounds(r.extras, ["q", "k", "v"], what, MASK_HINTS)
+        wrote(r, what, "_flash_fwd", 2)
         o, L, _ = forward_reference(q, k, v, causal)
         do = randn(rng, shape, "float16")
         r = call_bwd(sub, q, k, v, o, L, do, "float16", causal, blocks)
         what = (f"flash_bwd(q, k, v, o, lse, do, causal={causal}) "
                 f"({_describe(shape, 'float16', causal, blocks)})")
         assert_in_bounds(r.extras, ["q", "k", "v", "o", "lse", "do"], what, MASK_HINTS)
-        # staying in bounds by computing nothing earns nothing
-        assert_shape(_pair(r.value, what)[0], shape, what=what, dtype="float16")
+        wrote(r, what, "_bwd_dkdv and _bwd_dq", 3)
+
+
+def wrote(r, what: str, launch: str, n: int) -> None:
+    """Staying in bounds, or launching, by computing nothing earns nothing: every output of the
+    call (o and lse, or dq, dk and dv) was stored in full by a kernel, all finite."""
+    for name, t in zip(("o", "lse") if n == 2 else ("dq", "dk", "dv"), _pair(r.value, what)):
+        size = int(np.asarray(values(t)).size)
+        assert_kernel_wrote(r.extras, t, size, f"the {name} of {what}", launch)
 
 
 @pytest.mark.check("flash_backward.uses_kernel")
@@ -352,12 +360,15 @@ def test_uses_kernel(student, rng):
     sub = student()
     shape = (1, 2, 40, 16)
     q, k, v = _qkv(rng, shape)
-    r = sub.call("flash_fwd", *(tensor(t, "float16") for t in (q, k, v)), opts={"trace": True})
+    opts = {"trace": True, "poison_empty": True}
+    r = sub.call("flash_fwd", *(tensor(t, "float16") for t in (q, k, v)), opts=opts)
     assert_kernel_computed(r.extras, *FWD_GATE)
+    wrote(r, FWD_GATE[0], "_flash_fwd", 2)
     o, L, _ = forward_reference(q, k, v)
     do = randn(rng, shape, "float16")
     r = sub.call("flash_bwd", *(tensor(t, "float16") for t in (q, k, v, o)), tensor(L, "float32"),
-                 tensor(do, "float16"), opts={"trace": True})
+                 tensor(do, "float16"), opts=opts)
     assert_kernel_computed(r.extras, *BWD_GATE)
-    assert_shape(_pair(r.value, "flash_bwd(q, k, v, o, lse, do)")[2], shape,
-                 what="flash_bwd(q, k, v, o, lse, do)", dtype="float16")
+    wrote(r, BWD_GATE[0], "_bwd_dkdv and _bwd_dq", 3)
+    # the values are the other checks' business; here only the dtype the wrapper allocates
+    assert_shape(_pair(r.value, BWD_GATE[0])[2], shape, what=BWD_GATE[0], dtype="float16")
