@@ -441,7 +441,10 @@ CHECKS: list[Check] = [
     _C("flash_backward.masked_accesses", "adversarial", 2,
        "every load and store of flash_fwd and flash_bwd stays inside its tensor (ragged N)",
        "Mask every load and store on the rows and keys that exist (rows < N, cols < N), in the "
-       "forward and in all three backward kernels, even where tl.where sets the scores to -inf."),
+       "forward and in all three backward kernels, even where tl.where sets the scores to -inf.",
+       follows=("flash_backward.forward_matches_float64", "flash_backward.lse_includes_m",
+                "flash_backward.causal_mask", "flash_backward.backward_matches_float64",
+                "flash_backward.backward_causal")),
     _C("flash_backward.uses_kernel", "adversarial", 1,
        "flash_fwd and flash_bwd compute with their Triton kernels",
        "The wrappers only allocate and launch: the attention, L, D and the gradients are computed "
