@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from grader import errors
 from grader.judge.compare import CheckFailed, assert_close, assert_shape, values
 from grader.judge.inputs import randn, round_to, tensor
 from grader.judge.kernel_use import KERNELS as GATED
@@ -138,9 +139,32 @@ STRICT_HINT = ("Your output equals attention with key j visible only for j < i: 
                "visible too. The causal mask is j <= i (cols <= rows).")
 
 
+DIAGONAL_HINT = ("Right with BLOCK_M = BLOCK_N = {equal} on the same inputs, wrong with BLOCK_M={bm}, "
+                 "BLOCK_N={bn}: with BLOCK_M != BLOCK_N a key block can cross the diagonal without "
+                 "starting on it. Mask every key block that reaches past the query block's first "
+                 "row (start + BLOCK_N > pid_m * BLOCK_M), on cols <= rows, and stop the loop at "
+                 "min((pid_m + 1) * BLOCK_M, N).")
+
+
 def check_forward(sub, q, k, v, dtype, causal, blocks, seed, case="", opts=None):
     """flash_fwd's o and L against float64 in full, with the hint its evidence supports; the
     call's extras (what the probes recorded) are returned."""
+    try:
+        return _check_forward(sub, q, k, v, dtype, causal, blocks, seed, case, opts)
+    except CheckFailed as e:
+        bm, bn = blocks.get("BLOCK_M", 64), blocks.get("BLOCK_N", 64)
+        if e.hint or not causal or bm == bn:
+            raise
+        # the evidence: the same inputs with equal blocks (a control call, in this check)
+        equal = dict(BLOCK_M=min(bm, bn), BLOCK_N=min(bm, bn))
+        try:
+            _check_forward(sub, q, k, v, dtype, causal, equal, seed, case)
+        except (CheckFailed, errors.StudentRaised, errors.BadReturn):
+            raise e from None
+        raise CheckFailed(str(e), hint=DIAGONAL_HINT.format(equal=min(bm, bn), bm=bm, bn=bn)) from None
+
+
+def _check_forward(sub, q, k, v, dtype, causal, blocks, seed, case="", opts=None):
     context = _describe(q.shape, dtype, causal, blocks, case)
     what = f"flash_fwd(q, k, v, causal={causal})"
     r = call_fwd(sub, q, k, v, dtype, causal, blocks, opts)

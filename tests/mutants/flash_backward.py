@@ -9,6 +9,11 @@ MUTANTS = [
            find="valid = valid & (cols[None, :] <= rows[:, None])             # key j visible iff j <= i",
            replace="valid = valid & (cols[None, :] < rows[:, None])",
            checks=("flash_backward.causal_mask",), idea="j <= i"),
+    # the unmasked loop runs up to the query block's first row, not to the last key block that
+    # ends before it: with BLOCK_M < BLOCK_N a block that crosses the diagonal goes unmasked
+    Mutant("diagonal_block_unmasked", "flash_backward",
+           find="full = (pid_m * BLOCK_M) // BLOCK_N * BLOCK_N", replace="full = pid_m * BLOCK_M",
+           checks=("flash_backward.causal_mask",), idea="BLOCK_M != BLOCK_N"),
     # L = log(l): the running max left out
     Mutant("lse_without_m", "flash_backward",
            find="lse = (m_i + tl.log2(l_i)) * 0.6931471805599453",
