@@ -30,8 +30,9 @@ import torch
 import triton
 import triton.language as tl
 
-LOG2E = 1.4426950408889634   # log2(e): exp(x) = exp2(x * LOG2E)
-LN2 = 0.6931471805599453     # ln(2):   log(x) = log2(x) * LN2
+# log2(e): exp(x) = exp2(x * LOG2E); and ln(2) = 0.6931471805599453: log(x) = log2(x) * ln(2).
+# Write them as literals inside a kernel (a @triton.jit function reads only constexpr globals).
+LOG2E = 1.4426950408889634
 
 
 # ------------------------------------------------------------------------------ forward
@@ -80,7 +81,7 @@ def _flash_fwd(Q, K, V, O, LSE, N, stride_bh, stride_n, qk_scale,
 
     # 6. "divides o by l and writes the Br x d output block", masked on rows < N
     # 7. "Also writes one extra number per row": L = m + log(l), natural log (with exp2:
-    #    (m_i + log2(l_i)) * LN2), stored at LSE + pid_bh * N + rows, masked on rows < N
+    #    (m_i + log2(l_i)) * ln(2)), stored at LSE + pid_bh * N + rows, masked on rows < N
     ...
 
 

@@ -31,8 +31,9 @@ import torch
 import triton
 import triton.language as tl
 
-LOG2E = 1.4426950408889634   # log2(e): exp(x) = exp2(x * LOG2E)
-LN2 = 0.6931471805599453     # ln(2):   log(x) = log2(x) * LN2
+# log2(e): exp(x) = exp2(x * LOG2E); and ln(2) = 0.6931471805599453: log(x) = log2(x) * ln(2).
+# The kernels write both as literals (a @triton.jit function reads only constexpr globals).
+LOG2E = 1.4426950408889634
 
 
 # ------------------------------------------------------------------------------ forward

@@ -8,6 +8,10 @@ here to the dtype the kernel sees, so the float64 references (computed here) see
 same numbers. flash_bwd is graded on the o and L computed here (o rounded to the dtype), so a
 forward mistake costs the forward checks, and a backward mistake the backward ones.
 
+The autograd wrapper runs flash_attention(q, k, v, causal).backward(g) in the worker
+(grader.sandbox.probes.run's `backward` option) and gets o and q.grad, k.grad, v.grad back; the
+kernel-use gate traces the forward and the backward alike.
+
 Gradient tolerance, flash-attention's rule: the error against float64 may be at most twice that
 of a same-precision PyTorch implementation (computed here, in this check, on the same inputs),
 plus a floor.
