@@ -23,6 +23,7 @@ import os
 import numpy as np
 import pytest
 
+from grader.judge.kernel_use import EXTRA_OPS, KERNELS   # what each kernel-use gate expects
 from grader.plugin import PLUGIN_KEY
 from grader.results import Credit
 from grader.registry import EXERCISES
@@ -32,10 +33,6 @@ LAYER_MODE = {"gpu": "cuda", "perf": "cuda"}   # other layers use the exercise's
 
 def _plugin(request):
     return request.config.stash[PLUGIN_KEY]
-
-
-# The graded function of each Triton exercise: (call, launch, work) for kernel-use messages
-from grader.judge.kernel_use import EXTRA_OPS, KERNELS  # noqa: E402  (what each gate expects)
 
 
 class Gated:

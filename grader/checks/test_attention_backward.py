@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.judge import memory
+from grader.judge import memory, reference
 from grader.judge.compare import Cases, CheckFailed, assert_close, values
 from grader.judge.inputs import randn, round_to
 
@@ -35,25 +35,12 @@ RAGGED = [(1, 16, 8, 8), (7, 32, 4, 3), (113, 64, 32, 48), (200, 32, 64, 16)]
 
 # ------------------------------------------------------------------ float64 references
 
-def _scores(Q, K, causal):
-    Q, K = np.asarray(Q, np.float64), np.asarray(K, np.float64)
-    S = Q @ K.T / np.sqrt(Q.shape[1])
-    if causal:
-        S[np.triu(np.ones(S.shape, bool), 1)] = -np.inf     # key j after query i: j > i
-    return S
+_scores = reference.causal_scores
 
 
 def forward_reference(Q, K, V, causal=False, strict=False):
     """Float64 (O, L). strict=True: the off-by-one mask j < i (row 0 then has no key: NaN)."""
-    S = _scores(Q, K, causal)
-    if strict:
-        S[np.eye(S.shape[0], dtype=bool)] = -np.inf
-    m = S.max(axis=1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        e = np.exp(S - m)
-        L = (m + np.log(e.sum(axis=1, keepdims=True)))[:, 0]
-        O = (e / e.sum(axis=1, keepdims=True)) @ np.asarray(V, np.float64)
-    return O, L
+    return reference.attention_lse(Q, K, V, causal, strict)[:2]
 
 
 def backward_reference(Q, K, V, O, L, dO, causal=False, mistake=None, Bc=None):

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 from grader import errors
+from grader.judge import reference
 from grader.judge.compare import CheckFailed, assert_close, assert_shape, values
 from grader.judge.inputs import randn, round_to, tensor
 from grader.judge.kernel_use import KERNELS as GATED
@@ -40,41 +41,9 @@ LSE_TOL = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-5}   # atol = rtol o
 # ------------------------------------------------------------------------------ references
 
 
-def _scores(q, k, causal, strict=False):
-    """S = q k^T / sqrt(D) in float64, masked to -inf above the diagonal (j > i; with strict,
-    j >= i: the off-by-one)."""
-    q, k = (np.asarray(t, dtype=np.float64) for t in (q, k))
-    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
-    if causal:
-        N = q.shape[-2]
-        s = np.where(np.tri(N, k=-1 if strict else 0, dtype=bool), s, -np.inf)
-    return s
-
-
-def forward_reference(q, k, v, causal=False, strict=False):
-    """(o, L, m) in float64: o = softmax(S) v, L = m + log(l), m the row max. A row with no key
-    (only with strict) gets o = nan, L = -inf."""
-    s = _scores(q, k, causal, strict)
-    with np.errstate(all="ignore"):
-        m = s.max(-1, keepdims=True)
-        p = np.exp(s - m)
-        l = p.sum(-1, keepdims=True)
-        o = (p @ np.asarray(v, dtype=np.float64)) / l
-        return o, (m + np.log(l))[..., 0], m[..., 0]
-
-
-def backward_reference(q, k, v, do, causal=False, with_delta=True):
-    """(dq, dk, dv) in float64, analytic; with_delta=False: the D term left out (dS = P * dP)."""
-    q, k, v, do = (np.asarray(t, dtype=np.float64) for t in (q, k, v, do))
-    scale = 1 / np.sqrt(q.shape[-1])
-    s = _scores(q, k, causal)
-    o, L, _ = forward_reference(q, k, v, causal)
-    p = np.exp(s - L[..., None])
-    dv = np.swapaxes(p, -1, -2) @ do
-    dp = do @ np.swapaxes(v, -1, -2)
-    delta = (do * o).sum(-1, keepdims=True) if with_delta else 0.0
-    ds = p * (dp - delta)
-    return scale * ds @ k, scale * np.swapaxes(ds, -1, -2) @ q, dv
+# float64 (o, L, m) and analytic (dq, dk, dv), shared with attention_backward's checks
+forward_reference = reference.attention_lse
+backward_reference = reference.attention_grads
 
 
 def torch_same_precision(q, k, v, do, dtype, causal=False):
