@@ -404,7 +404,7 @@ CHECKS: list[Check] = [
        follows=("attention_backward.forward_matches_float64", "attention_backward.lse_includes_m",
                 "attention_backward.causal_mask", "attention_backward.backward_matches_float64",
                 "attention_backward.backward_causal")),
-    # ------------------------------------------- flash_backward (extension track, 26)
+    # ------------------------------------------- flash_backward (extension track, 42)
     _C("flash_backward.forward_matches_float64", "interp", 4,
        "flash_fwd's o and L match float64: ragged N, BLOCK_M != BLOCK_N, fp16 and fp32",
        "The forward of the core exercise, plus one number per row for the backward pass: L = m + "
@@ -438,6 +438,37 @@ CHECKS: list[Check] = [
        follows=("flash_backward.forward_matches_float64", "flash_backward.lse_includes_m",
                 "flash_backward.causal_mask", "flash_backward.backward_matches_float64",
                 "flash_backward.backward_causal")),
+    _C("flash_backward.gpu_real_sizes", "gpu", 5,
+       "o, L and the gradients on the GPU: N up to 4K, causal, D 64 and 128, fp16 and bf16, B, H > 1",
+       "The same kernels at real sizes: masks on rows < N and cols < N (and cols <= rows when "
+       "causal) in every kernel, one writer per output element (or atomics), float32 "
+       "accumulators, and dS = P * (dP - D) in float32, cast only for tl.dot.",
+       follows=("flash_backward.forward_matches_float64", "flash_backward.lse_includes_m",
+                "flash_backward.causal_mask", "flash_backward.backward_matches_float64",
+                "flash_backward.backward_causal", "flash_backward.autograd_wrapper",
+                "flash_backward.masked_accesses")),
+    _C("flash_backward.sanitizer", "gpu", 1,
+       "compute-sanitizer finds no out-of-bounds access in flash_fwd or flash_bwd (causal, N = 1000)",
+       "Mask every load and store of all four kernels on the rows and keys that exist: a load past "
+       "the end is a bug even when tl.where sets those scores to -inf afterwards.",
+       follows=("flash_backward.masked_accesses",)),
+    _C("flash_backward.forward_speed", "perf", 3,
+       "flash_fwd against the fastest SDPA forward, N = 4K and 8K, causal and not",
+       "Tiles that keep the tensor cores busy (BLOCK_M x BLOCK_N from the device's shared memory), "
+       "exp2 with log2(e) folded into the scale, pipelined K and V loads (num_stages)."),
+    _C("flash_backward.backward_speed", "perf", 3,
+       "flash_bwd against the fastest SDPA backward, N = 4K and 8K, causal and not",
+       "Recompute instead of remember, with big tiles: one program per key block for dK and dV, "
+       "one per query block for dQ (no atomics), P from exp2 and L, and float32 accumulators."),
+    _C("flash_backward.causal_skips_blocks", "perf", 2,
+       "causal flash_fwd and flash_bwd take at most 0.6 of the non-causal time (N >= 4K)",
+       "Skip blocks above the diagonal: the forward's and dQ's key loops stop at the diagonal, "
+       "dK/dV's query loop starts there; only the blocks that cross it are masked.",
+       follows=("flash_backward.forward_speed", "flash_backward.backward_speed")),
+    _C("flash_backward.memory_linear", "perf", 2,
+       "flash_fwd and flash_bwd allocate nothing N x N (peak CUDA memory beyond the outputs)",
+       "Recompute instead of remember: the forward saves o and L, the backward recomputes P tile "
+       "by tile; the only extra tensors are per-row numbers (L, D) and perhaps a float32 dQ."),
     _C("flash_backward.masked_accesses", "adversarial", 2,
        "every load and store of flash_fwd and flash_bwd stays inside its tensor (ragged N)",
        "Mask every load and store on the rows and keys that exist (rows < N, cols < N), in the "

@@ -41,8 +41,8 @@ def test_extension_rows_are_their_own_track():
     decode = {c.layer for c in rows if c.exercise == "flash_decode"}
     assert decode == set(registry.LAYERS)
     assert {c.layer for c in rows if c.exercise == "attention_backward"} == {"cpu", "adversarial"}
-    # its gpu and perf checks come with the H200 session (issue 12)
-    assert {c.layer for c in rows if c.exercise == "flash_backward"} == {"adversarial", "interp"}
+    assert {c.layer for c in rows if c.exercise == "flash_backward"} == {"adversarial", "interp",
+                                                                         "gpu", "perf"}
 
 
 @pytest.mark.parametrize("exercise", EXTENSION)

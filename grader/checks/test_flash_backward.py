@@ -28,6 +28,7 @@ from grader.judge.compare import CheckFailed, assert_close, assert_shape, values
 from grader.judge.inputs import randn, round_to, tensor
 from grader.judge.kernel_use import KERNELS as GATED
 from grader.judge.kernel_use import assert_in_bounds, assert_kernel_computed, assert_kernel_wrote
+from grader.sandbox import sanitize
 
 # flash_fwd and flash_bwd go through the kernel-use gate (grader.fixtures.Gated): a Triton
 # launch, and no computing torch op around it.
@@ -379,3 +380,425 @@ def test_uses_kernel(student, rng):
     r = r2
     # the values are the other checks' business; here only the dtype the wrapper allocates
     assert_shape(_pair(r.value, BWD_GATE[0])[2], shape, what=BWD_GATE[0], dtype="float16")
+
+
+# ------------------------------------------------------------------------------- gpu, perf
+# Real sizes on CUDA (mode "cuda"). q, k, v and dO are drawn by torch's generator in the worker
+# and again here (grader.judge.gpu.seeded_inputs), so they need no transfer; the o and L that
+# flash_bwd is given are computed here (float32, o rounded to the dtype) and sent. The references
+# run here on the GPU: float32 for o and L, float64 for the gradients, and PyTorch's own backward
+# in the inputs' dtype for the tolerance rule.
+
+# (B, H, N, D, dtype, causal): N >= 4K causal, D 64 and 128, fp16 and bf16, B and H > 1, ragged N
+GPU_CASES = ((1, 16, 4096, 128, "float16", True), (1, 8, 2048, 128, "bfloat16", False),
+             (2, 4, 1000, 64, "float16", False), (2, 3, 777, 64, "bfloat16", True),
+             (1, 2, 33, 128, "float16", True))
+AUTOGRAD_CASE = (2, 4, 1000, 64, "float16", True)
+GUARD_ROWS = 256   # poison behind each input: more than any tile an unmasked load can reach
+
+
+def _gpu_case(B, H, N, D, dtype, causal):
+    return f"{dtype} (B, H, N, D) = ({B}, {H}, {N}, {D}){', causal' if causal else ''}"
+
+
+def assert_grads_gpu(got, q, k, v, do, dtype, causal, what, case, seed):
+    """dq, dk, dv (TensorValues) against float64 on the GPU, each within 2 x the error of
+    PyTorch's own backward in `dtype` on the same inputs, plus a floor."""
+    import math
+
+    import torch
+
+    from grader.judge import gpu as g
+
+    got = _pair(got, what)
+    ref = g.attention_grads_reference(q, k, v, do, causal)
+    base = g.same_precision_grads(q, k, v, do, causal)
+    for name, x, r, b in zip(("dq", "dk", "dv"), got, ref, base):
+        baseline = float((b.double() - r).abs().max())
+        if not math.isfinite(baseline):   # PyTorch overflowed here: the floor alone
+            baseline = 0.0
+        floor = FLOOR[dtype] * max(1.0, float(r.abs().max()))
+        try:
+            g.assert_close_gpu(x, r, what=f"the {name} of {what}", dtype=dtype, case=case,
+                               seed=seed, atol=2 * baseline + floor, rtol=0.0)
+        except CheckFailed as e:
+            hint = ""
+            if hasattr(x, "array") and tuple(x.shape) == tuple(r.shape):
+                mine = torch.from_numpy(x.array).to(r.device, torch.float64)
+                near = torch.allclose(mine, r * math.sqrt(q.shape[-1]), rtol=2e-2,
+                                      atol=2e-2 * max(1.0, float(r.abs().max())))
+                if name == "dv":
+                    hint = RECOMPUTE_HINT
+                elif near:
+                    hint = SCALE_HINT.format(name={"dq": "dQ", "dk": "dK"}[name],
+                                             formula="dS K" if name == "dq" else "dS^T Q")
+            raise CheckFailed(f"{e} (allowed: 2 x PyTorch's {dtype} error {baseline:.2g} + floor "
+                              f"{floor:.2g})", hint=hint) from None
+        del r, b
+
+
+def assert_forward_gpu(value, q, k, v, dtype, causal, what, case, seed):
+    """flash_fwd's (o, lse) against the float32 reference on the GPU, in full."""
+    from grader.judge import gpu as g
+
+    o, lse = _pair(value, what)
+    ref_o, ref_lse = g.attention_lse_reference(q, k, v, causal)
+    g.assert_close_gpu(o, ref_o, what=f"the o of {what}", dtype=dtype, case=case, seed=seed)
+    big = max(1.0, float(ref_lse.abs().max()))
+    g.assert_close_gpu(lse, ref_lse, what=f"the lse of {what}", dtype="float32", case=case,
+                       seed=seed, atol=LSE_TOL[dtype] * big, rtol=LSE_TOL[dtype])
+    return ref_o, ref_lse
+
+
+def given_o_lse(ref_o, ref_lse, dtype, guard):
+    """o (rounded to `dtype`) and lse as arguments for flash_bwd, poisoned behind."""
+    import torch
+
+    o = ref_o.to(getattr(torch, dtype))
+    o_arr = o.cpu().numpy() if dtype == "float16" else o.float().cpu().numpy()
+    return (tensor(o_arr, dtype, device="cuda", guard=guard),
+            tensor(ref_lse.cpu().numpy(), "float32", device="cuda", guard=guard)), o
+
+
+@pytest.mark.check("flash_backward.gpu_real_sizes")
+def test_gpu_real_sizes(student, rng, gpu, credit):
+    from grader.judge import gpu as g
+    from grader.judge.cases import run_cases
+
+    sub = student()
+
+    def run(B, H, N, D, dtype, causal):
+        case = _gpu_case(B, H, N, D, dtype, causal)
+        guard = GUARD_ROWS * D
+        markers, (q, k, v, do) = g.seeded_inputs(rng, (B, H, N, D), dtype, count=4, guard=guard)
+        fwd = f"flash_fwd(q, k, v, causal={causal})"
+        r = sub.call("flash_fwd", *markers[:3], causal=causal, opts={"poison_empty": True, "sync": True})
+        ref_o, ref_lse = assert_forward_gpu(r.value, q, k, v, dtype, causal, fwd, case, rng.seed)
+        del r
+        (mo, ml), o = given_o_lse(ref_o, ref_lse, dtype, guard)
+        small = N <= 1000   # send the inputs back to check them only where that is cheap
+        bwd = f"flash_bwd(q, k, v, o, lse, do, causal={causal})"
+        r = sub.call("flash_bwd", *markers[:3], mo, ml, markers[3], causal=causal,
+                     opts={"poison_empty": True, "sync": True, "return_args": small})
+        assert_grads_gpu(r.value, q, k, v, do, dtype, causal, bwd, case, rng.seed)
+        if small:
+            for name, after, before in zip(("q", "k", "v", "o", "lse", "do"), r.extras["args_after"],
+                                           (q, k, v, o, ref_lse, do)):
+                g.assert_unchanged(after, before, f"{name} ({case})")
+
+    def autograd(B, H, N, D, dtype, causal):
+        # the wrapper at a real size: its backward runs on autograd's device thread, which the
+        # profiler of the gate sees too
+        case = _gpu_case(B, H, N, D, dtype, causal)
+        markers, (q, k, v, do) = g.seeded_inputs(rng, (B, H, N, D), dtype, count=4, guard=GUARD_ROWS * D)
+        what = f"flash_attention(q, k, v, causal={causal}).backward(g)"
+        r = sub.call("flash_attention", *markers, causal=causal,
+                     opts={"backward": {"grad_arg": 3}, "poison_empty": True, "sync": True})
+        if not isinstance(r.value, tuple) or len(r.value) != 2:
+            raise CheckFailed(f"{what}: the call returned no output and gradients")
+        out, grads = r.value
+        g.assert_close_gpu(out, g.attention_reference(q, k, v, causal=causal),
+                           what=f"the output of {what}", dtype=dtype, case=case, seed=rng.seed)
+        if any(t is None for t in grads):
+            raise CheckFailed(f"{what}: no gradient reached q, k or v: FlashAttention.backward "
+                              f"must return (dq, dk, dv, None)")
+        assert_grads_gpu(grads, q, k, v, do, dtype, causal, what, case, rng.seed)
+
+    cases = [(f"{_gpu_case(*c)} [seed {rng.seed}]", lambda c=c: run(*c)) for c in GPU_CASES]
+    cases.append((f"{_gpu_case(*AUTOGRAD_CASE)}, through flash_attention(...).backward(g) "
+                  f"[seed {rng.seed}]", lambda: autograd(*AUTOGRAD_CASE)))
+    run_cases(credit, cases)
+
+
+def _sanitizer_call(sub, device: str) -> None:
+    """Causal flash_fwd and flash_bwd at N = 1000 (no block size divides it), seeded inputs the
+    worker draws itself, the answers checked here (loosely: the values are other checks' job)."""
+    from grader.judge import gpu as g
+    from grader.judge.inputs import seeded, torch_randn
+
+    shape = (1, 2, 1000, 64)
+    seeds = [int(x) for x in np.random.default_rng().integers(0, 2**31 - 1, size=4)]
+    markers = [seeded(shape, "float16", device, s) for s in seeds]
+    q, k, v, do = (torch_randn(shape, "float16", device, s) for s in seeds)
+    got = sanitize.gated_call(sub, "flash_backward", "flash_fwd", *markers[:3], causal=True)
+    ref_o, ref_lse = g.attention_lse_reference(q, k, v, causal=True)
+    if not (isinstance(got, (tuple, list)) and len(got) == 2 and sanitize.close_enough(got[0], ref_o)
+            and sanitize.close_enough(got[1], ref_lse)):
+        raise sanitize.wrong_answer("flash_backward", "flash_fwd", SANITIZER_TARGET)
+    o = ref_o.half()
+    got = sanitize.gated_call(sub, "flash_backward", "flash_bwd", *markers[:3],
+                              tensor(o.cpu().numpy(), "float16", device=device),
+                              tensor(ref_lse.cpu().numpy(), "float32", device=device), markers[3],
+                              causal=True)
+    ref = g.attention_grads_reference(q, k, v, do, True, dtype="float32")
+    if not (isinstance(got, (tuple, list)) and len(got) == 3 and all(
+            sanitize.close_enough(x, r, tol=5e-2) for x, r in zip(got, ref))):
+        raise sanitize.wrong_answer("flash_backward", "flash_bwd", SANITIZER_TARGET)
+
+
+SANITIZER_TARGET = sanitize.Target("causal, q, k, v, do of shape (1, 2, 1000, 64) float16",
+                                   _sanitizer_call)
+
+
+@pytest.mark.check("flash_backward.sanitizer")
+def test_sanitizer(student, gpu):
+    if sanitize.sanitizer_path() is None:
+        pytest.skip("compute-sanitizer is not installed on this machine (it comes with the CUDA toolkit)")
+    sanitize.memcheck(student().directory, "flash_backward")
+
+
+# The perf layer: B = 1, H = 32, D = 128, float16, N = 4K and 8K, causal and not. The four
+# perf checks share one measurement (made by whichever of them runs first in this grading run):
+#   1. for every (N, causal), one gated call of flash_fwd and of flash_bwd (traced and profiled:
+#      only the student's Triton kernels ran), each output checked in full;
+#   2. the fastest SDPA backend's forward and backward (torch.autograd.grad on its graph), timed
+#      here with nothing of the student's alive;
+#   3. flash_fwd (q refilled before every call) and flash_bwd (dO refilled) as timed requests in
+#      a fresh worker (the gate's profiler slows the process it ran in), every request's outputs
+#      verified by checksums and at random in full, with the peak CUDA memory of each request.
+PERF_N = (4096, 8192)
+B_PERF, H_PERF, D_PERF = 1, 32, 128
+CAUSAL_FULL, CAUSAL_ZERO = 0.6, 0.9    # causal time / non-causal time: full and zero credit
+EXTRA_COPIES = 6                       # memory beyond the outputs: up to 6 tensors the size of q,
+EXTRA_MIB = 64                         # plus 64 MiB (allocator rounding, a few numbers per row)
+GRAD_SLACK = 8.0                       # checksum tolerance of the gradients (timing.Requests)
+
+
+def _flops(N: int, causal: bool, backward: bool) -> float:
+    """4*B*H*N^2*D for the forward (half of it causal); the backward 2.5x its forward."""
+    f = 4 * B_PERF * H_PERF * N * N * D_PERF * (0.5 if causal else 1.0)
+    return 2.5 * f if backward else f
+
+
+def _sdpa_ms(q, k, v, do, causal: bool) -> dict:
+    """{"fwd": (ms, backend), "bwd": (ms, backend)}: the fastest SDPA backend that runs here for
+    each pass, timed in this process in the same harness as the student's calls (an input
+    refilled before each call, a checksum of the outputs after)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from grader.judge import timing
+
+    best = {"fwd": (float("inf"), "none"), "bwd": (float("inf"), "none")}
+    for backend in (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION,
+                    SDPBackend.EFFICIENT_ATTENTION):
+        try:
+            with sdpa_kernel(backend):
+                fwd = timing.per_call_ms(timing.local_request(
+                    lambda x: F.scaled_dot_product_attention(x, k, v, is_causal=causal), [q.clone()]))
+                leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+                out = F.scaled_dot_product_attention(*leaves, is_causal=causal)
+                bwd = timing.per_call_ms(timing.local_request(
+                    lambda g: torch.autograd.grad(out, leaves, g, retain_graph=True), [do.clone()]))
+                del out, leaves
+        except RuntimeError:
+            continue
+        best["fwd"] = min(best["fwd"], (fwd, backend.name))
+        best["bwd"] = min(best["bwd"], (bwd, backend.name))
+    torch.cuda.empty_cache()
+    return best
+
+
+class _Perf:
+    """What the perf checks of one grading run measured: times, baselines, peaks, and the
+    failure of each pass (a CheckFailed that every check of that pass re-raises)."""
+
+    def __init__(self):
+        self.ms, self.base, self.peak, self.failed = {}, {}, {}, {}
+        self.note = ""
+
+    def failure(self, passes) -> None:
+        for p in passes:
+            if p in self.failed:
+                raise self.failed[p]
+
+
+def _measure(student, rng, gpu, workers) -> _Perf:
+    cache = gpu.__dict__.setdefault("flash_backward_perf", {})
+    sub = student()
+    key = str(sub.directory)
+    if key not in cache:
+        cache[key] = _measure_all(sub, rng, gpu, workers)
+    return cache[key]
+
+
+def _measure_all(sub, rng, gpu, workers) -> _Perf:
+    import torch
+
+    from grader import errors
+    from grader.judge import gpu as g
+    from grader.judge import timing
+
+    perf = _Perf()
+    shape = {N: (B_PERF, H_PERF, N, D_PERF) for N in PERF_N}
+    inputs = {N: g.seeded_inputs(rng, shape[N], "float16", count=4) for N in PERF_N}
+    configs = [(N, c) for N in PERF_N for c in (False, True)]
+    given = {}   # (N, causal) -> the o and L flash_bwd gets: markers, and the same here
+    for N, causal in configs:
+        ref_o, ref_lse = g.attention_lse_reference(*inputs[N][1][:3], causal=causal)
+        (mo, ml), o = given_o_lse(ref_o, ref_lse, "float16", 0)
+        given[(N, causal)] = (mo, ml, o, ref_lse)
+        del ref_o
+    # 1. the gate at every size, outputs checked in full
+    for N, causal in configs:
+        markers, (q, k, v, do) = inputs[N]
+        case = _gpu_case(*shape[N], "float16", causal)
+        for name in ("fwd", "bwd"):
+            if name in perf.failed:
+                continue
+            try:
+                if name == "fwd":
+                    what = f"flash_fwd(q, k, v, causal={causal})"
+                    r = sub.call("flash_fwd", *markers[:3], causal=causal, opts={"sync": True})
+                    assert_forward_gpu(r.value, q, k, v, "float16", causal, what, case, rng.seed)
+                else:
+                    what = f"flash_bwd(q, k, v, o, lse, do, causal={causal})"
+                    mo, ml = given[(N, causal)][:2]
+                    r = sub.call("flash_bwd", *markers[:3], mo, ml, markers[3], causal=causal,
+                                 opts={"sync": True})
+                    assert_grads_gpu(r.value, q, k, v, do, "float16", causal, what, case, rng.seed)
+                del r
+            except (CheckFailed, errors.StudentProblem) as e:
+                perf.failed[name] = e
+    # 2. the baselines, with nothing of the student's alive (timing.quiet_gpu)
+    perf.note = timing.quiet_gpu(workers, "flash_backward perf")
+    for N, causal in configs:
+        perf.base[(N, causal)] = _sdpa_ms(*inputs[N][1], causal)
+    # 3. the student's calls, timed in a fresh worker
+    for N, causal in configs:
+        markers, (q, k, v, do) = inputs[N]
+        for name in ("fwd", "bwd"):
+            if name in perf.failed:
+                continue
+            try:
+                if name == "fwd":
+                    reqs = timing.Requests(
+                        sub, "flash_fwd", markers[:3], kwargs={"causal": causal}, rng=rng,
+                        inputs=[q, k, v], dtype="float16", what=f"flash_fwd(q, k, v, causal={causal}) at N={N}",
+                        reference=lambda i, c=causal: g.attention_lse_reference(*i, causal=c),
+                        compare=lambda out, exp, case, c=causal, w=f"flash_fwd at N={N}":
+                            _compare_fwd(out, exp, case, w))
+                else:
+                    mo, ml, o, lse = given[(N, causal)]
+                    reqs = timing.Requests(
+                        sub, "flash_bwd", [*markers[:3], mo, ml, markers[3]],
+                        kwargs={"causal": causal}, rng=rng, arg=5, inputs=[q, k, v, o, lse, do],
+                        dtype="float16", slack=GRAD_SLACK,
+                        what=f"flash_bwd(q, k, v, o, lse, do, causal={causal}) at N={N}",
+                        reference=lambda i, c=causal: g.attention_grads_reference(
+                            i[0], i[1], i[2], i[5], c, dtype="float32"),
+                        compare=lambda out, exp, case, w=f"flash_bwd at N={N}":
+                            _compare_grads(out, exp, case, w))
+                ms = timing.per_call_ms(reqs)
+                reqs.verify()
+                flops = _flops(N, causal, name == "bwd")
+                impossible = timing.below_floor(ms, flops / gpu.ceiling("matmul_tflops") / 1e9,
+                                                reqs.what)
+                if impossible:
+                    raise CheckFailed(impossible)
+                perf.ms[(name, N, causal)] = ms
+                perf.peak[(name, N, causal)] = reqs.peak_bytes
+                del reqs
+            except (CheckFailed, errors.StudentProblem) as e:
+                perf.failed[name] = e
+        torch.cuda.empty_cache()
+    sub.close()
+    return perf
+
+
+def _compare_fwd(out, expected, case, what):
+    from grader.judge import gpu as g
+
+    o, lse = _pair(out, what)
+    g.assert_close_gpu(o, expected[0], what=f"the o of {what}", dtype="float16", case=case)
+    g.assert_close_gpu(lse, expected[1], what=f"the lse of {what}", dtype="float32", case=case,
+                       atol=LSE_TOL["float16"] * max(1.0, float(expected[1].abs().max())),
+                       rtol=LSE_TOL["float16"])
+
+
+def _compare_grads(out, expected, case, what):
+    """A timed call's gradients in full, against float32: within 1% of the largest magnitude
+    (the 2 x PyTorch rule is gpu_real_sizes' business; here a skipped or stale call shows)."""
+    from grader.judge import gpu as g
+
+    for name, x, r in zip(("dq", "dk", "dv"), _pair(out, what), expected):
+        g.assert_close_gpu(x, r, what=f"the {name} of {what}", dtype="float16", case=case,
+                           atol=1e-2 * max(1.0, float(r.abs().max())), rtol=1e-2)
+
+
+def _speed(perf: _Perf, name: str, credit, gpu) -> None:
+    from grader.judge.devices import linear_credit
+
+    perf.failure([name])
+    prof = gpu.profile
+    fractions, lines = [], []
+    for N in PERF_N:
+        for causal in (False, True):
+            ms = perf.ms[(name, N, causal)]
+            base_ms, backend = perf.base[(N, causal)][name]
+            if not (base_ms < float("inf")):   # fail closed: no baseline, no credit
+                raise CheckFailed(f"no SDPA backend ran at N={N}{', causal' if causal else ''} "
+                                  f"here, so there is no baseline to compare with; no speed points")
+            ratio = ms / base_ms
+            fractions.append(linear_credit(ratio, prof.flash_full_ratio, prof.flash_zero_ratio))
+            tflops = _flops(N, causal, name == "bwd") / ms / 1e9
+            lines.append(f"N={N}{' causal' if causal else ''}: {ms:.3f} ms ({tflops:.0f} TFLOP/s) "
+                         f"vs SDPA {backend} {base_ms:.3f} ms = {ratio:.2f}x")
+    fn = "flash_fwd" if name == "fwd" else "flash_bwd"
+    credit.set(sum(fractions) / len(fractions),
+               f"{fn}, B={B_PERF}, H={H_PERF}, D={D_PERF}, float16: " + "; ".join(lines)
+               + f". Full marks within {prof.flash_full_ratio:g}x of the fastest SDPA backend's "
+               f"{'backward' if name == 'bwd' else 'forward'}, none past {prof.flash_zero_ratio:g}x; "
+               f"FLOPs = 4*B*H*N^2*D{' x 2.5' if name == 'bwd' else ''}, halved when causal; every "
+               f"timed output checked{perf.note}")
+
+
+@pytest.mark.check("flash_backward.forward_speed")
+def test_forward_speed(student, rng, gpu, credit, workers):
+    _speed(_measure(student, rng, gpu, workers), "fwd", credit, gpu)
+
+
+@pytest.mark.check("flash_backward.backward_speed")
+def test_backward_speed(student, rng, gpu, credit, workers):
+    _speed(_measure(student, rng, gpu, workers), "bwd", credit, gpu)
+
+
+@pytest.mark.check("flash_backward.causal_skips_blocks")
+def test_causal_skips_blocks(student, rng, gpu, credit, workers):
+    from grader.judge.devices import linear_credit
+
+    perf = _measure(student, rng, gpu, workers)
+    perf.failure(["fwd", "bwd"])
+    fractions, lines = [], []
+    for name, fn in (("fwd", "flash_fwd"), ("bwd", "flash_bwd")):
+        for N in PERF_N:
+            ratio = perf.ms[(name, N, True)] / perf.ms[(name, N, False)]
+            fractions.append(linear_credit(ratio, CAUSAL_FULL, CAUSAL_ZERO))
+            lines.append(f"{fn} N={N}: causal {perf.ms[(name, N, True)]:.3f} ms / non-causal "
+                         f"{perf.ms[(name, N, False)]:.3f} ms = {ratio:.2f}")
+    credit.set(sum(fractions) / len(fractions),
+               "; ".join(lines) + f". Causal attention does half the work: full marks at "
+               f"{CAUSAL_FULL:g} of the non-causal time or less, none from {CAUSAL_ZERO:g}")
+
+
+@pytest.mark.check("flash_backward.memory_linear")
+def test_memory_linear(student, rng, gpu, credit, workers):
+    from grader.judge import gpu as g
+
+    perf = _measure(student, rng, gpu, workers)
+    perf.failure(["fwd", "bwd"])
+    passed, lines = 0, []
+    for N in PERF_N:
+        q_bytes = B_PERF * H_PERF * N * D_PERF * 2
+        outputs = {"fwd": q_bytes + B_PERF * H_PERF * N * 4, "bwd": 3 * q_bytes}
+        allowed = EXTRA_COPIES * q_bytes + EXTRA_MIB * g.MIB
+        naive = 2 * B_PERF * H_PERF * N * N * 2     # S and P in fp16, what naive would add
+        for name, fn in (("fwd", "flash_fwd"), ("bwd", "flash_bwd")):
+            extra = max(perf.peak[(name, N, c)] for c in (False, True)) - outputs[name]
+            passed += extra <= allowed
+            lines.append(f"{fn} N={N}: {extra / g.MIB:.0f} MiB beyond its outputs")
+    credit.set(passed / (2 * len(PERF_N)),
+               "; ".join(lines) + f" (allowed: {EXTRA_COPIES} tensors the size of q + "
+               f"{EXTRA_MIB} MiB, {EXTRA_COPIES * 64 + EXTRA_MIB} MiB at N=8192; an N x N score "
+               f"matrix in fp16 adds {2 * B_PERF * H_PERF * 8192 ** 2 * 2 / 2**30:.0f} GiB there)")

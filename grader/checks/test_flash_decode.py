@@ -28,6 +28,7 @@ from grader.judge.compare import CheckFailed, assert_close, assert_shape, values
 from grader.judge.inputs import chunks, randn, round_to, tensor
 from grader.judge.kernel_use import KERNELS as GATED, SIZE_OPS
 from grader.judge.kernel_use import assert_in_bounds, assert_kernel_computed
+from grader.sandbox import sanitize
 
 # Every flash_decode call goes through the kernel-use gate (grader.fixtures.Gated, kernel_use.KERNELS and
 # SIZE_OPS there): a Triton launch, no computing torch op except the reductions a wrapper may run
@@ -485,10 +486,37 @@ def test_gpu_real_sizes(student, rng, gpu):
         del q, k, v
 
 
+def _sanitizer_call(sub, device: str) -> None:
+    """GQA (4 query heads per KV head), one ragged and one full sequence: the last sequence ends
+    at L_max = 1000, not a multiple of any block, so an unmasked K or V load of the last KV head
+    leaves the allocation (--padding makes that an error)."""
+    import torch
+
+    from grader.judge.inputs import seeded, torch_randn
+
+    lens = [333, 1000]
+    shapes = [(2, 8, 64), (2, 2, 1000, 64), (2, 2, 1000, 64)]
+    seeds = [int(x) for x in np.random.default_rng().integers(0, 2**31 - 1, size=3)]
+    markers = [seeded(sh, "float16", device, s) for sh, s in zip(shapes, seeds)]
+    got = sanitize.gated_call(sub, "flash_decode", "flash_decode", *markers,
+                              tensor(np.array(lens, np.int32), "int32", device=device, poison=0.0))
+    q, k, v = (torch_randn(sh, "float16", device, s).float() for sh, s in zip(shapes, seeds))
+    want = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    for b, n in enumerate(lens):
+        kk = k[b, :, :n].repeat_interleave(4, dim=0)            # query head h reads KV head h // 4
+        vv = v[b, :, :n].repeat_interleave(4, dim=0)
+        s = torch.einsum("hd,hnd->hn", q[b], kk) * 64 ** -0.5
+        want[b] = torch.einsum("hn,hnd->hd", torch.softmax(s, dim=-1), vv)
+    if not sanitize.close_enough(got, want):
+        raise sanitize.wrong_answer("flash_decode", "flash_decode", SANITIZER_TARGET)
+
+
+SANITIZER_TARGET = sanitize.Target("q (2, 8, 64), k_cache and v_cache (2, 2, 1000, 64) float16, "
+                                   "seq_lens [333, 1000]", _sanitizer_call)
+
+
 @pytest.mark.check("flash_decode.sanitizer")
 def test_sanitizer(student, gpu):
-    from grader.sandbox import sanitize
-
     if sanitize.sanitizer_path() is None:
         pytest.skip("compute-sanitizer is not installed on this machine (it comes with the CUDA toolkit)")
     sanitize.memcheck(student().directory, "flash_decode")

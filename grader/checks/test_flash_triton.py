@@ -29,6 +29,7 @@ from grader.judge.cases import run_cases
 from grader.judge.compare import CheckFailed, assert_close, assert_shape
 from grader.judge.inputs import randn, round_to, tensor
 from grader.judge.kernel_use import assert_in_bounds, assert_kernel_computed, assert_kernel_wrote
+from grader.sandbox import sanitize
 
 MASK_HINTS = {
     "tl.load": "Break It 3: mask the K and V loads of the last key block on cols < N (and the Q "
@@ -306,10 +307,32 @@ def test_gpu_real_sizes(student, rng, gpu, credit):
     run_cases(credit, cases)
 
 
+def _sanitizer_call(sub, device: str) -> None:
+    """flash_fwd at N = 1000 (the last key block of 64 holds 40 keys), seeded inputs the worker
+    draws itself, the answer checked here."""
+    from grader.judge.inputs import seeded, torch_randn
+
+    shape = (1, 2, 1000, 64)
+    seeds = [int(x) for x in np.random.default_rng().integers(0, 2**31 - 1, size=3)]
+    got = sanitize.gated_call(sub, "flash_triton", "flash_fwd",
+                              *(seeded(shape, "float16", device, s) for s in seeds))
+    q, k, v = (torch_randn(shape, "float16", device, s).float() for s in seeds)
+    if not sanitize.close_enough(got, reference_torch(q, k, v)):
+        raise sanitize.wrong_answer("flash_triton", "flash_fwd", SANITIZER_TARGET)
+
+
+def reference_torch(q, k, v):
+    import torch
+
+    return torch.softmax((q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5, dim=-1) @ v
+
+
+SANITIZER_TARGET = sanitize.Target("q, k, v of shape (1, 2, 1000, 64) float16, BLOCK_N 64",
+                                   _sanitizer_call)
+
+
 @pytest.mark.check("flash_triton.sanitizer")
 def test_sanitizer(student, gpu):
-    from grader.sandbox import sanitize
-
     if sanitize.sanitizer_path() is None:
         pytest.skip("compute-sanitizer is not installed on this machine (it comes with the CUDA toolkit)")
     sanitize.memcheck(student().directory, "flash_triton")

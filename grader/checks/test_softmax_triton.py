@@ -24,6 +24,7 @@ from grader.judge.cases import run_cases
 from grader.judge.compare import CheckFailed, assert_close, assert_shape
 from grader.judge.inputs import randn, round_to, tensor
 from grader.judge.kernel_use import assert_in_bounds, assert_kernel_computed, assert_kernel_wrote
+from grader.sandbox import sanitize
 
 # (n_rows, n_cols): 781 and 1000 are not powers of two, 130 leaves half of its 256-lane block
 # padded, 1 is a block of one lane, 1024 fills its block exactly
@@ -231,10 +232,24 @@ def test_gpu_real_sizes(student, rng, gpu, credit):
     run_cases(credit, cases)
 
 
+def _sanitizer_call(sub, device: str) -> None:
+    """softmax at 781 columns (not a power of two, so BLOCK_SIZE has 243 padded lanes), seeded
+    inputs the worker draws itself, the answer checked here."""
+    import torch
+
+    from grader.judge.inputs import seeded, torch_randn
+
+    shape, seed = (37, 781), int(np.random.default_rng().integers(0, 2**31 - 1))
+    got = sanitize.gated_call(sub, "softmax_triton", "softmax", seeded(shape, "float16", device, seed))
+    if not sanitize.close_enough(got, torch.softmax(torch_randn(shape, "float16", device, seed).float(), -1)):
+        raise sanitize.wrong_answer("softmax_triton", "softmax", SANITIZER_TARGET)
+
+
+SANITIZER_TARGET = sanitize.Target("x of shape (37, 781) float16", _sanitizer_call)
+
+
 @pytest.mark.check("softmax_triton.sanitizer")
 def test_sanitizer(student, gpu):
-    from grader.sandbox import sanitize
-
     if sanitize.sanitizer_path() is None:
         pytest.skip("compute-sanitizer is not installed on this machine (it comes with the CUDA toolkit)")
     sanitize.memcheck(student().directory, "softmax_triton")

@@ -41,23 +41,86 @@ def seeded_inputs(rng, shape, dtype: str, count: int = 3, scale=1.0, guard: int 
 # --------------------------------------------------------------------------- references
 
 
-def attention_reference(q, k, v, rows_per_chunk: int | None = None):
+def attention_reference(q, k, v, rows_per_chunk: int | None = None, causal: bool = False):
     """softmax(q k^T / sqrt(D)) v in float32 on the GPU, a block of query rows at a time.
 
     float32 with a max-subtracted softmax is ~1e-6 relative: far below fp16/bf16 tolerances,
     and without the N x N float64 matrix that a float64 reference would need at N = 16K."""
+    return attention_lse_reference(q, k, v, causal, rows_per_chunk)[0]
+
+
+def attention_lse_reference(q, k, v, causal: bool = False, rows_per_chunk: int | None = None):
+    """(o, lse) in float32 on the GPU, a block of query rows at a time: o as attention_reference,
+    lse the logsumexp of each row's scaled (and, with `causal`, masked: key j visible iff j <= i)
+    scores, (B, H, N)."""
     t = _torch()
     B, H, N, D = q.shape
     if rows_per_chunk is None:   # keep each (B, H, rows, N) float32 score block near 1 GiB
         rows_per_chunk = max(1, min(N, (1 << 30) // max(1, B * H * N * 4)))
     kf, vf = k.float(), v.float()
     out = t.empty(q.shape, dtype=t.float32, device=q.device)
+    lse = t.empty(q.shape[:-1], dtype=t.float32, device=q.device)
     scale = D ** -0.5
     for i in range(0, N, rows_per_chunk):
         s = (q[:, :, i:i + rows_per_chunk].float() @ kf.transpose(-2, -1)) * scale
+        if causal:
+            rows = t.arange(i, min(i + rows_per_chunk, N), device=q.device)
+            s.masked_fill_(t.arange(N, device=q.device)[None, :] > rows[:, None], float("-inf"))
+        lse[:, :, i:i + rows_per_chunk] = t.logsumexp(s, dim=-1)
         out[:, :, i:i + rows_per_chunk] = t.softmax(s, dim=-1) @ vf
         del s
-    return out
+    return out, lse
+
+
+def attention_grads_reference(q, k, v, do, causal: bool = False, dtype: str = "float64"):
+    """(dq, dk, dv) of attention for the output gradient `do`, in `dtype` on the GPU, a few
+    (batch, head) pairs at a time (each holds its N x N scores): the analytic backward,
+    dS = P * (dP - rowsum(P * dP)), with the scale on dq and dk."""
+    t = _torch()
+    dt = getattr(t, dtype)
+    B, H, N, D = q.shape
+    scale = D ** -0.5
+    heads = max(1, (1 << 29) // max(1, N * N * dt.itemsize))   # ~512 MiB per N x N matrix
+    grads = [t.empty(q.shape, dtype=dt, device=q.device) for _ in range(3)]
+    mask = t.ones(N, N, dtype=t.bool, device=q.device).triu(1) if causal else None
+    flat = [x.reshape(B * H, N, D) for x in (q, k, v, do)]
+    out = [g.view(B * H, N, D) for g in grads]
+    for i in range(0, B * H, heads):
+        qq, kk, vv, gg = (x[i:i + heads].to(dt) for x in flat)
+        s = (qq @ kk.transpose(-2, -1)) * scale
+        if causal:
+            s.masked_fill_(mask, float("-inf"))
+        p = t.softmax(s, dim=-1)
+        del s
+        dp = gg @ vv.transpose(-2, -1)
+        ds = p * (dp - (p * dp).sum(-1, keepdim=True))
+        out[2][i:i + heads] = p.transpose(-2, -1) @ gg
+        out[0][i:i + heads] = (ds @ kk) * scale
+        out[1][i:i + heads] = (ds.transpose(-2, -1) @ qq) * scale
+        del p, dp, ds
+    return tuple(grads)
+
+
+def same_precision_grads(q, k, v, do, causal: bool = False):
+    """(dq, dk, dv) of plain PyTorch attention computed in the inputs' own dtype (N x N
+    intermediates, autograd), a few (batch, head) pairs at a time: the baseline of
+    flash-attention's tolerance rule (error at most twice this one's, plus a floor)."""
+    t = _torch()
+    B, H, N, D = q.shape
+    heads = max(1, (1 << 29) // max(1, N * N * 4))
+    mask = t.ones(N, N, dtype=t.bool, device=q.device).triu(1) if causal else None
+    flat = [x.reshape(B * H, N, D) for x in (q, k, v, do)]
+    grads = [t.empty(B * H, N, D, dtype=q.dtype, device=q.device) for _ in range(3)]
+    for i in range(0, B * H, heads):
+        leaves = [x[i:i + heads].detach().clone().requires_grad_() for x in flat[:3]]
+        s = (leaves[0] @ leaves[1].transpose(-2, -1)) * (D ** -0.5)
+        if causal:
+            s = s.masked_fill(mask, float("-inf"))
+        o = t.softmax(s, dim=-1) @ leaves[2]
+        for g, x in zip(grads, t.autograd.grad(o, leaves, flat[3][i:i + heads])):
+            g[i:i + heads] = x
+        del s, o, leaves
+    return tuple(g.view(B, H, N, D) for g in grads)
 
 
 def softmax_reference(x):

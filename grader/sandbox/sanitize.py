@@ -16,12 +16,15 @@ The verdict comes from the tools, never from what the process printed:
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from grader import errors
 
@@ -42,14 +45,17 @@ def _help(tool: str) -> str:
         return ""
 
 
-def memcheck(submission, exercise: str, tool: str | list | None = None, mode: str = "cuda") -> str:
+def memcheck(submission, exercise: str, target: Target | None = None, tool: str | list | None = None,
+             mode: str = "cuda") -> str:
     """Run the exercise's kernel under memcheck; return the summary or raise CheckFailed /
     a grader.errors exception. `submission`: a launcher Submission (its sources are used) or a
-    folder. `tool`/`mode` let the repo's tests drive the plumbing on a CPU with a stand-in."""
+    folder; `target`: the call to check (default: the check module's SANITIZER_TARGET).
+    `tool`/`mode` let the repo's tests drive the plumbing on a CPU with a stand-in."""
     from grader.judge.compare import CheckFailed
     from grader.sandbox import isolation, launcher
 
     tool = tool or sanitizer_path()
+    target = target or target_of(exercise)
     base = Path(tempfile.mkdtemp(prefix="sanitize-"))
     try:
         if isinstance(submission, launcher.Submission):
@@ -80,7 +86,7 @@ def memcheck(submission, exercise: str, tool: str | list | None = None, mode: st
         # the call's own error is reported only where the tool found nothing
         problem = None
         try:
-            _check_target(sub, exercise, mode)
+            target.run(sub, "cuda" if mode == "cuda" else "cpu")
         except (errors.StudentProblem, CheckFailed) as e:
             problem = e
         finally:
@@ -95,7 +101,7 @@ def memcheck(submission, exercise: str, tool: str | list | None = None, mode: st
                               and ("Invalid" in line or "at " in line or "by thread" in line))[:1500]
             raise CheckFailed(f"compute-sanitizer found {count.group(1) if count else 'some'} memory "
                               f"error(s) in {exercise} at a ragged size (inputs "
-                              f"{TARGETS[exercise][0]}):\n{first}")
+                              f"{target.inputs}):\n{first}")
         if problem is not None:
             raise problem
         if code != 0:
@@ -119,26 +125,34 @@ def _read(path: Path) -> str:
         return ""
 
 
-# the call each exercise is checked with: ragged sizes, so the last block runs past the end
-TARGETS = {
-    "flash_triton": ("q, k, v of shape (1, 2, 1000, 64) float16, BLOCK_N 64", "flash_fwd"),
-    "softmax_triton": ("x of shape (37, 781) float16", "softmax"),
-    # the last sequence ends at L_max = 1000, not a multiple of any block: an unmasked K or V
-    # load of the last KV head leaves the allocation (--padding makes that an error)
-    "flash_decode": ("q (2, 8, 64), k_cache and v_cache (2, 2, 1000, 64) float16, seq_lens "
-                     "[333, 1000]", "flash_decode"),
-}
+@dataclass(frozen=True)
+class Target:
+    """The call an exercise is checked with under memcheck, defined next to its checks (the
+    check module's SANITIZER_TARGET): ragged sizes, so the last block runs past the end.
+
+    inputs: what the call gets, for messages ("x of shape (37, 781) float16");
+    run(sub, device): makes the call(s) through `gated_call`, with seeded inputs the worker draws
+    itself, and checks the answer here against a trusted reference; raises CheckFailed when it
+    is wrong (no checked launch, nothing to judge)."""
+
+    inputs: str
+    run: Callable
 
 
-def _gated_call(sub, exercise: str, fn: str, *args):
+def target_of(exercise: str) -> Target:
+    """The exercise's target, from its check module (grader/checks/test_<exercise>.py)."""
+    return importlib.import_module(f"grader.checks.test_{exercise}").SANITIZER_TARGET
+
+
+def gated_call(sub, exercise: str, fn: str, *args, **kwargs):
     """The checked call, traced like every gated call (a Triton launch, no computing torch op):
     the sanitizer's points need the answer from the student's own kernel too. The profiler does
     not run under compute-sanitizer, so this gate is the trace's alone."""
+    from grader.judge.compare import CheckFailed
     from grader.judge.kernel_use import EXTRA_OPS, KERNELS, assert_kernel_computed
 
-    from grader.judge.compare import CheckFailed
-
-    r = sub.call(fn, *args, timeout=TIMEOUT_S, opts={"sync": sub.mode == "cuda", "trace": True})
+    r = sub.call(fn, *args, timeout=TIMEOUT_S, opts={"sync": sub.mode == "cuda", "trace": True},
+                 **kwargs)
     try:
         assert_kernel_computed(r.extras, *KERNELS[exercise][fn],
                                allowed=EXTRA_OPS.get(exercise, frozenset()))
@@ -148,67 +162,21 @@ def _gated_call(sub, exercise: str, fn: str, *args):
     return r.value
 
 
-def _check_target(sub, exercise: str, mode: str) -> None:
-    """One call at the ragged size with seeded inputs the worker draws itself; the answer comes
-    back through the codec and is checked here against the trusted reference."""
+def wrong_answer(exercise: str, fn: str, target: Target):
+    """The CheckFailed for a target call whose answer is wrong."""
+    from grader.judge.compare import CheckFailed
+
+    return CheckFailed(f"under compute-sanitizer, {exercise}.{fn}() did not return the right "
+                       f"answer at a ragged size ({target.inputs}), so there is no checked "
+                       f"launch to judge")
+
+
+def close_enough(got, want, tol: float = 2e-2) -> bool:
+    """A value the worker returned (TensorValue) against a reference tensor or array, loosely:
+    the target proves the launch computed the answer; the value checks are elsewhere."""
     import numpy as np
 
-    from grader.judge.compare import CheckFailed
-    from grader.judge.inputs import seeded, torch_randn
-
-    device = "cuda" if mode == "cuda" else "cpu"
-    rng = np.random.default_rng()
-    if exercise == "flash_decode":
-        return _check_decode(sub, rng, device, mode)
-    if exercise == "flash_triton":
-        shape, fn = (1, 2, 1000, 64), "flash_fwd"
-    else:
-        shape, fn = (37, 781), "softmax"
-    seeds = [int(x) for x in rng.integers(0, 2**31 - 1, size=3 if exercise == "flash_triton" else 1)]
-    markers = [seeded(shape, "float16", device, s) for s in seeds]
-    got = _gated_call(sub, exercise, fn, *markers)
-    tensors = [torch_randn(shape, "float16", device, s).float() for s in seeds]
-    import torch
-
-    if exercise == "flash_triton":
-        q, k, v = tensors
-        want = torch.softmax((q @ k.transpose(-2, -1)) * shape[-1] ** -0.5, dim=-1) @ v
-    else:
-        want = torch.softmax(tensors[0], dim=-1)
-    want = want.cpu().numpy()
     arr = getattr(got, "array", None)
-    if arr is None or tuple(arr.shape) != tuple(want.shape) or not np.allclose(
-            np.asarray(arr, dtype=np.float64), want, atol=2e-2, rtol=2e-2):
-        raise CheckFailed(f"under compute-sanitizer, {exercise}.{fn}() did not return the right "
-                          f"answer at a ragged size ({TARGETS[exercise][0]}), so there is no "
-                          f"checked launch to judge")
-
-
-def _check_decode(sub, rng, device: str, mode: str) -> None:
-    """flash_decode's target: GQA (4 query heads per KV head), one ragged and one full sequence."""
-    import numpy as np
-    import torch
-
-    from grader.judge.compare import CheckFailed
-    from grader.judge.inputs import seeded, tensor, torch_randn
-
-    lens = [333, 1000]
-    shapes = [(2, 8, 64), (2, 2, 1000, 64), (2, 2, 1000, 64)]
-    seeds = [int(x) for x in rng.integers(0, 2**31 - 1, size=3)]
-    markers = [seeded(sh, "float16", device, s) for sh, s in zip(shapes, seeds)]
-    got = _gated_call(sub, "flash_decode", "flash_decode", *markers,
-                      tensor(np.array(lens, np.int32), "int32", device=device, poison=0.0))
-    q, k, v = (torch_randn(sh, "float16", device, s).float() for sh, s in zip(shapes, seeds))
-    want = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
-    for b, n in enumerate(lens):
-        kk = k[b, :, :n].repeat_interleave(4, dim=0)            # query head h reads KV head h // 4
-        vv = v[b, :, :n].repeat_interleave(4, dim=0)
-        s = torch.einsum("hd,hnd->hn", q[b], kk) * 64 ** -0.5
-        want[b] = torch.einsum("hn,hnd->hd", torch.softmax(s, dim=-1), vv)
-    want = want.cpu().numpy()
-    arr = getattr(got, "array", None)
-    if arr is None or tuple(arr.shape) != tuple(want.shape) or not np.allclose(
-            np.asarray(arr, dtype=np.float64), want, atol=2e-2, rtol=2e-2):
-        raise CheckFailed(f"under compute-sanitizer, flash_decode.flash_decode() did not return "
-                          f"the right answer ({TARGETS['flash_decode'][0]}), so there is no "
-                          f"checked launch to judge")
+    want = want.detach().cpu().numpy() if hasattr(want, "detach") else np.asarray(want)
+    return arr is not None and tuple(arr.shape) == tuple(want.shape) and bool(np.allclose(
+        np.asarray(arr, dtype=np.float64), want, atol=tol, rtol=tol))
