@@ -1,0 +1,137 @@
+"""Tile sweep for solutions/flash_backward.py on a CUDA GPU: which (BLOCK_M, BLOCK_N, num_warps,
+num_stages) each kernel should default to on this device, against the fastest SDPA backend.
+
+    python -m tools.tune_flash_backward [--out DIR] [--n 4096 8192] [--quick]
+
+Times each kernel alone with triton.testing.do_bench (B = 1, H = 32, D = 128, fp16, causal and
+not), checks every configuration's output once against the defaults, and writes the table
+(Markdown) and the raw numbers (JSON) under DIR. FLOPs: forward 4*B*H*N^2*D, backward 2.5x that,
+halved when causal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+FWD = [(64, 64, 4, 3), (64, 128, 4, 3), (128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 2),
+       (128, 128, 8, 3), (128, 64, 8, 4), (128, 128, 4, 3), (64, 128, 4, 4)]
+# backward: (BLOCK_M, BLOCK_N, num_warps, num_stages) for dK/dV (BLOCK_N keys held, BLOCK_M
+# query rows per step) and for dQ (BLOCK_M query rows held, BLOCK_N keys per step)
+DKDV = [(32, 32, 4, 2), (32, 128, 4, 2), (32, 128, 4, 3), (64, 128, 8, 2), (32, 128, 8, 3),
+        (64, 64, 4, 2), (64, 128, 4, 2), (16, 128, 4, 3)]
+DQ = [(32, 32, 4, 2), (128, 32, 4, 2), (128, 32, 4, 3), (128, 64, 8, 2), (128, 32, 8, 3),
+      (64, 64, 4, 2), (128, 64, 4, 2), (128, 16, 4, 3)]
+
+
+def load_solution():
+    spec = importlib.util.spec_from_file_location("fb", ROOT / "solutions" / "flash_backward.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "reports/tune"))
+    ap.add_argument("--n", type=int, nargs="+", default=[4096, 8192])
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    import torch
+    import torch.nn.functional as F
+    import triton
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    fb = load_solution()
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    B, H, D = 1, 32, 128
+    rows, raw = [], []
+
+    def bench(fn):
+        return triton.testing.do_bench(fn, warmup=25, rep=100)
+
+    for N in args.n:
+        torch.manual_seed(0)
+        q, k, v, do = (torch.randn(B, H, N, D, device="cuda", dtype=torch.float16) for _ in range(4))
+        for causal in (False, True):
+            f = 4 * B * H * N * N * D * (0.5 if causal else 1.0)
+            tag = f"N={N}{' causal' if causal else ''}"
+            # SDPA, each backend, forward and backward
+            for backend in (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION,
+                            SDPBackend.EFFICIENT_ATTENTION):
+                try:
+                    with sdpa_kernel(backend):
+                        ms_f = bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+                        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+                        o = F.scaled_dot_product_attention(*leaves, is_causal=causal)
+                        ms_b = bench(lambda: torch.autograd.grad(o, leaves, do, retain_graph=True))
+                except RuntimeError as e:
+                    raw.append({"tag": tag, "sdpa": backend.name, "error": str(e)[:200]})
+                    continue
+                raw.append({"tag": tag, "sdpa": backend.name, "fwd_ms": ms_f, "bwd_ms": ms_b})
+                rows.append(f"| {tag} | SDPA {backend.name} | fwd {ms_f:.3f} ms {f / ms_f / 1e9:.0f} TF | "
+                            f"bwd {ms_b:.3f} ms {2.5 * f / ms_b / 1e9:.0f} TF |")
+            # the solution's forward, each tile
+            ref_o, ref_lse = fb.flash_fwd(q, k, v, causal=causal, BLOCK_M=64, BLOCK_N=64)
+            for bm, bn, w, s in FWD[:3] if args.quick else FWD:
+                try:
+                    o, lse = fb.flash_fwd(q, k, v, causal=causal, BLOCK_M=bm, BLOCK_N=bn,
+                                          num_warps=w, num_stages=s)
+                    err = float((o.float() - ref_o.float()).abs().max())
+                    ms = bench(lambda: fb.flash_fwd(q, k, v, causal=causal, BLOCK_M=bm, BLOCK_N=bn,
+                                                    num_warps=w, num_stages=s))
+                except Exception as e:  # noqa: BLE001 - out of resources etc.: recorded
+                    raw.append({"tag": tag, "fwd": [bm, bn, w, s], "error": str(e)[:200]})
+                    continue
+                raw.append({"tag": tag, "fwd": [bm, bn, w, s], "ms": ms, "err": err})
+                rows.append(f"| {tag} | fwd {bm}x{bn} w{w} s{s} | {ms:.3f} ms {f / ms / 1e9:.0f} TF | err {err:.1e} |")
+            # the backward kernels, each tile, with the defaults' answer as reference
+            o, lse = ref_o, ref_lse
+            ref = fb.flash_bwd(q, k, v, o, lse, do, causal=causal)
+            qq, kk, vv, oo, dd = (t.reshape(B * H, N, D) for t in (q, k, v, o, do))
+            ll = lse.reshape(B * H, N)
+            delta = torch.empty_like(ll)
+            fb._bwd_preprocess[(triton.cdiv(N, 64), B * H)](oo, dd, delta, N, oo.stride(0), oo.stride(1),
+                                                             BLOCK_M=64, D=D)
+            dq, dk, dv = (torch.empty_like(qq) for _ in range(3))
+            scale = D ** -0.5
+            for label, configs, kernel, grid_of, outs in (
+                    ("dkdv", DKDV, fb._bwd_dkdv, lambda bm, bn: (triton.cdiv(N, bn), B * H), (dk, dv)),
+                    ("dq", DQ, fb._bwd_dq, lambda bm, bn: (triton.cdiv(N, bm), B * H), (dq,))):
+                for bm, bn, w, s in configs[:3] if args.quick else configs:
+                    def launch():
+                        kernel[grid_of(bm, bn)](qq, kk, vv, dd, ll, delta, *outs, N, qq.stride(0),
+                                                qq.stride(1), scale, CAUSAL=causal, BLOCK_M=bm,
+                                                BLOCK_N=bn, D=D, num_warps=w, num_stages=s)
+                    try:
+                        launch()
+                        torch.cuda.synchronize()
+                        want = (ref[1], ref[2]) if label == "dkdv" else (ref[0],)
+                        err = max(float((a.reshape(want[i].shape).float() - want[i].float()).abs().max())
+                                  for i, a in enumerate(outs))
+                        ms = bench(launch)
+                    except Exception as e:  # noqa: BLE001
+                        raw.append({"tag": tag, label: [bm, bn, w, s], "error": str(e)[:200]})
+                        continue
+                    raw.append({"tag": tag, label: [bm, bn, w, s], "ms": ms, "err": err})
+                    rows.append(f"| {tag} | {label} {bm}x{bn} w{w} s{s} | {ms:.3f} ms | err {err:.1e} |")
+            pre = bench(lambda: fb._bwd_preprocess[(triton.cdiv(N, 64), B * H)](
+                oo, dd, delta, N, oo.stride(0), oo.stride(1), BLOCK_M=64, D=D))
+            raw.append({"tag": tag, "preprocess_ms": pre})
+            rows.append(f"| {tag} | preprocess | {pre:.3f} ms | |")
+            ms = bench(lambda: fb.flash_bwd(q, k, v, o, lse, do, causal=causal))
+            raw.append({"tag": tag, "flash_bwd_default_ms": ms})
+            rows.append(f"| {tag} | flash_bwd defaults | {ms:.3f} ms {2.5 * f / ms / 1e9:.0f} TF | |")
+            print("\n".join(rows[-40:]), flush=True)
+    (out_dir / "tune.md").write_text("| case | what | time | |\n|---|---|---|---|\n" + "\n".join(rows) + "\n")
+    (out_dir / "tune.json").write_text(json.dumps(raw, indent=1))
+
+
+if __name__ == "__main__":
+    main()
