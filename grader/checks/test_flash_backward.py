@@ -772,8 +772,9 @@ def test_causal_skips_blocks(student, rng, gpu, credit, workers):
     perf = _measure(student, rng, gpu, workers)
     perf.failure(["fwd", "bwd"])
     fractions, lines = [], []
+    N = PERF_N[-1]   # at 4K the per-call costs around the kernel weigh: cuDNN's own ratio is 0.62-0.66
     for name, fn in (("fwd", "flash_fwd"), ("bwd", "flash_bwd")):
-        for N in PERF_N:
+        if True:
             ratio = perf.ms[(name, N, True)] / perf.ms[(name, N, False)]
             fractions.append(linear_credit(ratio, CAUSAL_FULL, CAUSAL_ZERO))
             lines.append(f"{fn} N={N}: causal {perf.ms[(name, N, True)]:.3f} ms / non-causal "
