@@ -46,6 +46,8 @@ CHEATS = [
     # the real kernel on a side stream, returned before it finishes: honest under the
     # interpreter; on a GPU a race that earns no perf points (tests/test_cheats.py)
     Cheat("side_stream", "flash_triton", cpu=False),
+    # issue 12: the wrapper's backward in eager PyTorch (on CUDA it runs on autograd's thread)
+    Cheat("eager_backward", "flash_backward", says="computed with PyTorch"),
 ]
 
 # graded on the GPU layers by tools/gpu_cheats.py, where their effect is the point: threads,
@@ -56,4 +58,4 @@ CHEATS = [
 GPU = [c for c in CHEATS if c.name in (
     "torch_softmax", "sdpa_with_dummy_launch", "softmax_empty", "flash_skip_last_store",
     "thread_sdpa", "subprocess_softmax", "patch_probe", "timed_call_skip", "bench_private_fields",
-    "side_stream")]
+    "side_stream", "eager_backward")]
