@@ -63,6 +63,12 @@ def test_zip_contents(autograder):
         assert mode & stat.S_IXUSR, f"{script} is not executable"
         assert (root / "source" / script).read_text().startswith("#!/usr/bin/env bash")
     subprocess.run(["bash", "-n", str(root / "source" / "setup.sh")], check=True)
+    # the extension track is graded there too: its checks and hidden checks ship, and the run
+    # script names every exercise
+    assert {"grader/checks/test_flash_backward.py", "grader/checks/test_attention_backward.py",
+            "grader/checks/test_flash_decode.py", "hidden_tests/test_flash_backward_hidden.py"} <= set(names)
+    run = (root / "source" / "run_autograder").read_text()
+    assert all(n in run for n in ("flash_decode", "attention_backward", "flash_backward"))
 
 
 def test_results_json_follows_the_spec(autograder):

@@ -98,3 +98,32 @@ def test_release_refuses_leaks(leak, words, tmp_path):
     proc = release(repo, tmp_path / "student", *FAST)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "REFUSED" in proc.stderr and words in proc.stderr, proc.stderr
+
+
+def test_release_carries_the_extension_track(student, tmp_path):
+    """The extension track's stubs ship, and its exercises grade in the release, sandboxed like
+    every grade (the solutions of the two backward exercises, copied in here, score full marks
+    on the CPU layers with the release's own grader)."""
+    from grader.registry import EXERCISES
+
+    for name, ex in EXERCISES.items():
+        assert (student / "exercises" / f"{name}.py").exists(), name
+    extension = [n for n, ex in EXERCISES.items() if ex.track == "extension"]
+    assert {"flash_decode", "attention_backward", "flash_backward"} <= set(extension)
+    work = tmp_path / "work"
+    shutil.copytree(student / "exercises", work)
+    for name in ("attention_backward", "flash_backward"):
+        shutil.copy(SOLUTIONS / f"{name}.py", work / f"{name}.py")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    report_path = tmp_path / "extension.json"
+    proc = subprocess.run([sys.executable, "-I", "grader/__main__.py", "--submission", str(work),
+                           "--exercises", "attention_backward,flash_backward", "--json",
+                           str(report_path), "--quiet"],
+                          cwd=student, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(report_path.read_text())
+    ran = [t for t in report["tests"] if t["status"] != "not_run"]
+    assert {t["name"].split(".")[0] for t in ran} == {"attention_backward", "flash_backward"}
+    assert all(t["status"] == "passed" for t in ran), [t for t in ran if t["status"] != "passed"]
+    if os.geteuid() == 0:
+        assert report.get("isolation", "").startswith("os"), report.get("isolation")
