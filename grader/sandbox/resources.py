@@ -61,7 +61,10 @@ def for_target(jitfn, args, kwargs, kernel, rec: dict, target: dict, run) -> dic
         archs = [int(target["arch"])] + [int(a) for a in target.get("fallback") or ()]
         warp_size = int(target.get("warp_size") or 32)
     except (KeyError, TypeError, ValueError) as e:
-        return {"error": f"bad target {target!r}: {_short(e)}"}
+        return {"error": f"bad target {str(target)[:80]}: {_short(e)}"}
+    if not all(80 <= a < 1000 for a in archs) or not 0 < warp_size <= 64:
+        # Triton's NVIDIA backend starts at sm_80 here; LLVM aborts the process on some others
+        return {"error": f"not compiled: target {archs} outside sm_80 .. sm_999"}
     key = (getattr(kernel, "hash", None) or id(kernel), tuple(archs), warp_size)
     if key in _target_cache:
         return dict(_target_cache[key])
