@@ -155,6 +155,6 @@ def flag_line(e: dict, target: dict) -> str:
     """One over-limit kernel, in words."""
     arch = e.get("target_arch")
     via = f" (compiled for sm_{arch})" if arch and arch != target.get("arch") else ""
-    return (f"{e.get('exercise')}: {describe_kernel(e)} needs {e.get('shared')} bytes of shared "
-            f"memory{via}, over {target.get('short')}'s {target.get('smem_per_block')}: would fail "
-            f"with out of resources: shared memory on {target.get('nickname')} (Break It 5)")
+    return (f"{e.get('exercise')}: {describe_kernel(e)}: {e.get('shared')} bytes of shared memory"
+            f"{via} > {target.get('smem_per_block')} on {target.get('short')}: would fail with out "
+            f"of resources: shared memory on {target.get('nickname')} (Break It 5)")

@@ -75,7 +75,7 @@ def print_terminal(report: GradeReport, console: Console | None = None, details:
         head.append(screen.line((summary.target_header(report), "dim"), rows=2))
         flags = summary.target_flags(report)
         for line in flags[:3]:
-            head.append(screen.line(("TARGET ", "yellow"), line, rows=2))
+            head.append(screen.line(("TARGET ", "yellow"), line, rows=3))
         if len(flags) > 3:
             head.append(screen.line(("TARGET ", "yellow"), f"{len(flags) - 3} more: see the "
                                     f"Markdown or JSON report"))
