@@ -325,3 +325,33 @@ def test_the_command_line_and_the_environment_pick_the_target(monkeypatch, tmp_p
 def test_make_passes_target():
     text = (ROOT / "Makefile").read_text()
     assert "$(if $(TARGET),--target $(TARGET),)" in text
+
+
+def test_gated_calls_on_cuda_ask_for_the_target_and_hand_over_the_records():
+    import numpy as np
+
+    from grader.fixtures import Gated
+    from grader.sandbox.launcher import CallResult
+
+    class FakeSub:
+        def __init__(self, mode, extras):
+            self.mode, self.extras, self.sent, self.worker_pid = mode, extras, [], None
+
+        def call(self, fn, *args, opts=None, **kwargs):
+            self.sent.append(dict(opts or {}))
+            return CallResult(np.zeros(3), extras=self.extras)
+
+    trace = {"ops": ["empty_like"], "launches": 1, "triton_kernels": ["_flash_fwd"],
+             "kernels": ["_flash_fwd"], "compiled": [_rec(128, 128, 3, 163840)]}
+    ev = target.Evidence(devices.GB10)
+    cuda = FakeSub("cuda", trace)
+    Gated(cuda, "flash_triton", target=ev, check_id="flash_triton.gpu_real_sizes").flash_fwd(1, 2, 3)
+    assert cuda.sent[-1]["target"] == {"arch": 121, "warp_size": 32, "fallback": [120, 80]}
+    (over,) = ev.over_limit()[0]
+    assert over["checks"] == ["flash_triton.gpu_real_sizes"] and over["shared"] == 163840
+    interp = FakeSub("interp", {k: v for k, v in trace.items() if k != "kernels"})
+    Gated(interp, "flash_triton", target=ev, check_id="flash_triton.ragged_n").flash_fwd(1, 2, 3)
+    assert "target" not in interp.sent[-1] and ev.calls == 1
+    plain = FakeSub("cuda", trace)
+    Gated(plain, "flash_triton").flash_fwd(1, 2, 3)     # no target asked: nothing changes
+    assert "target" not in plain.sent[-1]
