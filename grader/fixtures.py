@@ -195,12 +195,9 @@ class GpuContext:
         self.target = evidence.profile if evidence is not None else None
         self.tile_profile = self.profile
         if self.target is not None:
-            import dataclasses
+            from grader.judge import target
 
-            limit = min(self.target.smem_per_block, self.profile.smem_per_block)
-            tiles = self.target.with_smem(limit)
-            self.tile_profile = dataclasses.replace(self.profile, flash_configs=tiles.flash_configs,
-                                                    smem_per_block=limit)
+            self.tile_profile = target.tile_profile(self.profile, self.target)
         # measured once, up front, in this process: the report's header shows them
         self.ceilings = {"copy_gbs": round(float(ceilings.copy_bandwidth_gbs(torch)), 1),
                          "matmul_tflops": round(float(ceilings.matmul_tflops(torch)), 1)}

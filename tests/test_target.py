@@ -209,6 +209,19 @@ def test_profiles_are_found_by_short_name():
                for bm, bn, _, s in devices.GB10.flash_configs)
 
 
+def test_the_perf_sweep_uses_the_targets_tiles_and_this_devices_thresholds():
+    here = devices.profile_for((9, 0), "NVIDIA H200", 232448)
+    tiles = target.tile_profile(here, devices.GB10)
+    assert tiles.flash_configs == devices.GB10.flash_configs and (128, 128, 8, 3) not in tiles.flash_configs
+    assert tiles.smem_per_block == SPARK_LIMIT
+    assert (tiles.flash_full_ratio, tiles.softmax_full_fraction, tiles.name) == \
+        (here.flash_full_ratio, here.softmax_full_fraction, here.name)
+    # flash_triton.speed_vs_sdpa's filter (Triton's default 3 stages) keeps the Spark's small tiles
+    pairs = {(c[0], c[1]) for c in tiles.flash_configs
+             if devices.flash_smem_bytes(c[0], c[1], 3) <= tiles.smem_per_block}
+    assert (64, 64) in pairs and (128, 128) not in pairs
+
+
 def _rec(bm, bn, stages, shared, **extra):
     return {"name": "_flash_fwd", "num_warps": 8 if bm == 128 else 4, "num_stages": stages,
             "constexprs": {"BLOCK_M": bm, "BLOCK_N": bn, "D": 128}, "arch": 90,

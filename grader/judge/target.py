@@ -49,6 +49,17 @@ def spec(profile: devices.Profile) -> dict:
     return {"arch": profile.arch, "warp_size": 32, "fallback": list(FALLBACK.get(profile.arch, ()))}
 
 
+def tile_profile(here: devices.Profile, target: devices.Profile) -> devices.Profile:
+    """What the perf layer's tile sweep reads with a target: this device's profile (its
+    thresholds, ratios measured here) with the target's tile shapes, under the smaller of the two
+    shared memory limits."""
+    import dataclasses
+
+    limit = min(target.smem_per_block, here.smem_per_block)
+    tiles = target.with_smem(limit).flash_configs
+    return dataclasses.replace(here, flash_configs=tiles, smem_per_block=limit)
+
+
 def header(profile: devices.Profile, measured_on: str) -> str:
     return (f"target {short(profile)} (sm_{profile.arch}): resources checked from compiled "
             f"metadata; speed was measured on {measured_on}, not on the target")
