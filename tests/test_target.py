@@ -368,3 +368,18 @@ def test_gated_calls_on_cuda_ask_for_the_target_and_hand_over_the_records():
     plain = FakeSub("cuda", trace)
     Gated(plain, "flash_triton").flash_fwd(1, 2, 3)     # no target asked: nothing changes
     assert "target" not in plain.sent[-1]
+
+
+def test_the_worker_probe_takes_the_target_from_opts_and_its_record_crosses_the_codec(compiler):
+    from grader.sandbox import codec, probes
+    from triton.runtime.jit import JITFunction
+
+    fwd = _module(ROOT / "solutions/flash_triton.py", "target_opts")._flash_fwd
+    opts = {"trace": True, "target": target.spec(devices.GB10)}
+    with probes.around_call(opts, [], {}) as extras:
+        JITFunction.run(fwd, *_launch_args(), grid=(1,), warmup=True, BLOCK_M=64, BLOCK_N=64, D=128,
+                        num_warps=4, num_stages=3)
+    (rec,) = extras["compiled"]
+    assert 0 < rec["target"]["shared"] <= SPARK_LIMIT   # 90112 with Triton 3.6 and 3.9
+    back = codec.decode(codec.encode({"extras": extras}))
+    assert back["extras"]["compiled"][0]["target"]["shared"] == rec["target"]["shared"]
