@@ -115,14 +115,14 @@ def _target(report: GradeReport) -> list[str]:
                 for i, line in enumerate(flags)] + [""]
     kernels = t.get("kernels") or []
     if kernels:
-        out += ["| exercise | kernel | num_warps | num_stages | shared here | shared on target | fits? |",
-                "|---|---|---|---|---|---|---|"]
+        out += ["| exercise | kernel | num_warps | num_stages | registers (spills) here | shared here "
+                "| shared on target | fits? |", "|---|---|---|---|---|---|---|---|"]
         for e in kernels:
             consts = ", ".join(f"{k}={v}" for k, v in (e.get("constexprs") or {}).items())
             fits = {True: "yes", False: "**no**", None: "not checked"}[e.get("fits")]
             out.append(f"| {inline(e.get('exercise', ''))} | {inline(e.get('name', ''))} "
                        f"{inline(consts)} | {e.get('num_warps')} | {e.get('num_stages')} | "
-                       f"{e.get('shared_here')} | {e.get('shared')} / {t.get('smem_per_block')} | "
+                       f"{e.get('n_regs')} ({e.get('n_spills')}) | {e.get('shared_here')} | {e.get('shared')} / {t.get('smem_per_block')} | "
                        f"{fits} |")
         out.append("")
     return out
