@@ -22,6 +22,9 @@ from grader.judge import devices
 FALLBACK = {121: (120, 80), 120: (80,), 89: (86, 80), 86: (80,)}
 NICKNAMES = {"gb10": "the Spark"}
 MAX_KERNELS = 200      # distinct kernels kept for the report
+NOTE = ("Each kernel is checked with the tiles, warps and stages it was launched with here; code "
+        "that picks them from the device (its shared memory, its capability) may pick others on "
+        "the target. The numbers come from the worker's own compile: advice, not points.")
 
 
 class UnknownTarget(ValueError):
@@ -115,7 +118,7 @@ class Evidence:
         p = self.profile
         return {"key": p.key, "name": p.name, "short": short(p), "arch": p.arch,
                 "smem_per_block": p.smem_per_block, "measured_on": measured_on,
-                "header": header(p, measured_on),
+                "header": header(p, measured_on), "note": NOTE,
                 "nickname": NICKNAMES.get(p.key, f"the {short(p)}"),
                 "calls": self.calls, "kernels": list(self.kernels.values()),
                 "over_limit": fail, "autotune_skipped": skipped}
@@ -167,5 +170,5 @@ def flag_line(e: dict, target: dict) -> str:
     arch = e.get("target_arch")
     via = f" (compiled for sm_{arch})" if arch and arch != target.get("arch") else ""
     return (f"{e.get('exercise')}: {describe_kernel(e)}: {e.get('shared')} bytes of shared memory"
-            f"{via} > {target.get('smem_per_block')} on {target.get('short')}: would fail with out "
-            f"of resources: shared memory on {target.get('nickname')} (Break It 5)")
+            f"{via} > {target.get('smem_per_block')} on {target.get('short')}: with these tiles it "
+            f"would fail with out of resources: shared memory on {target.get('nickname')} (Break It 5)")

@@ -107,8 +107,7 @@ def _target(report: GradeReport) -> list[str]:
     if not t:
         return []
     out = [f"## Target {inline(t.get('short', ''))} (sm_{t.get('arch')})", "",
-           inline(summary.target_header(report)) + ". From the kernels' compiled metadata, as the "
-           "worker compiled them: advice, not points.", ""]
+           inline(summary.target_header(report)) + ". " + inline(t.get("note") or ""), ""]
     flags = summary.target_flags(report)
     if flags:
         out += [f"- **{inline(line)}**" if i < len(t.get("over_limit") or []) else f"- {inline(line)}"
