@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from grader.judge import target
 from grader.registry import EXERCISES
 from grader.results import NOT_SELECTED, GradeReport, Result
 
@@ -251,22 +252,20 @@ def target_header(report: GradeReport) -> str:
 def target_flags(report: GradeReport) -> list[str]:
     """One line per kernel that would not fit the target (student text cleaned), then one for
     the autotuner configs it would skip, and one for kernels that could not be compiled."""
-    from grader.judge.target import describe_kernel, flag_line
-
     t = target_of(report)
     if not t:
         return []
-    lines = [clean(flag_line(e, t)) for e in t.get("over_limit") or []]
+    lines = [clean(target.flag_line(e, t)) for e in t.get("over_limit") or []]
     skipped = t.get("autotune_skipped") or []
     if skipped:
         lines.append(clean(f"{len(skipped)} autotuner configs need more than {t.get('short')}'s "
-                           f"shared memory ({', '.join(describe_kernel(e) for e in skipped[:3])}"
+                           f"shared memory ({', '.join(target.describe_kernel(e) for e in skipped[:3])}"
                            f"{' ...' if len(skipped) > 3 else ''}): its autotuner would skip them, "
                            f"another config fits"))
     failed = [e for e in t.get("kernels") or [] if e.get("shared") is None]
     if failed:
         lines.append(clean(f"{len(failed)} kernels could not be compiled for sm_{t.get('arch')} "
-                           f"here, so they were not checked: {describe_kernel(failed[0])}: "
+                           f"here, so they were not checked: {target.describe_kernel(failed[0])}: "
                            f"{failed[0].get('error') or 'no record'}"))
     return lines
 
