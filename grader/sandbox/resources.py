@@ -176,18 +176,23 @@ def _name(jitfn, kernel) -> str:
 
 
 def _int(v):
-    return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
+    return int(v) if type(v) is int and 0 <= v < 1 << 53 else None
 
 
 def _plain(v):
-    if isinstance(v, (bool, int)) or v is None:
-        return v
-    if isinstance(v, float):
-        return v if v == v and abs(v) != float("inf") else str(v)
+    """A constexpr value the codec carries as it is: bool, a small int, a finite float, None;
+    anything else as a short string (never a value that would make the reply fail to encode)."""
     value = getattr(v, "value", v)   # tl.constexpr(8) -> 8
-    if isinstance(value, (bool, int)):
+    if value is None or type(value) is bool:
         return value
-    return str(v)[:60]
+    if type(value) is int:
+        return value if abs(value) < 1 << 53 else str(value)[:60]
+    if type(value) is float:
+        return value if value == value and abs(value) != float("inf") else str(value)
+    try:
+        return str.__str__(str(v))[:60]
+    except Exception:  # noqa: BLE001 - a __str__ that raises
+        return "?"
 
 
 def _short(e: BaseException) -> str:
