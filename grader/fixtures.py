@@ -23,6 +23,7 @@ import os
 import numpy as np
 import pytest
 
+from grader.judge import target   # a grading target's spec and tiles (--target gb10)
 from grader.judge.kernel_use import EXTRA_OPS, KERNELS   # what each kernel-use gate expects
 from grader.plugin import PLUGIN_KEY
 from grader.results import Credit
@@ -72,8 +73,6 @@ class Gated:
         cuda = self._sub.mode == "cuda"
         opts["kernels" if cuda else "bounds"] = True
         if cuda and self._target is not None:
-            from grader.judge import target
-
             opts["target"] = target.spec(self._target.profile)
         r = self._sub.call(fn, *args, opts=opts, **kwargs)
         if cuda and self._target is not None:
@@ -195,8 +194,6 @@ class GpuContext:
         self.target = evidence.profile if evidence is not None else None
         self.tile_profile = self.profile
         if self.target is not None:
-            from grader.judge import target
-
             self.tile_profile = target.tile_profile(self.profile, self.target)
         # measured once, up front, in this process: the report's header shows them
         self.ceilings = {"copy_gbs": round(float(ceilings.copy_bandwidth_gbs(torch)), 1),
