@@ -3,6 +3,7 @@
 #   make grade IMPL=solutions  grade another folder (or SUBMISSION=path/to/folder)
 #   make check EX=flash_triton one exercise
 #   make grade-gpu             every layer, GPU correctness and speed included
+#   make grade-gpu TARGET=gb10 also check each Triton kernel's shared memory against the Spark
 #   make gpuinfo | bench       the GPU's capability and limits; benchmark plots and Measure table
 #   make test                  the repo's own tests (course staff)
 #   make release | gradescope  student release, Gradescope zip (course staff)
@@ -10,13 +11,14 @@ SUBMISSION ?= $(if $(IMPL),$(IMPL),exercises)
 REPORTS ?= reports
 PY = $(shell cat .python)
 # -I: nothing in the current folder or the submission can shadow the grader's imports
-RUN_GRADER = $(PY) -I grader/__main__.py --submission $(SUBMISSION)
+# TARGET=gb10: kernels compiled for the DGX Spark too, its tiles in the perf layer (docs/SPARK.md)
+RUN_GRADER = $(PY) -I grader/__main__.py --submission $(SUBMISSION) $(if $(TARGET),--target $(TARGET),)
 GRADER = $(RUN_GRADER) --json $(REPORTS)/grade.json --markdown $(REPORTS)/grade.md
 CPU_LAYERS = cpu,adversarial,interp
 
 .PHONY: setup grade grade-gpu check gpuinfo test bench release gradescope clean help
 help:
-	@sed -n '2,8p' Makefile | sed 's/^# //'
+	@sed -n '2,9p' Makefile | sed 's/^# //'
 
 .python: requirements.txt tools/setup.sh
 	@sh tools/setup.sh

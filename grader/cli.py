@@ -1,6 +1,6 @@
 """Command line: python -I grader/__main__.py [--submission DIR] [--exercises NAMES] [--layers NAMES]
         [--json FILE] [--markdown FILE] [--gradescope FILE] [--no-hidden] [--sandbox | --no-sandbox]
-        [--completion-marker FILE]       (or python -m grader ...)
+        [--completion-marker FILE] [--target NAME]       (or python -m grader ...)
 
 Exit status 0 when the reports were written, whatever the score; 2 with a one-line reason for bad
 arguments, a missing folder or a report path that cannot be written (checked before grading);
@@ -15,6 +15,7 @@ this marker holds their nonce and the report's hash.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -75,6 +76,10 @@ def parser() -> argparse.ArgumentParser:
                         "--no-sandbox: process isolation only")
     p.add_argument("--completion-marker", metavar="FILE",
                    help="read a nonce from stdin; write it with the reports' SHA-256 to FILE last")
+    p.add_argument("--target", metavar="NAME", default=None,
+                   help="also check every Triton kernel launched on CUDA against this GPU's limits "
+                        "(gb10: the DGX Spark), from its compiled metadata; the perf layer uses its "
+                        "tile shapes (default: $GRADER_TARGET, else none)")
     p.add_argument("--quiet", action="store_true", help="no terminal report, no progress")
     return p
 
@@ -89,6 +94,15 @@ def main(argv: list[str] | None = None) -> int:
         args = parser().parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
+    from grader.judge import target as targets
+
+    wanted = args.target if args.target is not None else os.environ.get("GRADER_TARGET")
+    try:
+        targets.lookup(wanted)
+    except targets.UnknownTarget as e:
+        where = "--target" if args.target is not None else "GRADER_TARGET"
+        print(f"grader: {where}: {e}", file=sys.stderr)
+        return 2
     submission = Path(args.submission)
     if not submission.is_dir():
         print(f"grader: no such folder: {submission}", file=sys.stderr)
@@ -113,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     warm_up()
     with progress_display(enabled=not args.quiet, submission=submission) as progress:
         result = grade(submission, args.exercises, args.layers, include_hidden=not args.no_hidden,
-                       only_checks=args.checks, sandbox=args.sandbox, progress=progress)
+                       only_checks=args.checks, sandbox=args.sandbox, progress=progress,
+                       target=wanted)
     # every worker has stopped: only now are reports written
     if not args.quiet:
         report.print_terminal(result, details=args.markdown)

@@ -23,6 +23,7 @@ import os
 import numpy as np
 import pytest
 
+from grader.judge import target   # a grading target's spec and tiles (--target gb10)
 from grader.judge.kernel_use import EXTRA_OPS, KERNELS   # what each kernel-use gate expects
 from grader.plugin import PLUGIN_KEY
 from grader.results import Credit
@@ -42,14 +43,20 @@ class Gated:
     process on the GPU. Under the interpreter, loads and stores are bounds-checked
     (grader/sandbox/bounds.py); the check that owns the masks judges what they recorded."""
 
-    def __init__(self, sub, exercise: str):
+    def __init__(self, sub, exercise: str, target=None, check_id: str = ""):
         self._sub = sub
         self._uses_kernel = f"{exercise}.uses_kernel"
         self._kernels = KERNELS.get(exercise, {})
         self._extra_ops = EXTRA_OPS.get(exercise, frozenset())
+        # grader.judge.target.Evidence when a target was asked for: on CUDA every gated call
+        # also compiles its kernels for the target, and the records go there (advice, no points)
+        self._target = target
+        self._exercise = exercise
+        self._check_id = check_id
 
     def __getattr__(self, name: str):
-        if name in ("_sub", "_kernels", "_extra_ops", "_uses_kernel"):
+        if name in ("_sub", "_kernels", "_extra_ops", "_uses_kernel", "_target", "_exercise",
+                    "_check_id"):
             raise AttributeError(name)
         if name in self._kernels:
             return lambda *args, **kwargs: self.call(name, *args, **kwargs).value
@@ -65,7 +72,11 @@ class Gated:
         opts = dict(opts or {}, trace=True)
         cuda = self._sub.mode == "cuda"
         opts["kernels" if cuda else "bounds"] = True
+        if cuda and self._target is not None:
+            opts["target"] = target.spec(self._target.profile)
         r = self._sub.call(fn, *args, opts=opts, **kwargs)
+        if cuda and self._target is not None:
+            self._target.add(self._exercise, self._check_id, r.extras)
         from grader.judge.compare import CheckFailed
         from grader.judge.kernel_use import assert_gpu_alone, assert_kernel_computed
 
@@ -108,7 +119,8 @@ def student(request):
         exercise = exercise or check.exercise
         mode = mode or LAYER_MODE.get(check.layer, EXERCISES[exercise].mode)
         audited(plugin, exercise)
-        return Gated(plugin.workers.get(exercise, mode), exercise)
+        return Gated(plugin.workers.get(exercise, mode), exercise,
+                     target=getattr(plugin, "target", None), check_id=check.id)
 
     return get
 
@@ -161,7 +173,12 @@ def environment(request):
 
 class GpuContext:
     """The GPU as the trusted process sees it: its description, its profile (grader.judge.devices),
-    and ceilings measured once per run in this process (copy GB/s, fp16 matmul TFLOP/s)."""
+    and ceilings measured once per run in this process (copy GB/s, fp16 matmul TFLOP/s).
+
+    `tile_profile` is what the perf layer's tile sweeps read: this device's profile, or with a
+    grading target (--target gb10) this device's thresholds with the target's tile shapes and
+    shared memory limit (no bigger than this device's), so the speed points are earned with
+    the tiles the target can run; the thresholds stay ratios measured here."""
 
     def __init__(self, plugin):
         import torch
@@ -173,6 +190,11 @@ class GpuContext:
         self.info = devices.describe(torch)
         p = torch.cuda.get_device_properties(0)
         self.profile = devices.profile_for((p.major, p.minor), p.name, self.info["smem_per_block"])
+        evidence = getattr(plugin, "target", None)
+        self.target = evidence.profile if evidence is not None else None
+        self.tile_profile = self.profile
+        if self.target is not None:
+            self.tile_profile = target.tile_profile(self.profile, self.target)
         # measured once, up front, in this process: the report's header shows them
         self.ceilings = {"copy_gbs": round(float(ceilings.copy_bandwidth_gbs(torch)), 1),
                          "matmul_tflops": round(float(ceilings.matmul_tflops(torch)), 1)}

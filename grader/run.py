@@ -66,9 +66,16 @@ def select_layers(env: Environment, wanted: list[str] | None,
 
 def grade(submission: Path, exercises: list[str] | None = None, layers: list[str] | None = None,
           include_hidden: bool = True, only_checks: list[str] | None = None,
-          sandbox: bool | None = None, progress: Progress | None = None) -> GradeReport:
+          sandbox: bool | None = None, progress: Progress | None = None,
+          target: str | None = None) -> GradeReport:
     """Grade `submission`. `sandbox`: True/False asks for OS isolation or not; None leaves the
-    launcher's default (on when root). It reaches the launcher as GRADER_SANDBOX=1/0."""
+    launcher's default (on when root). It reaches the launcher as GRADER_SANDBOX=1/0.
+    `target`: a grading target's name ("gb10", grader.judge.target.lookup; the CLI reads
+    --target or GRADER_TARGET): every Triton kernel launched on CUDA is also compiled for it and
+    checked against its shared memory (report.target), and the perf layer sweeps its tiles."""
+    from grader.judge import target as targets
+
+    target_profile = targets.lookup(target)   # UnknownTarget for a bad name, before anything runs
     start = time.perf_counter()
     submission = Path(submission).resolve()
     exercises = exercises or list(EXERCISES)
@@ -86,6 +93,7 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
         os.environ["GRADER_SANDBOX"] = "1" if sandbox else "0"
     workers = Workers(submission)
     plugin = GradePlugin(checks, selection, env, workers)
+    plugin.target = targets.Evidence(target_profile) if target_profile else None   # fixtures read it
 
     files = [str(CHECKS_DIR / f"test_{e}.py") for e in exercises if (CHECKS_DIR / f"test_{e}.py").exists()]
     if hidden:
@@ -115,6 +123,8 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
                          round(time.perf_counter() - start, 2), layers_run, layers_not_run,
                          plugin.layer_seconds, notes, plugin.device_info)
     report.isolation = getattr(workers, "isolation", "")   # the level the workers ran at
+    if plugin.target is not None:
+        report.target = plugin.target.to_dict(plugin.device_info.get("name") or env.device)
     return report
 
 

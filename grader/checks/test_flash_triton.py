@@ -387,7 +387,7 @@ def test_speed_vs_sdpa(student, rng, gpu, credit, workers):
     from grader.judge.devices import flash_smem_bytes, linear_credit
 
     sub = student()
-    prof = gpu.profile
+    prof = gpu.tile_profile
     inputs = {N: g.seeded_inputs(rng, (B_PERF, H_PERF, N, D_PERF), "float16") for N in PERF_N}
     # the baselines first, with nothing of the student's alive (timing.quiet_gpu)
     note = timing.quiet_gpu(workers, "flash_triton.speed_vs_sdpa")

@@ -89,6 +89,12 @@ class Profile:
     memory_fraction: float = 0.8
     memory_reserve_bytes: int = 1 << 30
     notes: str = ""
+    key: str = ""                  # the short name a grading target is asked for by (by_key)
+
+    @property
+    def arch(self) -> int:
+        """The compute capability as Triton's GPUTarget writes it (12.1 -> 121); 0 if none."""
+        return self.capabilities[0][0] * 10 + self.capabilities[0][1] if self.capabilities else 0
 
     def with_smem(self, smem_per_block: int) -> "Profile":
         """This profile with the shared memory limit the device reports, configs re-filtered."""
@@ -108,6 +114,7 @@ def _fill(p: Profile) -> Profile:
 
 GB10 = _fill(Profile(
     name="GB10 (DGX Spark, sm_121)",
+    key="gb10",
     capabilities=((12, 1),),
     smem_per_block=99 * KB,         # 101376 bytes; 100 KB per SM
     bandwidth_gbs=273.0,            # LPDDR5X, shared with the CPU
@@ -122,6 +129,7 @@ GB10 = _fill(Profile(
 
 HOPPER = _fill(Profile(
     name="Hopper (H100/H200, sm_90)",
+    key="hopper",
     capabilities=((9, 0),),
     smem_per_block=227 * KB,        # 232448 bytes
     bandwidth_gbs=3350.0,           # H100 SXM HBM3; H200 HBM3e 4800 (see _BANDWIDTH_BY_NAME)
@@ -133,6 +141,7 @@ HOPPER = _fill(Profile(
 
 AMPERE_DC = _fill(Profile(
     name="Ampere data centre (A100, sm_80)",
+    key="a100",
     capabilities=((8, 0),),
     smem_per_block=163 * KB,        # 166912 bytes
     bandwidth_gbs=1555.0,           # A100 40 GB HBM2; 80 GB HBM2e 2039
@@ -141,6 +150,7 @@ AMPERE_DC = _fill(Profile(
 
 AMPERE = _fill(Profile(
     name="Ampere / Ada (sm_86, sm_89)",
+    key="ampere",
     capabilities=((8, 6), (8, 9)),
     smem_per_block=99 * KB,
     bandwidth_gbs=None,             # 448 GB/s (RTX 3070) to 1008 (RTX 4090): too wide to guess
@@ -162,6 +172,15 @@ UNKNOWN = _fill(Profile(
 ))
 
 PROFILES = (GB10, HOPPER, AMPERE_DC, AMPERE)
+
+# grading targets by short name (GRADER_TARGET, --target, make grade-gpu TARGET=...)
+TARGET_NAMES = {"gb10": GB10, "spark": GB10, "hopper": HOPPER, "h100": HOPPER, "h200": HOPPER,
+                "a100": AMPERE_DC, "ampere": AMPERE}
+
+
+def by_key(name: str) -> Profile | None:
+    """The profile a target name stands for ("gb10", "spark", "h200", ...); None if unknown."""
+    return TARGET_NAMES.get(str(name or "").strip().lower())
 
 # Spec bandwidth of a few named parts within a family, GB/s (first match wins).
 _BANDWIDTH_BY_NAME = (("H200", 4800.0), ("H100 PCIe", 2000.0), ("H100", 3350.0),

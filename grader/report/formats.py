@@ -15,6 +15,7 @@ def to_json(report: GradeReport) -> dict:
         "totals": summary.totals(report),
         "submission": report.submission,
         "device": report.device,
+        "target": summary.target_of(report) or None,   # grader.judge.target: advice, not points
         "isolation": summary.isolation(report),
         "elapsed_s": report.elapsed_s,
         "layers_run": report.layers_run,
@@ -69,6 +70,8 @@ def to_gradescope(report: GradeReport) -> dict:
             "visibility": "after_published" if r.check.hidden else "visible",
         })
     lines = [summary.total_line(report), f"Graded on {report.device}."]
+    if summary.target_header(report):
+        lines += [summary.target_header(report) + "."] + summary.target_flags(report)
     if summary.not_run_line(report):
         lines.append(summary.not_run_line(report) + ".")
     if summary.isolation(report):

@@ -56,6 +56,8 @@ def to_markdown(report: GradeReport) -> str:
     facts = [f"- submission: {inline(report.submission)}", f"- device: {report.device}"]
     if report.device_info:
         facts.append(f"- measured: {device_line(report.device_info)}")
+    if summary.target_header(report):
+        facts.append(f"- {inline(summary.target_header(report))}")
     if summary.isolation(report):
         facts.append(f"- isolation: {summary.isolation(report)}")
     if summary.not_run_line(report):
@@ -65,6 +67,7 @@ def to_markdown(report: GradeReport) -> str:
     out += facts + [""]
     for note in report.notes:
         out += [f"> {inline(note)}", ""]
+    out += _target(report)
 
     # ---------------------------------------------------------------- detail
     shown = summary.selected(report)
@@ -95,3 +98,30 @@ def to_markdown(report: GradeReport) -> str:
             if printed:
                 out += ["Your code printed:", ""] + fenced(printed) + [""]
     return "\n".join(out)
+
+
+def _target(report: GradeReport) -> list[str]:
+    """The grading target's section: each kernel that would not fit, by exercise, and every
+    kernel compiled for it (advice from the worker's compile: no score moves)."""
+    t = summary.target_of(report)
+    if not t:
+        return []
+    out = [f"## Target {inline(t.get('short', ''))} (sm_{t.get('arch')})", "",
+           inline(summary.target_header(report)) + ". " + inline(t.get("note") or ""), ""]
+    flags = summary.target_flags(report)
+    if flags:
+        out += [f"- **{inline(line)}**" if i < len(t.get("over_limit") or []) else f"- {inline(line)}"
+                for i, line in enumerate(flags)] + [""]
+    kernels = t.get("kernels") or []
+    if kernels:
+        out += ["| exercise | kernel | num_warps | num_stages | registers (spills) here | shared here "
+                "| shared on target | fits? |", "|---|---|---|---|---|---|---|---|"]
+        for e in kernels:
+            consts = ", ".join(f"{k}={v}" for k, v in (e.get("constexprs") or {}).items())
+            fits = {True: "yes", False: "**no**", None: "not checked"}[e.get("fits")]
+            out.append(f"| {inline(e.get('exercise', ''))} | {inline(e.get('name', ''))} "
+                       f"{inline(consts)} | {e.get('num_warps')} | {e.get('num_stages')} | "
+                       f"{e.get('n_regs')} ({e.get('n_spills')}) | {e.get('shared_here')} | {e.get('shared')} / {t.get('smem_per_block')} | "
+                       f"{fits} |")
+        out.append("")
+    return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from grader.judge import target
 from grader.registry import EXERCISES
 from grader.results import NOT_SELECTED, GradeReport, Result
 
@@ -216,4 +217,62 @@ def todos(report: GradeReport) -> list[tuple[str, int, float, list[str]]]:
             items = list(dict.fromkeys(clean(r.message.split(" is not implemented yet: ", 1)[-1])
                                        for r in rs))
             out.append((ex, len(rs), sum(r.max_score for r in rs), items))
+    return out
+
+
+# ---------------------------------------------------------------------------------- target
+
+
+def target_of(report: GradeReport) -> dict:
+    """report.target (grader.judge.target.Evidence.to_dict), {} without a grading target."""
+    t = getattr(report, "target", None)
+    return t if isinstance(t, dict) and t.get("arch") else {}
+
+
+def target_header(report: GradeReport) -> str:
+    """"target GB10 (sm_121): resources checked from compiled metadata; speed was measured on
+    <this device>, not on the target", plus what was found; "" without a target."""
+    t = target_of(report)
+    if not t:
+        return ""
+    line = clean(t.get("header") or "")
+    kernels, over = t.get("kernels") or [], t.get("over_limit") or []
+    if not kernels:
+        line += ("; no Triton kernel was compiled for it in this run (it is checked on CUDA, in "
+                 "the gpu and perf layers)")
+    elif over:
+        line += (f"; {len(over)} of {len(kernels)} kernels need more than its "
+                 f"{t.get('smem_per_block')} bytes of shared memory per block")
+    else:
+        line += (f"; all {len(kernels)} kernels fit its {t.get('smem_per_block')} bytes of shared "
+                 f"memory per block")
+    return line
+
+
+def target_flags(report: GradeReport) -> list[str]:
+    """One line per kernel that would not fit the target (student text cleaned), then one for
+    the autotuner configs it would skip, and one for kernels that could not be compiled."""
+    t = target_of(report)
+    if not t:
+        return []
+    lines = [clean(target.flag_line(e, t)) for e in t.get("over_limit") or []]
+    skipped = t.get("autotune_skipped") or []
+    if skipped:
+        lines.append(clean(f"{len(skipped)} autotuner configs need more than {t.get('short')}'s "
+                           f"shared memory ({', '.join(target.describe_kernel(e) for e in skipped[:3])}"
+                           f"{' ...' if len(skipped) > 3 else ''}): its autotuner would skip them, "
+                           f"another config fits"))
+    failed = [e for e in t.get("kernels") or [] if e.get("shared") is None]
+    if failed:
+        lines.append(clean(f"{len(failed)} kernels could not be compiled for sm_{t.get('arch')} "
+                           f"here, so they were not checked: {target.describe_kernel(failed[0])}: "
+                           f"{failed[0].get('error') or 'no record'}"))
+    return lines
+
+
+def target_exercises(report: GradeReport) -> dict[str, int]:
+    """exercise -> how many of its kernels would not fit the target."""
+    out: dict[str, int] = {}
+    for e in target_of(report).get("over_limit") or []:
+        out[str(e.get("exercise"))] = out.get(str(e.get("exercise")), 0) + 1
     return out

@@ -71,6 +71,14 @@ def print_terminal(report: GradeReport, console: Console | None = None, details:
     head: list = []
     if report.device_info:
         head.append(screen.line((device_line(report.device_info), "dim")))
+    if summary.target_header(report):
+        head.append(screen.line((summary.target_header(report), "dim"), rows=2))
+        flags = summary.target_flags(report)
+        for line in flags[:3]:
+            head.append(screen.line(("TARGET ", "yellow"), line, rows=3))
+        if len(flags) > 3:
+            head.append(screen.line(("TARGET ", "yellow"), f"{len(flags) - 3} more: see the "
+                                    f"Markdown or JSON report"))
     grid = Table(title=Text(f"{clean(report.submission)} on {report.device}"), title_justify="left")
     for i, name in enumerate(table.header(report)):
         grid.add_column(name, justify="left" if i == 0 else "right",

@@ -26,6 +26,13 @@ opts keys (all optional):
                       past}]. Stores into tensors allocated during the call are tracked too →
                       extras["allocations"]: [{numel, dtype, unstored, first_unstored,
                       stored_nan}] (elements no store ever wrote, and stored NaN)
+  trace, compiled:    with trace (or kernels), every compiled Triton launch is described from
+                      the CompiledKernel Triton returned (grader.sandbox.resources) →
+                      extras["compiled"]: [{name, num_warps, num_stages, constexprs, arch, shared,
+                      n_regs, n_spills, autotuned?, target?}]; nothing under the interpreter
+  target: dict        {"arch": 121, "warp_size": 32, "fallback": [120, 80]}: each kernel is also
+                      compiled (not launched) for that GPU → its record's "target": {arch_asked,
+                      arch, shared} or {error}; once per kernel specialisation per worker
   kernels: bool       (CUDA) the device kernels that ran during the call, from every thread of
                       the process, recorded by torch.profiler (CUPTI) → extras["kernels"]; the
                       names of the Triton kernels launched → extras["triton_kernels"]
@@ -38,7 +45,7 @@ import tracemalloc as _tracemalloc
 
 import numpy as np
 
-from grader.sandbox import codec, recorders, workloads   # imported here, never inside a measured
+from grader.sandbox import codec, recorders, resources, workloads   # imported here, never inside a measured
 # call, nor after student code ran (it may have set sys.modules["grader..."] = None)
 
 # state of the call being decoded/run (the worker runs one call at a time)
@@ -99,7 +106,8 @@ def around_call(opts: dict, args: list, kwargs: dict):
         if opts.get("kernels"):
             stack.enter_context(_cuda_kernels(extras))
         if opts.get("trace") or opts.get("kernels"):
-            stack.enter_context(_trace(extras))
+            target = opts.get("target")
+            stack.enter_context(_trace(extras, target if isinstance(target, dict) else None))
         if opts.get("bounds"):
             from grader.sandbox import bounds
 
@@ -234,13 +242,15 @@ def _poison_empty():
 
 
 @contextlib.contextmanager
-def _trace(extras: dict):
-    """Record the aten ops that ran and count Triton kernel launches."""
+def _trace(extras: dict, target: dict | None = None):
+    """Record the aten ops that ran, count Triton kernel launches and describe what each
+    launched kernel compiled to (for this device, and for `target` if asked)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     ops: list[str] = []
     launches = [0]
     names: list[str] = []
+    compiled: dict = {}
 
     class Recorder(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -253,8 +263,12 @@ def _trace(extras: dict):
             ops.append(name)
             return out
 
-    with _count_triton_launches(launches, names), Recorder():
-        yield
+    try:
+        with _count_triton_launches(launches, names, compiled, target), Recorder():
+            yield
+    finally:
+        if compiled:   # nothing under the interpreter: no kernel is compiled there
+            extras["compiled"] = list(compiled.values())
     extras["ops"] = sorted(set(ops))
     extras["launches"] = launches[0]
     extras["triton_kernels"] = sorted(set(names))
@@ -266,9 +280,14 @@ def _crosses_devices(args, out) -> bool:
 
 
 @contextlib.contextmanager
-def _count_triton_launches(counter: list, names: list | None = None):
-    """Wrap Triton's launch entry points (compiled and interpreted) to count launches."""
+def _count_triton_launches(counter: list, names: list | None = None, compiled: dict | None = None,
+                           target: dict | None = None):
+    """Wrap Triton's launch entry points (compiled and interpreted) to count launches; with
+    `compiled`, describe each compiled launch there (resources.describe), one record per kernel
+    specialisation, marked `autotuned` when an autotuner made the launch (it benchmarks every
+    config, and on another chip would skip one that does not fit rather than fail)."""
     patched = []
+    autotuning = [0]
     try:
         import triton.runtime.jit as jit
         import triton.runtime.interpreter as interp
@@ -277,16 +296,40 @@ def _count_triton_launches(counter: list, names: list | None = None):
             original = getattr(owner, attr, None)
             if original is None:
                 continue
+            describe = compiled is not None and owner is jit.JITFunction
 
-            def counting(self, *a, __original=original, **kw):
+            def counting(self, *a, __original=original, __describe=describe, **kw):
                 counter[0] += 1
                 if names is not None:
                     fn = getattr(self, "fn", None)
                     names.append(str(getattr(fn, "__name__", "?")))
-                return __original(self, *a, **kw)
+                kernel = __original(self, *a, **kw)
+                if __describe and len(compiled) < resources.MAX_RECORDS:
+                    key = (id(self), getattr(kernel, "hash", None) or id(kernel), bool(autotuning[0]))
+                    if key not in compiled:
+                        rec = resources.describe(self, a, kw, kernel, target, __original,
+                                                 autotuned=bool(autotuning[0]))
+                        if rec is not None:
+                            compiled[key] = rec
+                return kernel
 
             setattr(owner, attr, counting)
             patched.append((owner, attr, original))
+        if compiled is not None:
+            with contextlib.suppress(ImportError):
+                from triton.runtime import autotuner
+
+                original = getattr(autotuner.Autotuner, "run", None)
+                if original is not None:
+                    def tuning(self, *a, __original=original, **kw):
+                        autotuning[0] += 1
+                        try:
+                            return __original(self, *a, **kw)
+                        finally:
+                            autotuning[0] -= 1
+
+                    autotuner.Autotuner.run = tuning
+                    patched.append((autotuner.Autotuner, "run", original))
     except ImportError:
         pass
     try:
