@@ -442,7 +442,10 @@ def bench_backward(plan: dict, student, inputs, trusted_ms, error) -> list[dict]
                 with torch.no_grad():
                     off_by(got[0], F.scaled_dot_product_attention(q, k, v, is_causal=causal),
                            "flash_fwd's o")
-                o, lse = (tensor(getattr(t, "array", None), dt, device=device)
+                if getattr(got[1], "array", None) is None or got[1].array.shape != (B, H, N):
+                    raise AssertionError(f"flash_fwd's lse: returned {type(got[1]).__name__}, "
+                                         f"not a tensor of shape {(B, H, N)}")
+                o, lse = (tensor(t.array, dt, device=device)
                           for t, dt in zip(got, ("float16", "float32")))
                 got = None
                 mine["fwd"]["ms"] = runs_ms(sub, "flash_fwd", markers[:3], dict(causal=causal), 0)
