@@ -346,7 +346,7 @@ def test_ds_precision(student, rng):
     # float16's 65504), while q, k x 0.5 spread the attention (P ~ 1/N), so dS = P * (dP - D)
     # stays ~1e3 and every gradient is in range. float16 PyTorch overflows here: assert_grads
     # takes its baseline from float32 then.
-    shape, dtype, blocks = (1, 2, 40, 32), "float16", dict(BLOCK_M=32, BLOCK_N=16)
+    shape, dtype, blocks = (1, 2, 45, 32), "float16", dict(BLOCK_M=32, BLOCK_N=16)
     q, k = (randn(rng, shape, dtype, 0.5) for _ in range(2))
     v, do = randn(rng, shape, dtype, 10.0), randn(rng, shape, dtype, 1000.0)
     dp = do.astype(np.float64) @ np.swapaxes(v, -1, -2).astype(np.float64)
