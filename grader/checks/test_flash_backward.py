@@ -209,6 +209,23 @@ def torch_float32_rounded(q, k, v, do, dtype, causal=False):
             for g in torch_same_precision(q, k, v, do, "float32", causal)[1:]]
 
 
+DQ_ONLY_HINT = ("Only dQ is wrong; dK and dV are right, on sizes where many programs run at "
+                "once (the interpreter runs them one at a time, and the interp checks passed): if "
+                "several programs add into the same rows of dQ, a tl.load + tl.store of each "
+                "share races and loses updates. Add the shares with tl.atomic_add into a "
+                "zero-initialised float32 dQ (cast at the end), or give each query block its own "
+                "program that loops over the key blocks (one writer per row, no atomics).")
+
+
+def gradient_hint(ok: dict) -> str:
+    """For the gpu layer's full-size comparison: the hint its evidence supports, from which of
+    dq, dk, dv matched ({"dq": bool, "dk": bool, "dv": bool}). Only dQ wrong on the GPU, where
+    the interp checks saw it right, points at a race between programs summing dQ."""
+    if not ok.get("dq", True) and ok.get("dk", False) and ok.get("dv", False):
+        return DQ_ONLY_HINT
+    return ""
+
+
 def assert_grads(got, q, k, v, do, dtype, causal, what, context, seed):
     """dq, dk, dv against float64, each within 2 x PyTorch's same-precision error + a floor.
 
