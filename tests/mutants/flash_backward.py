@@ -5,6 +5,7 @@ from tests.mutants import Mutant
 
 DS = "ds = p * (dp - delta[:, None])                                   # dS = P * (dP - D)\n"
 DK = "        dk += tl.dot(tl.trans(ds.to(q.dtype)), q)                        # dK = dS^T Q\n"
+RECOMPUTE = "        # recompute instead of remember: P = exp(S - L), from the L the forward saved\n"
 DQ_LAUNCH = ("    _bwd_dq[(triton.cdiv(N, BLOCK_M), B * H)](\n"
              "        q, k, v, do, lse, delta, dq, N, q.stride(0), q.stride(1), scale,\n"
              "        CAUSAL=causal, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, D=D,\n"
@@ -65,17 +66,20 @@ MUTANTS = [
            also=((DS + "        dq +=", "ds = p * (dp - delta[:, None]).to(k.dtype)\n        dq +="),),
            checks=("flash_backward.ds_precision",), idea="float32"),
     # dQ summed across programs without atomics: each key block's program adds its share of dQ
-    # into a float32 dQ with tl.load + tl.store. The interpreter runs programs one after
+    # into a float32 dQ with tl.load (with the other loads, at the top of the loop) + tl.store
+    # (once dS is known). Non-causal, every key block's program walks the query blocks in step
+    # with the others, so their loads and stores interleave. The interpreter runs programs one after
     # another, so this is right on the CPU layers (checks=(): it must get full marks there);
     # on a GPU the programs race and updates are lost (tools/gpu_mutants.py, gpu=...).
     # tests/variants/flash_bwd_atomic_dq is the correct version, with tl.atomic_add.
     Mutant("dq_race", "flash_backward",
            find="def _bwd_dkdv(Q, K, V, DO, LSE, Delta, DK, DV, N,",
            replace="def _bwd_dkdv(Q, K, V, DO, LSE, Delta, DK, DV, DQ, N,",
-           also=((DK, DK + "        dq_ptrs = DQ + base + rows[:, None] * stride_n + dims[None, :]\n"
-                            "        dq_old = tl.load(dq_ptrs, mask=rows[:, None] < N, other=0.0)\n"
-                            "        tl.store(dq_ptrs, dq_old + tl.dot(ds.to(k.dtype), k) * scale,\n"
-                            "                 mask=rows[:, None] < N)\n"),
+           also=((RECOMPUTE, "        dq_ptrs = DQ + base + rows[:, None] * stride_n + dims[None, :]\n"
+                             "        dq_sum = tl.load(dq_ptrs, mask=rows[:, None] < N, other=0.0)\n"
+                             + RECOMPUTE),
+                 (DK, DK + "        tl.store(dq_ptrs, dq_sum + tl.dot(ds.to(k.dtype), k) * scale,\n"
+                           "                 mask=rows[:, None] < N)\n"),
                  ("    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)\n",
                   "    dq = torch.zeros(q.shape, device=q.device, dtype=torch.float32)\n"
                   "    dk, dv = torch.empty_like(k), torch.empty_like(v)\n"),
