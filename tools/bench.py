@@ -138,14 +138,15 @@ def run_student(plan: dict, out: Path, timeout_s: float) -> dict:
         reqs.verify()
         return ms
 
-    def trusted_ms(fn, args):
+    def trusted_ms(fn, args, target_ms=150.0):
         if device == "cpu":
             return ceilings.time_cuda(lambda: fn(*args), warmup=plan["warmup"], rep=plan["rep"],
                                       device=device)
         from grader.judge import timing
 
         # the same harness on trusted code; argument 0 is refilled, so it gets a copy
-        return timing.per_call_ms(timing.local_request(fn, [args[0].clone(), *args[1:]]))
+        return timing.per_call_ms(timing.local_request(fn, [args[0].clone(), *args[1:]]),
+                                  target_ms=target_ms)
 
     def inputs(shape, count):
         seeds = [int(x) for x in np.random.default_rng().integers(0, 2**31 - 1, size=count)]
@@ -328,6 +329,7 @@ def run_student(plan: dict, out: Path, timeout_s: float) -> dict:
 
 
 BWD_BACKENDS = ("CUDNN_ATTENTION", "FLASH_ATTENTION", "EFFICIENT_ATTENTION")
+BWD_TARGET_MS = 60.0   # per_call_ms's span for these rows: 40 timings per run, `make bench` ~2 min
 
 
 def attention_flops(B: int, H: int, N: int, D: int, causal: bool, backward: bool) -> float:
@@ -376,7 +378,7 @@ def bench_backward(plan: dict, student, inputs, trusted_ms, error) -> list[dict]
             sub.call(fn, *args, opts={"runs": timing.runs_spec(rng, 1 + repeat, arg)}, **kwargs)
             return (time.perf_counter() - start) * 1e3
 
-        return timing.per_call_ms(request)
+        return timing.per_call_ms(request, target_ms=BWD_TARGET_MS)
 
     def off_by(value, ref, what):
         arr = getattr(value, "array", None)
@@ -413,12 +415,12 @@ def bench_backward(plan: dict, student, inputs, trusted_ms, error) -> list[dict]
                     with sdpa_context(backend):
                         sdpa = lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=causal)
                         sdpa(q, k, v)
-                        timed = {"fwd": trusted_ms(sdpa, (q, k, v))}
+                        timed = {"fwd": trusted_ms(sdpa, (q, k, v), BWD_TARGET_MS)}
                         leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
                         out = sdpa(*leaves)
                         grad = lambda g: torch.autograd.grad(out, leaves, g, retain_graph=True)
                         grad(do)
-                        timed["bwd"] = trusted_ms(grad, (do.clone(),))
+                        timed["bwd"] = trusted_ms(grad, (do.clone(),), BWD_TARGET_MS)
                         out = leaves = None
                 except RuntimeError as e:
                     failures.append(f"{backend}: {first_line(e)[:120]}")
