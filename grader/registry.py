@@ -480,6 +480,12 @@ CHECKS: list[Check] = [
        "flash_fwd and flash_bwd compute with their Triton kernels",
        "The wrappers only allocate and launch: the attention, L, D and the gradients are computed "
        "by your kernels."),
+    _C("flash_backward.ds_precision", "adversarial", 2,
+       "flash_bwd with a large dO (|dP| past float16's 65504, dS in range): fp16 in, fp32 inside",
+       "Compute dP = dO V^T, dP - D and dS = P * (dP - D) in float32 (tl.dot accumulates in "
+       "float32) and cast only the operand of tl.dot, dS, to float16: dP can pass float16's 65504 "
+       "where dS does not.",
+       follows=("flash_backward.backward_matches_float64",)),
 ]
 del _C
 

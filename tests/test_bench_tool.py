@@ -247,6 +247,14 @@ def test_dry_run_renders_plots_and_measure(tmp_path, capsys):
     assert "| 4096 x 4096 | softmax | 220 |" in md
     rows = json.loads((tmp_path / "attn_bench.json").read_text())
     assert {"N", "impl", "ms", "tflops", "peak_gb"} <= set(rows[0])
+    # flash_backward (extension track): forward and backward TFLOP/s against N
+    assert (tmp_path / "backward_tflops.png").read_bytes()[:4] == PNG
+    assert "## flash_backward: forward and backward against SDPA" in md
+    assert "| 16384 | yes | bwd |" in md
+    back = json.loads((tmp_path / "backward_bench.json").read_text())
+    assert {(r["N"], r["causal"], r["impl"], r["pass"]) for r in back} == {
+        (n, c, i, p) for n in bench.SIZES["full"]["bwd_ns"] for c in (False, True)
+        for i in ("mine", "sdpa") for p in ("fwd", "bwd")}
 
 
 def test_measure_without_predictions_says_write_them_first(tmp_path):
@@ -280,8 +288,52 @@ def test_whole_tool_on_cpu_with_the_interpreter(tmp_path):
     assert tiles["tiles"][-1]["break_it"] and len(tiles["backends"]) == len(bench.BACKENDS)
     soft = json.loads((tmp_path / "softmax_bench.json").read_text())
     assert {r["impl"] for r in soft if r["gbs"]} == set(bench.SOFTMAX_IMPLS)
+    back = json.loads((tmp_path / "backward_bench.json").read_text())
+    assert sorted((r["N"], r["causal"], r["impl"], r["pass"]) for r in back) == sorted(
+        (n, c, i, p) for n in bench.SIZES["cpu"]["bwd_ns"] for c in (False, True)
+        for i in ("mine", "sdpa") for p in ("fwd", "bwd"))
+    assert all(r["ms"] > 0 and r["tflops"] > 0 and r["error"] is None for r in back), back
+    assert "## flash_backward" in (tmp_path / "measure.md").read_text()
+    assert (tmp_path / "backward_tflops.png").read_bytes()[:4] == PNG
     assert (tmp_path / "attn_time.png").read_bytes()[:4] == PNG
     assert not (tmp_path / bench.WORKER_FILE).exists()
+
+
+def test_backward_flops_and_plan():
+    # forward 4 B H N^2 D, halved when causal; backward 2.5x the forward
+    assert bench.attention_flops(1, 32, 4096, 128, False, False) == 4 * 32 * 4096 ** 2 * 128
+    assert bench.attention_flops(1, 32, 4096, 128, True, False) == 2 * 32 * 4096 ** 2 * 128
+    assert bench.attention_flops(1, 32, 4096, 128, True, True) == 2.5 * 2 * 32 * 4096 ** 2 * 128
+    plan = bench.plan_runs(bench.SIZES["full"], 10 * 2**30, SOLUTIONS, "cuda", devices.GB10)
+    assert plan["bwd"] == bench.SIZES["full"]["bwd_ns"]        # 16 x 134 MB at 16K: fits
+    plan = bench.plan_runs(bench.SIZES["full"], 600e6, SOLUTIONS, "cuda", devices.GB10)
+    assert plan["bwd"] == [1024, 2048, 4096]
+
+
+def test_backward_without_flash_backward_still_times_sdpa():
+    """A submission without flash_backward.py: its rows say why, SDPA's are measured."""
+    from grader.judge.inputs import seeded, torch_randn
+
+    plan = dict(device="cpu", bhd=[1, 1, 16], bwd=[32], warmup=1, rep=2)
+    said = []
+
+    def inputs(shape, count):
+        return ([seeded(shape, "float16", "cpu", s) for s in range(count)],
+                [torch_randn(shape, "float16", "cpu", s) for s in range(count)])
+
+    def trusted_ms(fn, args, target_ms=150.0):
+        return ceilings.time_cuda(lambda: fn(*args), warmup=1, rep=2, device="cpu")
+
+    rows = bench.bench_backward(
+        plan, None, inputs, trusted_ms, lambda where, e: said.append(f"{where}: {e}") or said[-1])
+    mine = [r for r in rows if r["impl"] == "mine"]
+    sdpa = [r for r in rows if r["impl"] == "sdpa"]
+    assert len(mine) == len(sdpa) == 4
+    assert all(r["ms"] is None and "not in the submission" in r["error"] for r in mine)
+    assert all(r["ms"] > 0 and r["error"] is None for r in sdpa)
+    assert len(said) == 1 and "flash_backward at N=32" in said[0], said   # said once
+    md = bench.backward_markdown(rows)
+    assert "| 32 | yes | bwd | flash_backward.py is not in the submission |" in md
 
 
 # ------------------------------------------------------------------------------- real GPU

@@ -25,9 +25,11 @@ ALL = [m for info in pkgutil.iter_modules(mutants.__path__)
 def test_mutants_name_public_checks():
     registry = all_checks(include_hidden=False)
     for m in ALL:
-        for check_id in m.checks:
+        for check_id in m.checks + m.gpu:
             assert check_id in registry, f"mutant {m.exercise}.{m.name}: no public check {check_id}"
             assert registry[check_id].exercise == m.exercise, (m.name, check_id)
+        assert all(registry[c].layer == "gpu" for c in m.gpu), (m.name, m.gpu)
+        assert m.checks or m.gpu, f"mutant {m.exercise}.{m.name} names no check to catch it"
         assert m.idea.strip(), f"mutant {m.exercise}.{m.name} names no idea"
 
 
@@ -45,6 +47,11 @@ def test_mutant_is_caught(mutant, tmp_path):
     results = {t["name"]: t for t in report["tests"]}
     failing = losing(report, mutant.exercise)
     context = f"\nfailing checks of {mutant.exercise}:\n{lines(failing)}"
+    if not mutant.checks:
+        # a mistake only a GPU shows (mutant.gpu; tools/gpu_mutants.py): here it runs, and is
+        # right, so that on the GPU it is caught for its race and not for a crash
+        assert failing == [], f"{mutant.name} should be right on the CPU layers{context}"
+        return
 
     # 1. the checks aimed at the mistake lose points, and say so in their own words
     for check_id in mutant.checks:

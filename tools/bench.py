@@ -3,6 +3,7 @@
     python -m tools.bench --submission exercises --out reports/bench [--quick]
     python -m tools.bench --dry-run --out /tmp/bench       # synthetic numbers, no GPU needed
     python -m tools.bench --device cpu --out /tmp/bench    # tiny sizes under TRITON_INTERPRET=1
+    python -m tools.bench --submission solutions --only backward --out reports/bench_backward
 
 What it does, on a CUDA machine:
   1. ceilings, timed here (the trusted process):
@@ -16,11 +17,17 @@ What it does, on a CUDA machine:
      256 x 256) and softmax GB/s of softmax, softmax_eager, each checked against PyTorch and
      timed here on this process's clock like the perf layer (grader.judge.timing.per_call_ms),
      beside the SDPA backends and torch.softmax timed the same way;
+     extension track: flash_decode GB/s against L; flash_backward's flash_fwd and flash_bwd
+     (o and L from its own flash_fwd) against N, causal and not, beside SDPA's fastest backend
+     forward and backward (torch.autograd.grad on a kept graph), each output checked once per
+     N against SDPA (a plain call) and then timed like the perf layer;
   4. writes attn_bench.json, softmax_bench.json, tiles.json, ceilings.json, four PNG plots and
      measure.md: the Measure tables with the predictions from <submission>/predictions.md beside
-     what was measured.
+     what was measured (plus decode_bench.json, backward_bench.json and their plots).
 
 Attention: B = 1, H = 32, D = 128, float16, forward. TFLOP/s = 4*B*H*N^2*D / time.
+Backward (flash_backward): the same B, H, D; forward FLOPs 4*B*H*N^2*D, halved when causal;
+backward FLOPs 2.5x the forward's (two matmuls forward, five backward).
 Softmax: float16 rows, GB/s = 2 * rows * cols * 2 bytes / time (read once, write once).
 Without a CUDA GPU it prints one line and exits 0, writing nothing.
 """
@@ -28,6 +35,7 @@ Without a CUDA GPU it prints one line and exits 0, writing nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -51,12 +59,12 @@ BREAK_IT_5 = (256, 256, 8, 3)          # BLOCK_M = BLOCK_N = 256 with D = 128: t
 SIZES = {
     "full": dict(ns=[512, 1024, 2048, 4096, 8192, 16384], bhd=(1, 32, 128),
                  softmax=[(4096, 4096), (32768, 1024), (32768, 4096)], tile_n=4096,
-                 tiles=None, warmup=10, rep=50),
+                 tiles=None, warmup=10, rep=50, bwd_ns=[1024, 2048, 4096, 8192, 16384]),
     "quick": dict(ns=[512, 1024, 2048, 4096], bhd=(1, 32, 128), softmax=[(4096, 4096)],
-                  tile_n=4096, tiles=3, warmup=5, rep=20),
+                  tile_n=4096, tiles=3, warmup=5, rep=20, bwd_ns=[1024, 2048, 4096]),
     # CPU, for testing the tool: Triton under the interpreter, sizes it can run in seconds
     "cpu": dict(ns=[32, 64], bhd=(1, 1, 16), softmax=[(8, 100)], tile_n=32,
-                tiles=[(16, 16, 4, 1)], warmup=1, rep=2),
+                tiles=[(16, 16, 4, 1)], warmup=1, rep=2, bwd_ns=[48]),
 }
 NO_GPU = ("bench: no CUDA GPU on this machine; `make bench` measures kernels on a GPU "
           "(see docs/SPARK.md). To see the report from synthetic numbers: "
@@ -90,7 +98,8 @@ def run_student(plan: dict, out: Path, timeout_s: float) -> dict:
 
     device, (B, H, D) = plan["device"], plan["bhd"]
     mode = "interp" if device == "cpu" else "cuda"
-    result = {"attn": [], "backends": [], "tiles": [], "softmax": [], "decode": [], "errors": []}
+    result = {"attn": [], "backends": [], "tiles": [], "softmax": [], "decode": [], "backward": [],
+              "errors": []}
     deadline = time.monotonic() + timeout_s
     scratch = Path(tempfile.mkdtemp(prefix="bench-"))
     workers = launcher.Workers(Path(plan["submission"]), scratch)
@@ -129,14 +138,15 @@ def run_student(plan: dict, out: Path, timeout_s: float) -> dict:
         reqs.verify()
         return ms
 
-    def trusted_ms(fn, args):
+    def trusted_ms(fn, args, target_ms=150.0):
         if device == "cpu":
             return ceilings.time_cuda(lambda: fn(*args), warmup=plan["warmup"], rep=plan["rep"],
                                       device=device)
         from grader.judge import timing
 
         # the same harness on trusted code; argument 0 is refilled, so it gets a copy
-        return timing.per_call_ms(timing.local_request(fn, [args[0].clone(), *args[1:]]))
+        return timing.per_call_ms(timing.local_request(fn, [args[0].clone(), *args[1:]]),
+                                  target_ms=target_ms)
 
     def inputs(shape, count):
         seeds = [int(x) for x in np.random.default_rng().integers(0, 2**31 - 1, size=count)]
@@ -151,6 +161,11 @@ def run_student(plan: dict, out: Path, timeout_s: float) -> dict:
         return float(np.nanmax(np.abs(arr.astype(np.float64) - ref.float().cpu().numpy())))
 
     try:
+        if plan.get("only") == "backward":    # --only backward: the extension's rows alone
+            result["backward"] = bench_backward(
+                plan, student if (sources / "flash_backward.py").is_file() else None,
+                inputs, trusted_ms, error)
+            return result
         # 1. the student's own sweep, one N at a time with the impls planned for that N
         where = {"naive": ("bench_attn", "naive"), "sdpa": ("bench_attn", "sdpa"),
                  "mine": ("flash_triton", "flash_fwd")}
@@ -292,6 +307,12 @@ def run_student(plan: dict, out: Path, timeout_s: float) -> dict:
                 result["decode"].append(row)
                 dq = dk = dv = None
                 torch.cuda.empty_cache()
+
+        # 5. flash_backward (extension track): forward and backward TFLOP/s against N
+        if plan.get("bwd"):
+            result["backward"] = bench_backward(
+                plan, student if (sources / "flash_backward.py").is_file() else None,
+                inputs, trusted_ms, error)
     except Deadline:
         result["errors"].append(f"the benchmark was stopped after {timeout_s:.0f} s; the rows "
                                 f"below are what it finished")
@@ -305,6 +326,164 @@ def run_student(plan: dict, out: Path, timeout_s: float) -> dict:
                 for line in text.splitlines()[:20]:
                     print("  |", line.rstrip()[:200], flush=True)
     return result
+
+
+BWD_BACKENDS = ("CUDNN_ATTENTION", "FLASH_ATTENTION", "EFFICIENT_ATTENTION")
+BWD_TARGET_MS = 60.0   # per_call_ms's span for these rows: 40 timings per run, `make bench` ~2 min
+
+
+def attention_flops(B: int, H: int, N: int, D: int, causal: bool, backward: bool) -> float:
+    """4*B*H*N^2*D for the forward (two matmuls of 2*N^2*D each per head), halved when causal;
+    the backward counts 2.5x the forward (five matmuls, the recomputation of S included)."""
+    flops = 4 * B * H * N * N * D / (2 if causal else 1)
+    return 2.5 * flops if backward else flops
+
+
+def bench_backward(plan: dict, student, inputs, trusted_ms, error) -> list[dict]:
+    """flash_backward's flash_fwd and flash_bwd, and SDPA forward and backward, at each N of
+    plan["bwd"], causal and not: rows {N, causal, impl ("mine" | "sdpa"), pass ("fwd" | "bwd"),
+    ms, tflops, backend, error}.
+
+    student(exercise) -> the submission's worker, or None when it has no flash_backward.py. Per
+    (N, causal): one plain call of flash_fwd, its o checked against SDPA; one plain call of
+    flash_bwd on that o and L, its dq, dk, dv checked against SDPA's gradients; then each is
+    timed like the perf layer (timing.per_call_ms: R calls back to back in one request, argument
+    q or dO refilled before each call), on this process's clock. SDPA: every backend, the
+    fastest kept; its backward is torch.autograd.grad on a kept graph, dO refilled each call."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    from grader import errors as student_errors
+    from grader.judge.inputs import tensor
+
+    device, (B, H, D) = plan["device"], plan["bhd"]
+    rows = []
+    # no flash_backward.py, or a stub: said once (at the first N), then the same for every row
+    missing = None if student else "flash_backward.py is not in the submission"
+    said = False
+
+    def first_line(e):
+        return (str(e).strip().splitlines() or [""])[0]
+
+    def runs_ms(sub, fn, args, kwargs, arg):
+        if device == "cpu":   # testing the tool: the round trip of a call, best of two
+            return 1e3 * min(sub.call(fn, *args, **kwargs).wall_s for _ in range(2))
+        from grader.judge import timing
+
+        rng = np.random.default_rng()
+
+        def request(repeat: int) -> float:
+            start = time.perf_counter()
+            sub.call(fn, *args, opts={"runs": timing.runs_spec(rng, 1 + repeat, arg)}, **kwargs)
+            return (time.perf_counter() - start) * 1e3
+
+        return timing.per_call_ms(request, target_ms=BWD_TARGET_MS)
+
+    def off_by(value, ref, what):
+        arr = getattr(value, "array", None)
+        if arr is None or tuple(arr.shape) != tuple(ref.shape):
+            raise AssertionError(f"{what}: returned {type(value).__name__}, not a tensor of shape "
+                                 f"{tuple(ref.shape)}")
+        r = ref.double().cpu().numpy()
+        err = float(np.nanmax(np.abs(arr.astype(np.float64) - r))) if np.isfinite(arr).all() \
+            else float("inf")
+        tol = 2e-2 * max(1.0, float(np.abs(r).max()))
+        if not err <= tol:
+            raise AssertionError(f"{what}: wrong result, max abs error {err:.2e} against SDPA "
+                                 f"(allowed {tol:.1e})")
+
+    def sdpa_context(backend):
+        if device == "cpu" or backend is None:
+            return contextlib.nullcontext()
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        return sdpa_kernel(getattr(SDPBackend, backend))
+
+    for N in plan["bwd"]:
+        for causal in (False, True):
+            fl = {p: attention_flops(B, H, N, D, causal, p == "bwd") for p in ("fwd", "bwd")}
+            markers, (q, k, v, do) = inputs((B, H, N, D), 4)
+            base = dict(N=N, B=B, H=H, D=D, causal=causal, ms=None, tflops=None, backend=None,
+                        error=None)
+            # SDPA: the fastest backend, forward and backward
+            best = {"fwd": dict(base, impl="sdpa", **{"pass": "fwd"}),
+                    "bwd": dict(base, impl="sdpa", **{"pass": "bwd"})}
+            failures = []
+            for backend in (BWD_BACKENDS if device != "cpu" else (None,)):
+                try:
+                    with sdpa_context(backend):
+                        sdpa = lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=causal)
+                        sdpa(q, k, v)
+                        timed = {"fwd": trusted_ms(sdpa, (q, k, v), BWD_TARGET_MS)}
+                        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+                        out = sdpa(*leaves)
+                        grad = lambda g: torch.autograd.grad(out, leaves, g, retain_graph=True)
+                        grad(do)
+                        timed["bwd"] = trusted_ms(grad, (do.clone(),), BWD_TARGET_MS)
+                        out = leaves = None
+                except RuntimeError as e:
+                    failures.append(f"{backend}: {first_line(e)[:120]}")
+                    continue
+                for p, ms in timed.items():
+                    if best[p]["ms"] is None or ms < best[p]["ms"]:
+                        best[p].update(ms=ms, tflops=fl[p] / ms / 1e9, backend=backend or "default")
+            for row in best.values():
+                if row["ms"] is None:
+                    row["error"] = "; ".join(failures)[:300] or "no SDPA backend ran"
+                rows.append(row)
+            # the submission's flash_fwd, then flash_bwd on its own o and L
+            mine = {p: dict(base, impl="mine", **{"pass": p}) for p in ("fwd", "bwd")}
+            try:
+                if missing:
+                    raise FileNotFoundError(missing)
+                sub = student("flash_backward")
+                got = sub.call("flash_fwd", *markers[:3], causal=causal).value
+                if not isinstance(got, (tuple, list)) or len(got) != 2:
+                    raise AssertionError(f"flash_fwd returned {type(got).__name__}, not (o, lse)")
+                with torch.no_grad():
+                    off_by(got[0], F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                           "flash_fwd's o")
+                if getattr(got[1], "array", None) is None or got[1].array.shape != (B, H, N):
+                    raise AssertionError(f"flash_fwd's lse: returned {type(got[1]).__name__}, "
+                                         f"not a tensor of shape {(B, H, N)}")
+                o, lse = (tensor(t.array, dt, device=device)
+                          for t, dt in zip(got, ("float16", "float32")))
+                got = None
+                mine["fwd"]["ms"] = runs_ms(sub, "flash_fwd", markers[:3], dict(causal=causal), 0)
+                bwd_args = [*markers[:3], o, lse, markers[3]]
+                grads = sub.call("flash_bwd", *bwd_args, causal=causal).value
+                if not isinstance(grads, (tuple, list)) or len(grads) != 3:
+                    raise AssertionError(f"flash_bwd returned {type(grads).__name__}, not (dq, dk, dv)")
+                leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+                out = F.scaled_dot_product_attention(*leaves, is_causal=causal)
+                ref = torch.autograd.grad(out, leaves, do)
+                for name, g, r in zip(("dq", "dk", "dv"), grads, ref):
+                    off_by(g, r, f"flash_bwd's {name}")
+                grads = ref = out = leaves = None
+                mine["bwd"]["ms"] = runs_ms(sub, "flash_bwd", bwd_args, dict(causal=causal), 5)
+            except Deadline:
+                raise
+            except (student_errors.StudentProblem, student_errors.GraderError, AssertionError,
+                    FileNotFoundError, RuntimeError) as e:
+                text = ""
+                if not (missing and said):
+                    text = error(f"flash_backward at N={N}, causal={causal}", e)
+                if isinstance(e, student_errors.NotImplementedByStudent):
+                    missing = missing or text
+                said = said or bool(missing)
+                text = missing or text
+                for row in mine.values():
+                    row["error"] = row["error"] or text[:300]
+            for p, row in mine.items():
+                if row["ms"] is not None:
+                    row["tflops"] = fl[p] / row["ms"] / 1e9
+                    row["error"] = None
+                rows.append(row)
+            q = k = v = do = None
+            if device != "cpu":
+                torch.cuda.empty_cache()
+    return rows
 
 
 # ===================================================================== the trusted process
@@ -342,7 +521,9 @@ def plan_runs(sizes: dict, budget: int, submission: Path, device: str, profile) 
                 tiles=tiles, warmup=sizes["warmup"], rep=sizes["rep"],
                 decode=[] if device == "cpu" else
                 [list(c) for c in DECODE_RUNS if 3 * 2 * 8 * c[0] * c[1] * 128 * 2 <= budget],
-                decode_bhd=[8, 32, 128])
+                decode_bhd=[8, 32, 128],
+                # q, k, v, o, dO, dq, dk, dv and SDPA's kept graph and gradients: ~16 tensors
+                bwd=[n for n in sizes.get("bwd_ns", []) if 16 * B * H * n * D * 2 <= budget])
 
 
 def _num(x):
@@ -392,13 +573,14 @@ def measure(args, out: Path) -> int:
     budget = ceilings.memory_budget(torch, profile, device=args.device)
     ceil["memory_budget_gb"] = budget / 1e9
     plan = plan_runs(sizes, budget, Path(args.submission).resolve(), args.device, profile)
+    plan["only"] = args.only
     result = run_student(plan, out, args.timeout)
     attn = clean_attn_rows(result.get("attn"), plan["skipped"])
     ceil["elapsed_s"] = time.perf_counter() - t0
     write_outputs(out, attn, result.get("softmax", []), ceil, result.get("backends", []),
                   result.get("tiles", []), result.get("errors", []),
                   Path(args.submission) / "predictions.md", plan["bhd"],
-                  decode=result.get("decode", []))
+                  decode=result.get("decode", []), backward=result.get("backward", []))
     print(f"bench: wrote {out}/measure.md, *.json and *.png in {ceil['elapsed_s']:.0f} s")
     return 0
 
@@ -721,9 +903,87 @@ def plot_decode(out: Path, decode, ceil) -> Path:
     return out / "decode_gbs.png"
 
 
+def backward_markdown(rows) -> str:
+    """measure.md's flash_backward section: forward and backward, mine against SDPA's fastest
+    backend, per N and causal; "" when nothing was measured."""
+    if not rows:
+        return ""
+    by = {(r["N"], r["causal"], r["impl"], r["pass"]): r for r in rows}
+    B, H, D = (rows[0].get(x, "?") for x in ("B", "H", "D"))
+    lines = ["", "## flash_backward: forward and backward against SDPA (extension track)", "",
+             f"B = {B}, H = {H}, D = {D}, float16. Forward FLOPs "
+             "4 B H N^2 D, halved when causal; backward FLOPs 2.5x the forward. SDPA: the fastest "
+             "backend at each N (its backward: torch.autograd.grad on a kept graph). Issue 12's "
+             "targets: forward >= 0.9 of SDPA, backward >= 0.6.", "",
+             "| N | causal | pass | mine ms | mine TFLOP/s | SDPA ms | SDPA TFLOP/s | SDPA backend "
+             "| mine / SDPA (TFLOP/s) |", "|---|---|---|---|---|---|---|---|---|"]
+    for N, causal, p in sorted({(r["N"], r["causal"], r["pass"]) for r in rows},
+                               key=lambda x: (x[0], x[1], x[2] != "fwd")):
+        m = by.get((N, causal, "mine", p), {})
+        t = by.get((N, causal, "sdpa", p), {})
+        ratio = (f"{m['tflops'] / t['tflops']:.2f}" if m.get("tflops") and t.get("tflops") else "")
+        mine_ms = _f(m.get("ms")) or (m.get("error") or "")[:100].replace("|", "/")
+        sdpa_ms = _f(t.get("ms")) or (t.get("error") or "")[:100].replace("|", "/")
+        lines.append(f"| {N} | {'yes' if causal else 'no'} | {p} | {mine_ms} | "
+                     f"{_f(m.get('tflops'))} | {sdpa_ms} | {_f(t.get('tflops'))} | "
+                     f"{t.get('backend') or ''} | {ratio} |")
+    lines += ["", "![backward](backward_tflops.png)", ""]
+    return "\n".join(lines)
+
+
+def plot_backward(out: Path, rows, ceil) -> Path:
+    """backward_tflops.png: TFLOP/s against N, non-causal and causal side by side; mine and
+    SDPA, forward and backward."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.4), sharey=True)
+    ns = sorted({r["N"] for r in rows})
+    for ax, causal in zip(axes, (False, True)):
+        drawn = False
+        for impl, p, style in (("mine", "fwd", "o-"), ("mine", "bwd", "s-"),
+                               ("sdpa", "fwd", "o--"), ("sdpa", "bwd", "s--")):
+            pts = sorted((r["N"], r["tflops"]) for r in rows if r["impl"] == impl
+                         and r["pass"] == p and r["causal"] == causal and r.get("tflops"))
+            if pts:
+                ax.semilogx(*zip(*pts), style, base=2,
+                            label=f"{'flash_' + p if impl == 'mine' else 'SDPA ' + p}")
+                drawn = True
+        if not drawn:
+            ax.text(0.5, 0.5, "no measurements", ha="center", va="center", transform=ax.transAxes)
+        if ceil.get("matmul_tflops"):
+            ax.axhline(ceil["matmul_tflops"], color="gray", ls=":",
+                       label=f"fp16 matmul, measured: {ceil['matmul_tflops']:.0f}")
+        if ns:
+            ax.set_xticks(ns, [f"{n // 1024}K" if n >= 1024 else str(n) for n in ns])
+            ax.minorticks_off()
+        ax.set_title(f"{'causal' if causal else 'non-causal'}", fontsize=10)
+        ax.set_xlabel("N")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, which="both", alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    axes[0].set_ylabel("TFLOP/s (backward: 2.5x the forward's FLOPs)")
+    B, H, D = (rows[0].get(x, "?") for x in ("B", "H", "D")) if rows else ("?",) * 3
+    fig.suptitle(f"flash_backward vs SDPA: B={B}, H={H}, D={D}, fp16 — "
+                 f"{ceil.get('device', {}).get('name', '')}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out / "backward_tflops.png", dpi=110)
+    plt.close(fig)
+    return out / "backward_tflops.png"
+
+
 def write_outputs(out: Path, attn, softmax, ceil, backends, tiles, errors, predictions_path,
-                  bhd=(1, 32, 128), decode=()) -> None:
+                  bhd=(1, 32, 128), decode=(), backward=()) -> None:
     out.mkdir(parents=True, exist_ok=True)
+    if backward:   # extension track: flash_backward's forward and backward TFLOP/s against N
+        (out / "backward_bench.json").write_text(json.dumps(list(backward), indent=1, default=str))
+        try:
+            plot_backward(out, backward, ceil)
+        except ImportError:
+            pass
     if decode:   # extension track: flash_decode GB/s against L, with the copy ceiling drawn
         (out / "decode_bench.json").write_text(json.dumps(list(decode), indent=1, default=str))
         try:
@@ -739,7 +999,8 @@ def write_outputs(out: Path, attn, softmax, ceil, backends, tiles, errors, predi
     except ImportError:
         print("bench: matplotlib is not installed: no plots (pip install matplotlib)")
     (out / "measure.md").write_text(measure_markdown(attn, softmax, ceil, backends, tiles,
-                                                     errors, predictions_path, bhd))
+                                                     errors, predictions_path, bhd)
+                                    + backward_markdown(backward))
 
 
 # ===================================================================== synthetic numbers
@@ -780,6 +1041,21 @@ def synthetic():
     return attn, softmax, ceil, backends, tiles
 
 
+def synthetic_backward() -> list[dict]:
+    """Made-up flash_backward rows for --dry-run and the tests (a counting model, not data)."""
+    rows = []
+    for N in SIZES["full"]["bwd_ns"]:
+        for causal in (False, True):
+            for impl, p, tflops in (("mine", "fwd", 40.0), ("mine", "bwd", 26.0),   # a GB10's
+                                    ("sdpa", "fwd", 88.0), ("sdpa", "bwd", 60.0)):
+                eff = tflops * (0.85 if causal else 1.0) * min(1.0, N / 4096) ** 0.3
+                ms = attention_flops(1, 32, N, 128, causal, p == "bwd") / eff / 1e9
+                rows.append(dict(N=N, B=1, H=32, D=128, causal=causal, impl=impl, ms=ms, tflops=eff,
+                                 backend="FLASH_ATTENTION" if impl == "sdpa" else None,
+                                 error=None, **{"pass": p}))
+    return rows
+
+
 # ===================================================================== command line
 
 
@@ -794,12 +1070,15 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
                     help="cpu: test the tool itself with tiny sizes under TRITON_INTERPRET=1")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds for the student's runs")
+    ap.add_argument("--only", default="all", choices=["all", "backward"],
+                    help="backward: only flash_backward's forward and backward rows (and the "
+                         "ceilings)")
     args = ap.parse_args(argv)
     out = Path(args.out)
     if args.dry_run:
         attn, softmax, ceil, backends, tiles = synthetic()
         write_outputs(out, attn, softmax, ceil, backends, tiles, [],
-                      Path(args.submission) / "predictions.md")
+                      Path(args.submission) / "predictions.md", backward=synthetic_backward())
         print(f"bench: synthetic report (--dry-run) in {out}/measure.md")
         return 0
     if args.device == "cuda":

@@ -58,7 +58,20 @@ def grade_mutant(m: Mutant, work: Path, layers: tuple = ("gpu",)) -> dict:
     tests = {t["name"]: t for t in report["tests"] if t["name"] in checks}
     return {"mutant": m.name, "exercise": m.exercise, "seconds": round(time.perf_counter() - start, 1),
             "results": {k: (t["status"], t["score"], t["max_score"], t["message"].splitlines()[0][:160] if t["message"] else "")
-                        for k, t in tests.items()}}
+                        for k, t in tests.items()},
+            "missed": gpu_misses(m, tests)}
+
+
+def gpu_misses(m: Mutant, tests: dict) -> list[str]:
+    """The checks of `m.gpu` (a mistake only a GPU shows) that did not lose points or did not
+    name `m.idea` in their own words (message, or the failure's own hint)."""
+    missed = []
+    for check in m.gpu:
+        t = tests.get(check)
+        words = (t["message"] or "") + ("\n" + t["hint"] if t and t.get("hint_from_failure") else "") if t else ""
+        if t is None or t["score"] >= t["max_score"] or m.idea.lower() not in words.lower():
+            missed.append(f"{m.exercise}.{m.name}: {check} should lose points and name {m.idea!r}")
+    return missed
 
 
 PERF_EXERCISES = {"softmax_triton": "softmax", "flash_triton": "flash_fwd",
@@ -199,7 +212,9 @@ def main(argv=None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")
     Path(str(out).replace(".md", ".json")).write_text(json.dumps(rows, indent=1))
-    return 0
+    missed = [x for r in rows for x in r["missed"]]
+    print("\n".join(missed) or "gpu-only mutants: all caught")
+    return 1 if missed else 0
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from tests.corpus import folder_files  # noqa: E402
 from tests.helpers import by_id, copy_solutions, grade  # noqa: E402
 
-TRITON = ("softmax_triton", "flash_triton")
+TRITON = ("softmax_triton", "flash_triton", "flash_backward")
 LAYERS = "adversarial,interp,gpu"
 
 

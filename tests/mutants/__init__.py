@@ -8,6 +8,11 @@ checks only). It requires that
     hint the failure gave (CheckFailed(..., hint=...)), never only the registry's fixed hint;
   - the report leads with one of `checks` (report["failures"][0]["lead"]) and every other check
     of the exercise that lost points is grouped under it (its "same_cause").
+
+A mistake only a GPU can show (a race between programs: the interpreter runs them one after
+another) has `checks=()` and names its gpu-layer checks in `gpu`: on the CPU layers it must get
+full marks (so it runs, and is right but for the race); tools/gpu_mutants.py requires on the GPU
+that each check in `gpu` loses points and names `idea`.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ class Mutant:
     checks: tuple          # registry ids that must lose points
     idea: str              # a word or phrase each of those failures must say in its own words
     also: tuple = ()       # further (find, replace) pairs, for a mistake that takes several edits
+    gpu: tuple = ()        # gpu-layer check ids that must catch it on a GPU (checks=() if only there)
 
     def apply(self, source: str) -> str:
         for find, replace in ((self.find, self.replace), *self.also):
