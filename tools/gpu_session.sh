@@ -34,7 +34,7 @@ for step in $steps; do
       ( time GRADER_SANITIZER_LOG="$out/sanitizer.log" timeout 420 python3 -m tools.gpu_mutants --out "$out/gpu_mutants.md" ) > "$out/gpu_mutants.log" 2>&1
       wait ;;
     bench)
-      ( time timeout 150 make bench IMPL=solutions REPORTS="$out" ) > "$out/bench.log" 2>&1 ;;
+      ( time timeout 400 make bench IMPL=solutions REPORTS="$out" ) > "$out/bench.log" 2>&1 ;;
     *) echo "unknown step: $step" >&2; exit 2 ;;
   esac
 done
