@@ -25,6 +25,21 @@ class Exercise:
     needs: frozenset          # Python packages the exercise's worker needs: numpy, torch, triton
     mode: str                 # worker mode for the cpu/adversarial/interp layers
     track: str = "core"       # "core": the 100 public points; "extension": points of its own
+    # The kernel-use gate (grader.fixtures.Gated, judge/kernel_use.py): every graded function
+    # that must compute with the student's Triton kernels, as {function: (call, launch, work)}
+    # for the messages, and the torch ops its wrapper may run beyond allocations, views and copies.
+    kernels: dict = dataclasses.field(default_factory=dict)
+    extra_ops: frozenset = frozenset()
+    # The static audit's rules (judge/audit.py): "numpy" (the general rules), "triton" (the whole
+    # file under the Triton rules), "mixed" (a NumPy part, and the code `kernels` reaches under
+    # the Triton rules).
+    audit: str = "numpy"
+
+
+# ops a wrapper may run to size its launch (flash_decode: seq_lens.max().item() picks the split
+# count); they compute no attention
+SIZE_OPS = frozenset({"max", "amax", "min", "amin", "_local_scalar_dense", "clamp", "clamp_min",
+                      "clamp_max"})
 
 
 @dataclass(frozen=True)
@@ -54,15 +69,36 @@ class Check:
 EXERCISES = {e.name: e for e in [
     Exercise("online_softmax", "Online softmax (NumPy)", frozenset({"numpy"}), "cpu"),
     Exercise("tiled_attention", "Tiled attention (NumPy)", frozenset({"numpy"}), "cpu"),
-    Exercise("softmax_triton", "Fused softmax (Triton)", frozenset({"torch", "triton"}), "interp"),
-    Exercise("flash_triton", "FlashAttention forward (Triton)", frozenset({"torch", "triton"}), "interp"),
+    Exercise("softmax_triton", "Fused softmax (Triton)", frozenset({"torch", "triton"}), "interp",
+             kernels={"softmax": ("softmax(x)", "softmax_kernel[(n_rows,)](...)",
+                                  "the max, exp, sum and divide")},
+             audit="triton"),
+    Exercise("flash_triton", "FlashAttention forward (Triton)", frozenset({"torch", "triton"}), "interp",
+             kernels={"flash_fwd": ("flash_fwd(q, k, v)", "_flash_fwd[grid](...)", "the attention")},
+             audit="triton"),
     Exercise("bench_attn", "Benchmarking attention", frozenset({"torch"}), "cpu"),
+    # both kernels (split and merge) may run; merge_partials is its NumPy part
     Exercise("flash_decode", "Flash-Decoding (NumPy + Triton)", frozenset({"numpy", "torch", "triton"}),
-             "interp", track="extension"),
+             "interp", track="extension",
+             kernels={"flash_decode": ("flash_decode(q, k_cache, v_cache, seq_lens)",
+                                       "_decode_split[grid](...) and _decode_merge[grid](...)",
+                                       "the attention and the merge")},
+             extra_ops=SIZE_OPS, audit="mixed"),
     Exercise("attention_backward", "Causal attention, the logsumexp and the backward pass (NumPy)",
              frozenset({"numpy"}), "cpu", track="extension"),
+    # the forward with L, the backward's three kernels, and the autograd wrapper
     Exercise("flash_backward", "Causal FlashAttention with L, and its backward pass (Triton)",
-             frozenset({"torch", "triton"}), "interp", track="extension"),
+             frozenset({"torch", "triton"}), "interp", track="extension",
+             kernels={
+                 "flash_fwd": ("flash_fwd(q, k, v, causal)", "_flash_fwd[grid](...)",
+                               "the attention and L"),
+                 "flash_bwd": ("flash_bwd(q, k, v, o, lse, do, causal)",
+                               "_bwd_preprocess, _bwd_dkdv and _bwd_dq[grid](...)", "the gradients"),
+                 "flash_attention": ("flash_attention(q, k, v, causal).backward(g)",
+                                     "flash_fwd's and flash_bwd's kernels",
+                                     "the attention and its gradients"),
+             },
+             audit="triton"),
 ]}
 
 LAYERS = {l.name: l for l in [

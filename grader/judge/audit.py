@@ -30,7 +30,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-TRITON_EXERCISES = frozenset({"softmax_triton", "flash_triton", "flash_backward"})
+from grader.registry import EXERCISES
+
+# from the exercises' registry rows (Exercise.audit)
+TRITON_EXERCISES = frozenset(n for n, e in EXERCISES.items() if e.audit == "triton")
 # Mixed exercises: a NumPy part and a Triton part in one file. NumPy is legitimately NumPy in the
 # NumPy part, so the file is audited under the general rules, and then the code the Triton
 # function can reach (it, every module-level name it or module-level code refers to, transitively)
@@ -39,7 +42,7 @@ TRITON_EXERCISES = frozenset({"softmax_triton", "flash_triton", "flash_backward"
 # no global/nonlocal, no assignment to or deletion of attributes/items of a module or of a
 # module-level name, no setattr/delattr. Code under `if __name__ == "__main__":` never runs in
 # the grader and is not a root.
-MIXED_EXERCISES = {"flash_decode": ("flash_decode",)}
+MIXED_EXERCISES = {n: tuple(e.kernels) for n, e in EXERCISES.items() if e.audit == "mixed"}
 
 # modules (and their submodules) a submission may not import
 BANNED_MODULES = {

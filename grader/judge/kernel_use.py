@@ -20,6 +20,7 @@ import shutil
 import subprocess
 
 from grader.judge.compare import CheckFailed
+from grader.registry import EXERCISES, SIZE_OPS  # noqa: F401 - SIZE_OPS: flash_decode's checks
 
 # aten ops a wrapper may run around the launch: allocation, views, copies and dtype casts (the
 # interpreter itself adds new_empty/set_/copy_ to move arguments). Anything else computes.
@@ -37,29 +38,10 @@ COPY_KERNELS = ("FillFunctor", "fill_kernel", "direct_copy_kernel", "copy_kernel
                 "Memset", "memcpy", "memset")
 
 
-# the graded functions of the Triton exercises, each with (call, launch, work) for the messages
-KERNELS = {
-    "softmax_triton": {"softmax": ("softmax(x)", "softmax_kernel[(n_rows,)](...)",
-                                   "the max, exp, sum and divide")},
-    "flash_triton": {"flash_fwd": ("flash_fwd(q, k, v)", "_flash_fwd[grid](...)", "the attention")},
-    # extension track: both kernels (split and merge) may run; merge_partials is its NumPy part
-    "flash_decode": {"flash_decode": ("flash_decode(q, k_cache, v_cache, seq_lens)",
-                                      "_decode_split[grid](...) and _decode_merge[grid](...)",
-                                      "the attention and the merge")},
-    # extension track: the forward with L, the backward's three kernels, and the autograd wrapper
-    "flash_backward": {
-        "flash_fwd": ("flash_fwd(q, k, v, causal)", "_flash_fwd[grid](...)", "the attention and L"),
-        "flash_bwd": ("flash_bwd(q, k, v, o, lse, do, causal)",
-                      "_bwd_preprocess, _bwd_dkdv and _bwd_dq[grid](...)", "the gradients"),
-        "flash_attention": ("flash_attention(q, k, v, causal).backward(g)",
-                            "flash_fwd's and flash_bwd's kernels", "the attention and its gradients"),
-    },
-}
-# torch ops a graded function may run beyond kernel_use.ALLOWED_OPS: flash_decode's wrapper may
-# reduce seq_lens to choose its split count (seq_lens.max().item()); they compute no attention
-SIZE_OPS = frozenset({"max", "amax", "min", "amin", "_local_scalar_dense", "clamp", "clamp_min",
-                      "clamp_max"})
-EXTRA_OPS = {"flash_decode": SIZE_OPS}
+# the graded functions of the Triton exercises, each with (call, launch, work) for the messages,
+# and the torch ops each wrapper may run beyond ALLOWED_OPS: from the exercises' registry rows
+KERNELS = {name: dict(e.kernels) for name, e in EXERCISES.items() if e.kernels}
+EXTRA_OPS = {name: e.extra_ops for name, e in EXERCISES.items() if e.extra_ops}
 
 
 def assert_kernel_computed(extras: dict, call: str, launch: str, work: str,
