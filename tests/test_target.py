@@ -37,25 +37,10 @@ def compiler():
     on the instructors' GPU, minus the GPU."""
     triton = pytest.importorskip("triton")
     pytest.importorskip("torch")
-    from triton.backends.compiler import GPUTarget
-    from triton.runtime import driver
+    from tools.target_demo import stand_in_driver
 
-    class HereDriver:
-        def get_current_device(self):
-            return 0
-
-        def get_current_stream(self, device=None):
-            return 0
-
-        def get_current_target(self):
-            return GPUTarget("cuda", 90, 32)
-
-    saved = driver._active
-    driver.set_active(HereDriver())
-    try:
+    with stand_in_driver():
         yield triton
-    finally:
-        driver._active = saved
 
 
 def _launch_args(head_dim=128, n=256):

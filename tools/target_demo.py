@@ -18,6 +18,7 @@ under --out, else under $OUT when that is set.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -42,8 +43,10 @@ def load(path: Path, name: str):
     return module
 
 
+@contextlib.contextmanager
 def stand_in_driver():
-    """No GPU: a driver that answers "device 0, an H200 (sm_90)" so Triton compiles (no launch)."""
+    """No GPU: a driver that answers "device 0, an H200 (sm_90)" so Triton compiles (no launch);
+    the real one is put back afterwards."""
     from triton.backends.compiler import GPUTarget
     from triton.runtime import driver
 
@@ -57,7 +60,12 @@ def stand_in_driver():
         def get_current_target(self):
             return GPUTarget("cuda", 90, 32)
 
+    saved = driver._active
     driver.set_active(HereDriver())
+    try:
+        yield
+    finally:
+        driver._active = saved
 
 
 def launch(module, name: str, cfg, cuda: bool, spec: dict) -> dict:
@@ -105,7 +113,8 @@ def main(argv=None) -> int:
     if cuda:
         here = f"{torch.cuda.get_device_name()} (sm_{''.join(map(str, torch.cuda.get_device_capability()))})"
     else:
-        stand_in_driver()
+        driver = stand_in_driver()   # for the rest of this run (held: collected, it would restore)
+        driver.__enter__()
         here = "no GPU: compiled as if on sm_90, nothing launched"
     import triton
 
