@@ -35,7 +35,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from grader.cli import Parser, names
+from grader.options import Parser, names
 from grader.registry import EXERCISES, LAYERS, ROOT
 
 SUBMISSION_TIMEOUT_S = 4 * 3600   # backstop per submission; the grader limits every call itself

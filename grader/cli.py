@@ -26,6 +26,7 @@ import rich.progress  # noqa: F401
 import rich.table  # noqa: F401
 
 from grader import report
+from grader.options import Parser, names
 from grader.registry import EXERCISES, LAYERS
 
 
@@ -40,21 +41,6 @@ def warm_up() -> None:
     grid.add_row(report.terminal.Text("[/x] é 表"))
     console.print(grid)
     console.print(report.terminal.Text("x"), soft_wrap=True)
-
-
-def names(value: str, known, what: str) -> list[str]:
-    items = [v.strip() for v in value.split(",") if v.strip()]
-    unknown = [v for v in items if v not in known]
-    if unknown or not items:
-        raise argparse.ArgumentTypeError(
-            f"unknown {what} {', '.join(unknown) or repr(value)}; choose from {', '.join(known)}")
-    return items
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, not argparse's usage block
-        print(f"grader: {message} (see python -m grader --help)", file=sys.stderr)
-        raise SystemExit(2)
 
 
 def parser() -> argparse.ArgumentParser:

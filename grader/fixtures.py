@@ -41,7 +41,7 @@ class Gated:
     student's kernel computed the answer: traced (a launch, no computing torch op), and on CUDA
     profiled (no device kernel but the student's Triton kernels and copies) with no helper
     process on the GPU. Under the interpreter, loads and stores are bounds-checked
-    (grader/sandbox/bounds.py); the check that owns the masks judges what they recorded."""
+    (grader/worker/bounds.py); the check that owns the masks judges what they recorded."""
 
     def __init__(self, sub, exercise: str, target=None, check_id: str = ""):
         self._sub = sub
@@ -64,7 +64,7 @@ class Gated:
 
     def call(self, fn: str, *args, opts: dict | None = None, **kwargs):
         gate = self._kernels.get(fn)
-        # the perf layer's requests (grader.sandbox.probes.run: `runs`, `fetch`) are verified by
+        # the perf layer's requests (grader.worker.probes.run: `runs`, `fetch`) are verified by
         # checksums and timed; a profiler there would be timed too
         timed = bool(opts and (opts.get("runs") or opts.get("fetch")))
         if gate is None or timed:

@@ -1,6 +1,6 @@
 """Helpers shared by the hidden checks: calls that also prove how the answer was made.
 
-`kernel_call` runs a Triton exercise's function with three probes on (grader/sandbox/probes.py):
+`kernel_call` runs a Triton exercise's function with three probes on (grader/worker/probes.py):
   trace         which torch ops ran and how many Triton kernels launched
   poison_empty  torch.empty & co. hand out NaN, so an output element never written stays NaN
   return_args   the input tensors (and the poison right behind them) after the call
@@ -61,7 +61,7 @@ def kernel_call(sub, fn: str, args: list, pristine: dict, kernel: tuple[str, str
 def assert_written(got, expected, what: str, seed: int, extras: dict | None = None) -> None:
     """Every output element was stored by the kernel. "Never written" is claimed only with the
     evidence: under the interpreter, stores into the tensors the call allocated are tracked
-    (grader/sandbox/bounds.py), so an element no store reached is told apart from a NaN the
+    (grader/worker/bounds.py), so an element no store reached is told apart from a NaN the
     kernel computed and stored."""
     from grader.judge.kernel_use import allocation_of
 

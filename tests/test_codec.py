@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.sandbox import codec
+from grader.wire import codec
 
 
 class Evil:

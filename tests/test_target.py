@@ -54,7 +54,7 @@ def _launch_args(head_dim=128, n=256):
 def _traced(kernel, blocks: dict, num_warps: int, num_stages: int, spec: dict | None) -> dict:
     """One launch through the worker's probe (_trace with a target): the kernel is compiled for
     this 'device' (warmup: no launch) and, by the probe, for the target."""
-    from grader.sandbox import probes
+    from grader.worker import probes
     from triton.runtime.jit import JITFunction
 
     extras: dict = {}
@@ -95,7 +95,7 @@ def test_the_extension_forward_is_checked_the_same_way(compiler):
     module = _module(ROOT / "solutions/flash_backward.py", "target_flash_backward")
     import torch
 
-    from grader.sandbox import probes
+    from grader.worker import probes
     from triton.runtime.jit import JITFunction
 
     q = torch.randn(2, 256, 128, dtype=torch.float16)
@@ -111,7 +111,7 @@ def test_the_extension_forward_is_checked_the_same_way(compiler):
 
 def test_the_target_compile_is_cached_and_leaves_the_kernel_as_it_was(compiler):
     fwd = _module(ROOT / "solutions/flash_triton.py", "target_cache")._flash_fwd
-    from grader.sandbox import resources
+    from grader.worker import resources
     from triton.runtime import driver
 
     before = fwd.device_caches
@@ -125,7 +125,7 @@ def test_the_target_compile_is_cached_and_leaves_the_kernel_as_it_was(compiler):
 
 
 def test_a_target_that_cannot_compile_is_recorded_not_raised(compiler, monkeypatch):
-    from grader.sandbox import resources
+    from grader.worker import resources
 
     fwd = _module(ROOT / "solutions/flash_triton.py", "target_bad")._flash_fwd
     rec = _traced(fwd, {"BLOCK_M": 32, "BLOCK_N": 32}, 4, 2,
@@ -160,7 +160,7 @@ def test_the_interpreter_compiles_nothing_and_records_nothing(monkeypatch):
     import triton
     import triton.language as tl
 
-    from grader.sandbox import probes
+    from grader.worker import probes
     from triton.runtime.interpreter import InterpretedFunction
 
     def _copy(X, Y, N: tl.constexpr):
@@ -356,7 +356,8 @@ def test_gated_calls_on_cuda_ask_for_the_target_and_hand_over_the_records():
 
 
 def test_the_worker_probe_takes_the_target_from_opts_and_its_record_crosses_the_codec(compiler):
-    from grader.sandbox import codec, probes
+    from grader.worker import probes
+from grader.wire import codec
     from triton.runtime.jit import JITFunction
 
     fwd = _module(ROOT / "solutions/flash_triton.py", "target_opts")._flash_fwd

@@ -17,7 +17,8 @@ import torch
 
 from grader.judge import compare, reference, timing
 from grader.judge.inputs import seeded, torch_randn
-from grader.sandbox import launcher, probes, workloads
+from grader.sandbox import launcher
+from grader.worker import probes, workloads
 from tests.helpers import SOLUTIONS
 
 # the bench judges live next to their checks, whose @pytest.mark.check only the grader registers
@@ -154,7 +155,7 @@ class FakeSub:
 
 
 def compare_value(t):
-    from grader.sandbox.codec import TensorValue
+    from grader.wire.codec import TensorValue
 
     return TensorValue(t.detach().double().numpy(), str(t.dtype).removeprefix("torch."), "cpu",
                        tuple(t.shape), tuple(t.stride()))

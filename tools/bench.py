@@ -94,7 +94,7 @@ def run_student(plan: dict, out: Path, timeout_s: float) -> dict:
     from grader import errors as student_errors
     from grader.judge.inputs import seeded, torch_randn
     from grader.sandbox import launcher
-    from grader.sandbox.codec import Trusted
+    from grader.wire.codec import Trusted
 
     device, (B, H, D) = plan["device"], plan["bhd"]
     mode = "interp" if device == "cpu" else "cuda"

@@ -5,7 +5,7 @@
 Launches the forward kernel of solutions/flash_backward.py (and the core solutions/flash_triton.py)
 at D = 128, fp16, with Hopper-sized tiles (BLOCK_M = BLOCK_N = 128, num_stages = 3; 64 x 128 x 3,
 the fastest on an H200) and with each of the target profile's own tile shapes, through the same
-worker probe the grader uses (grader.sandbox.probes._trace with opts["target"]): each launch runs
+worker probe the grader uses (grader.worker.probes._trace with opts["target"]): each launch runs
 here, and its kernel is also compiled for the target (sm_121 for the Spark) without launching.
 Prints, per launch: the kernel and its constexprs, the shared memory per block on this device and
 on the target, and whether it fits the target's limit (101376 bytes on the Spark).
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from grader.judge import devices, target  # noqa: E402
-from grader.sandbox import probes  # noqa: E402
+from grader.worker import probes  # noqa: E402
 
 # BLOCK_M, BLOCK_N, num_warps, num_stages: tiles an H200 can run (128 x 64 x 8 x 3 is what
 # solutions/flash_backward.py picks on a GPU with 200+ KB of shared memory per block)

@@ -24,7 +24,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.judge import memory, reference
+from grader.judge import reference
+from grader.sandbox import memory
 from grader.judge.compare import Cases, CheckFailed, assert_close, values
 from grader.judge.inputs import randn, round_to
 

@@ -2,7 +2,7 @@
 Build It's bench_attn.py, Break It 4 "Lie with a benchmark").
 
 No GPU is needed: the worker runs on CPU tensors. The timers are given a workload
-(`grader.sandbox.workloads.AsyncWork`) that behaves like a kernel launch: the call returns at once
+(`grader.worker.workloads.AsyncWork`) that behaves like a kernel launch: the call returns at once
 (the first after a compile), the work finishes later, and `synchronize()` waits for it. The
 workload holds only a socket: its durations are drawn in this process (log-uniform over 0.2 to
 50 ms, new for every call) by `grader.judge.timing.Clock`, which answers each launch and
@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from grader.sandbox.codec import Trusted
+from grader.wire.codec import Trusted
 from grader.judge import timing
 from grader.judge.compare import CheckFailed
 from grader.judge.inputs import randn, tensor

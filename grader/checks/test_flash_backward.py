@@ -9,7 +9,7 @@ same numbers. flash_bwd is graded on the o and L computed here (o rounded to the
 forward mistake costs the forward checks, and a backward mistake the backward ones.
 
 The autograd wrapper runs flash_attention(q, k, v, causal).backward(g) in the worker
-(grader.sandbox.probes.run's `backward` option) and gets o and q.grad, k.grad, v.grad back; the
+(grader.worker.probes.run's `backward` option) and gets o and q.grad, k.grad, v.grad back; the
 kernel-use gate traces the forward and the backward alike.
 
 Gradient tolerance, flash-attention's rule: the error against float64 may be at most twice that
@@ -324,7 +324,7 @@ def test_backward_causal(student, rng):
 @pytest.mark.check("flash_backward.autograd_wrapper")
 def test_autograd_wrapper(student, rng):
     sub = student()
-    # flash_attention(q, k, v, causal).backward(g) in the worker (grader.sandbox.probes.run,
+    # flash_attention(q, k, v, causal).backward(g) in the worker (grader.worker.probes.run,
     # `backward`): o and the gradients q.grad, k.grad, v.grad come back, checked in full
     shape = (1, 2, 33, 16)
     for causal in (False, True):
@@ -405,7 +405,7 @@ MASK_HINTS = {
 def test_masked_accesses(student, rng):
     sub = student()
     # N ragged for every block size: the last (batch, head) of each tensor ends where its
-    # memory ends; the bounds hooks record every lane past it (grader/sandbox/bounds.py)
+    # memory ends; the bounds hooks record every lane past it (grader/worker/bounds.py)
     shape, blocks = (1, 1, 50, 16), dict(BLOCK_M=32, BLOCK_N=16)
     for causal in (False, True):
         q, k, v = _qkv(rng, shape)

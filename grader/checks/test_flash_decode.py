@@ -233,7 +233,7 @@ def _decode(sub, q, k, v, seq_lens, *, dtype="float16", num_splits=None, guard_p
                + (f", {case}" if case else ""))
     r = sub.call("flash_decode", *args, **({} if num_splits is None else {"num_splits": num_splits}))
     out = r.value
-    if bounds:   # the lanes the bounds hooks switched off (grader/sandbox/bounds.py), judged here
+    if bounds:   # the lanes the bounds hooks switched off (grader/worker/bounds.py), judged here
         assert_in_bounds(r.extras, ["q", "k_cache", "v_cache", "seq_lens"], f"{what} ({context})",
                          BOUNDS_HINTS)
     expected = decode_reference(q, k, v, lens)

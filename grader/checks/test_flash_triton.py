@@ -9,7 +9,7 @@ compares the whole (B, H, N, D) output; its dtype must be the input dtype.
 
 Every call goes through the kernel-use gate (grader.fixtures.Gated): a Triton launch and no
 computing torch op. Every tl.load/tl.store is checked lane by lane against the tensors of the
-call (grader/sandbox/bounds.py): a lane past the end of q, k, v or the output is switched off
+call (grader/worker/bounds.py): a lane past the end of q, k, v or the output is switched off
 (a load gets `other`, a store writes nothing) and recorded; only `guard_bands` judges those
 records, so a load without mask= fails there, deterministically, even when a later tl.where
 hides what it read, and nowhere else.

@@ -18,7 +18,7 @@ from grader import errors
 from grader.judge import reference
 from grader.judge.compare import EPS, Cases, CheckFailed, assert_close, state_rtol
 from grader.judge.inputs import chunks, randn
-from grader.sandbox.codec import Trusted
+from grader.wire.codec import Trusted
 
 LENGTHS = (1, 7, 1000, 4097)
 SCALES = (1, 10, 100)
@@ -96,7 +96,7 @@ def test_online_max_sum(student, rng, credit):
 
 @pytest.mark.check("online_softmax.one_pass")
 def test_one_pass(student, rng, credit):
-    """online_max_sum gets an array that logs its reads (grader/sandbox/recorders.py): a whole
+    """online_max_sum gets an array that logs its reads (grader/worker/recorders.py): a whole
     read (x.max(), np.exp(x), x - m, np.asarray(x)) covers all of x; element-wise or chunk-wise
     reading in order is one pass; going back to the start is a second pass. Not seen: two passes
     over a copy made first with np.asarray(x) (that copy is a plain ndarray)."""

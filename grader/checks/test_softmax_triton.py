@@ -5,7 +5,7 @@ The kernel runs under Triton's interpreter on CPU tensors (mode "interp"). Every
 fresh from `rng`, rounded here to the dtype the kernel sees, and followed in memory by a block of
 NaN. Every call goes through the kernel-use gate (grader.fixtures.Gated): a Triton launch and no
 computing torch op, or the check fails; and every tl.load/tl.store is checked lane by lane
-against the tensors of the call (grader/sandbox/bounds.py): a lane past the end is switched off
+against the tensors of the call (grader/worker/bounds.py): a lane past the end is switched off
 and recorded, and only `masked_accesses` judges those records, so a missing mask fails that
 check, deterministically, whatever a later tl.where does with the value.
 

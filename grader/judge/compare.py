@@ -28,7 +28,7 @@ import math
 import numpy as np
 
 from grader import errors
-from grader.sandbox.codec import TensorValue
+from grader.wire.codec import TensorValue
 
 # dtype of the output (Triton) or precision used (NumPy) -> (atol, rtol) against float64
 TOLERANCES = {

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.sandbox.codec import TensorArg
+from grader.wire.codec import TensorArg
+from grader.wire.seeded import torch_randn  # noqa: F401 - the checks' GPU inputs
 
 POISON = float("nan")
 
@@ -49,22 +50,6 @@ def seeded(shape, dtype: str, device: str, seed: int, scale: float = 1.0, guard:
     """A tensor the worker draws itself (no transfer): `torch_randn` with these arguments."""
     return TensorArg(None, dtype, device, guard, poison, tuple(shape), int(seed), float(scale),
                      absolute)
-
-
-def torch_randn(shape, dtype: str, device: str, seed: int, scale: float = 1.0,
-                absolute: bool = False):
-    """Standard normal values from torch's generator (|values| if `absolute`), times `scale`:
-    the same numbers in every process."""
-    import torch
-
-    gen = torch.Generator(device=device)
-    gen.manual_seed(int(seed))
-    x = torch.randn(tuple(shape), generator=gen, device=device, dtype=torch.float32)
-    if absolute:
-        x.abs_()
-    if scale != 1.0:
-        x.mul_(scale)
-    return x.to(getattr(torch, dtype))
 
 
 def chunks(rng, n: int, parts: int) -> list[slice]:

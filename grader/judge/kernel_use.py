@@ -1,6 +1,6 @@
 """Did the wrapper compute with its Triton kernel, or with something else?
 
-Evidence, gathered in the worker around one call (grader/sandbox/probes.py) and judged here:
+Evidence, gathered in the worker around one call (grader/worker/probes.py) and judged here:
   - every aten op that ran below the dispatcher, and the number of Triton launches (`trace`):
     a wrapper may allocate, view and copy around its launch; any other op computes
     (torch.softmax shows as _softmax, SDPA as _scaled_dot_product_*, matmul as mm/bmm);
@@ -8,7 +8,7 @@ Evidence, gathered in the worker around one call (grader/sandbox/probes.py) and 
     by torch.profiler (CUPTI): only the student's Triton kernels and copies/fills may run;
   - on a GPU, NVML's list of processes using the device: only the grader and its worker;
   - under the interpreter (`bounds`), every load and store checked against the tensors of the
-    call (grader/sandbox/bounds.py).
+    call (grader/worker/bounds.py).
 What the dispatcher and the profiler cannot see (NumPy on a tensor's memory, a thread or a
 subprocess under the interpreter, a patched probe) is refused before the code runs, by the static
 audit of the source (grader.judge.audit).
@@ -126,7 +126,7 @@ def assert_in_bounds(extras: dict, names: list[str], call: str, masks: dict) -> 
 
 def allocation_of(extras: dict, numel: int) -> dict | None:
     """The allocation of `numel` elements made during the call, with its store counts
-    (grader/sandbox/bounds.py), if any: the output a wrapper allocates."""
+    (grader/worker/bounds.py), if any: the output a wrapper allocates."""
     found = [a for a in extras.get("allocations", []) if a["numel"] == numel]
     # the one the kernel stored into most (a wrapper may also make a contiguous copy of x)
     return min(found, key=lambda a: a["unstored"]) if found else None

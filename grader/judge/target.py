@@ -2,7 +2,7 @@
 
 `make grade-gpu TARGET=gb10` (or `--target gb10`, or GRADER_TARGET=gb10) grades on whatever GPU
 is here and ALSO asks, for every gated call on CUDA, that each Triton kernel the student launched
-be compiled for the target too (grader/sandbox/resources.py, in the worker; `opts["target"]`).
+be compiled for the target too (grader/worker/resources.py, in the worker; `opts["target"]`).
 The trusted side collects those records here (`Evidence`) and compares each kernel's shared
 memory on the target with the target profile's `smem_per_block` (grader/judge/devices.py). A
 kernel over the limit would fail on the target with "out of resources: shared memory" (the

@@ -36,7 +36,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from grader import errors
-from grader.sandbox import codec, isolation
+from grader.sandbox import isolation
+from grader.wire import codec
 
 GRADER_DIR = Path(__file__).resolve().parents[1]     # the `grader` package
 REPO = GRADER_DIR.parent
@@ -50,7 +51,7 @@ OUTPUT_LIMIT = 1500             # characters of student output kept per call
 MEMORY_LIMIT_BYTES = 12 << 30   # address space of a CPU worker: runaway allocations fail fast
 CAPTURE_KEEP = 64 << 10         # bytes of the capture file read from its start and from its end
 SOURCE_LIMIT = 4 << 20          # largest .py file copied into the sandbox
-BOOT = "import sys; sys.path.insert(0, {lib!r}); from grader.sandbox.worker import main; main()"
+BOOT = "import sys; sys.path.insert(0, {lib!r}); from grader.worker.worker import main; main()"
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """Cheat (issue 9, "patching the probe"): the submission replaces the worker's trace recorder
-(grader.sandbox.probes._trace, or whatever `_trace` a grader module in this process has) with one
+(grader.worker.probes._trace, or whatever `_trace` a grader module in this process has) with one
 that reports a launch and no torch op, then lets SDPA compute. No Triton kernel runs at all. The
 static audit sees the grader import; nothing in the student's process can be the evidence."""
 import contextlib
@@ -17,7 +17,7 @@ def _fake_trace(extras, *args, **kwargs):
 
 def _patch():
     try:
-        import grader.sandbox.probes  # noqa: F401  (the module that records ops and launches)
+        import grader.worker.probes  # noqa: F401  (the module that records ops and launches)
     except Exception:
         pass
     for name, module in list(sys.modules.items()):

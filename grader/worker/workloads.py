@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 
-from grader.sandbox import recorders
+from grader.worker import recorders
 
 
 class AsyncWork:

@@ -9,7 +9,7 @@ Values that can cross: None, bool, int, float, str, list, tuple, dict with str k
 and scalars, and (worker to trusted side) torch tensors, which arrive as `TensorValue`.
 Trusted side to worker, two markers ask the worker to build something before the call:
 `TensorArg` (a torch tensor on a device, optionally followed in memory by poison) and `Trusted`
-(an object from `grader.sandbox.workloads`, e.g. a workload of known duration).
+(an object from `grader.worker.workloads`, e.g. a workload of known duration).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class TensorArg:
 
 @dataclass
 class Trusted:
-    """Trusted side → worker: an object made by `grader.sandbox.workloads.make(name, **params)`.
+    """Trusted side → worker: an object made by `grader.worker.workloads.make(name, **params)`.
 
     Markers with the same `key` in one call share one instance; `attr` picks an attribute of it
     (e.g. the workload's `synchronize`).

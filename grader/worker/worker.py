@@ -4,7 +4,7 @@ Started by `grader.sandbox.launcher.launch` (one per exercise and mode, inside t
 `grader.sandbox.isolation`), it loads `<exercise>.py` by path from the read-only copy of the
 submission's sources, then answers call requests over an inherited socket until told to stop. Nothing it sends back is
 trusted: verdicts are made by the process that started it, from the values it returns (decoded by
-`grader.sandbox.codec`, never unpickled). What student code prints goes to a capture file (inherited
+`grader.wire.codec`, never unpickled). What student code prints goes to a capture file (inherited
 as fd 1 and 2) that the trusted side reads, also after a crash.
 
 Modes: "cpu" (NumPy exercises), "interp" (Triton kernels on the CPU, TRITON_INTERPRET=1),
@@ -23,7 +23,8 @@ import sys
 import time
 import traceback
 
-from grader.sandbox import codec, probes
+from grader.worker import probes
+from grader.wire import codec
 
 
 def main() -> None:

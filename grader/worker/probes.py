@@ -27,7 +27,7 @@ opts keys (all optional):
                       extras["allocations"]: [{numel, dtype, unstored, first_unstored,
                       stored_nan}] (elements no store ever wrote, and stored NaN)
   trace, compiled:    with trace (or kernels), every compiled Triton launch is described from
-                      the CompiledKernel Triton returned (grader.sandbox.resources) →
+                      the CompiledKernel Triton returned (grader.worker.resources) →
                       extras["compiled"]: [{name, num_warps, num_stages, constexprs, arch, shared,
                       n_regs, n_spills, autotuned?, target?}]; nothing under the interpreter
   target: dict        {"arch": 121, "warp_size": 32, "fallback": [120, 80]}: each kernel is also
@@ -45,12 +45,14 @@ import tracemalloc as _tracemalloc
 
 import numpy as np
 
-from grader.sandbox import codec, recorders, resources, workloads   # imported here, never inside a measured
+from grader.wire import checksum, codec
+from grader.wire.seeded import torch_randn
+from grader.worker import recorders, resources, workloads   # imported here, never inside a measured
 # call, nor after student code ran (it may have set sys.modules["grader..."] = None)
 
 # state of the call being decoded/run (the worker runs one call at a time)
 _built_tensors: list = []   # (view, guard) for each TensorArg, in argument order
-_trusted: dict = {}         # key -> object from grader.sandbox.workloads
+_trusted: dict = {}         # key -> object from grader.worker.workloads
 
 
 def build_marker(marker):
@@ -70,8 +72,6 @@ def _build_tensor(m: codec.TensorArg):
 
     dtype = getattr(torch, m.dtype)
     if m.array is None:
-        from grader.judge.inputs import torch_randn
-
         values = torch_randn(m.shape, m.dtype, m.device, m.seed, m.scale, m.absolute)
     else:
         values = torch.from_numpy(np.ascontiguousarray(m.array)).to(m.device, dtype)
@@ -109,7 +109,7 @@ def around_call(opts: dict, args: list, kwargs: dict):
             target = opts.get("target")
             stack.enter_context(_trace(extras, target if isinstance(target, dict) else None))
         if opts.get("bounds"):
-            from grader.sandbox import bounds
+            from grader.worker import bounds
 
             stack.enter_context(bounds.checked(extras, [v for v, _ in _built_tensors]))
         if opts.get("poison_empty"):
@@ -122,7 +122,7 @@ def around_call(opts: dict, args: list, kwargs: dict):
     finally:
         _built_tensors.clear()
         _trusted.clear()
-        # how student code read each recorder input of this call (grader.sandbox.recorders)
+        # how student code read each recorder input of this call (grader.worker.recorders)
         reads = recorders.collect()
         if reads:
             extras["reads"] = reads
@@ -134,9 +134,9 @@ def run(fn, args: list, kwargs: dict, opts: dict):
     runs: {"arg": i, "seeds": [s0, s1, ...], "std": float, "weights": seed}
         Every call of the perf layer has this one shape, whether the grader will time it, check
         it in full, or both: R = len(seeds) calls back to back, and before call j, argument i is
-        refilled in place from seed s_j (grader.judge.timing.refill: fresh values every call, so
+        refilled in place from seed s_j (grader.wire.checksum.refill: fresh values every call, so
         nothing can be cached). Right after each call its output is reduced to one checksum
-        (timing.checksum, weights drawn from `weights`); then one synchronize. The value sent
+        (checksum.checksum, weights drawn from `weights`); then one synchronize. The value sent
         back is {"sums": [one checksum per call]}; the last output stays here until the next
         such request. The grader picks, after the call, which checksums to compare with its
         references and whether to fetch the last output and compare it in full, so a call that
@@ -174,23 +174,21 @@ _retained: list = [None]   # the last output of the last `runs` request, until i
 def _run_many(fn, args, kwargs, runs: dict) -> dict:
     import torch
 
-    from grader.judge import timing
-
     # the previous request's output (if not fetched) stays until the end: it is part of the
     # memory at the start of this call, so cuda_peak still measures this call's own allocations
     target = args[int(runs["arg"])]
     sums, out, weights = [], None, None
     for seed in runs["seeds"]:
-        timing.refill(target, int(seed), float(runs["std"]))
+        checksum.refill(target, int(seed), float(runs["std"]))
         out = None                        # the previous output is freed before the next call
         out = fn(*args, **kwargs)
         if weights is None:
-            weights = timing.checksum_weights(out, int(runs["weights"]))
-        sums.append(timing.checksum(out, weights))
+            weights = checksum.checksum_weights(out, int(runs["weights"]))
+        sums.append(checksum.checksum(out, weights))
     if torch.cuda.is_available():         # the repo's tests run this on CPU tensors
         torch.cuda.synchronize()
     _retained[0] = out
-    return {"sums": timing.to_floats(sums)}
+    return {"sums": checksum.to_floats(sums)}
 
 
 def _is_array(a) -> bool:
