@@ -1,6 +1,7 @@
 """grade(): run the checks of one submission and return the scored results.
 
-The checks are pytest tests (grader/checks/test_<exercise>.py, plus hidden_tests/ when present)
+The checks are pytest tests (grader/exercises/<exercise>/test_*.py, plus hidden_tests/<exercise>/
+when present)
 run in this process by `pytest.main` with `grader.plugin.GradePlugin`; student code runs only
 in the workers that the checks reach through `grader.sandbox.launcher`.
 
@@ -23,12 +24,10 @@ import pytest
 from grader import registry
 from grader.environment import Environment, detect
 from grader.plugin import GradePlugin
-from grader.registry import EXERCISES, LAYERS, ROOT
+from grader.registry import EXERCISES, HIDDEN_DIR, LAYERS, ROOT, check_files
 from grader.results import GradeReport, Result, Selection
 from grader.sandbox.launcher import Workers
 
-CHECKS_DIR = ROOT / "grader" / "checks"
-HIDDEN_DIR = ROOT / "hidden_tests"
 CHECK_TIMEOUT_S = 900   # backstop per check; calls into student code have their own limits
 GPU_LAYERS = ("gpu", "perf")
 PLUGINS = ["grader.fixtures", "pytest_timeout"]   # named, since entry points are not loaded
@@ -95,9 +94,9 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
     plugin = GradePlugin(checks, selection, env, workers)
     plugin.target = targets.Evidence(target_profile) if target_profile else None   # fixtures read it
 
-    files = [str(CHECKS_DIR / f"test_{e}.py") for e in exercises if (CHECKS_DIR / f"test_{e}.py").exists()]
+    files = [str(p) for e in exercises for p in check_files(e)]
     if hidden:
-        files += [str(p) for e in exercises for p in sorted(HIDDEN_DIR.glob(f"test_{e}*.py"))]
+        files += [str(p) for e in exercises for p in check_files(e, hidden=True)]
     args = [*files, "-c", str(ROOT / "grader" / "pytest.ini"), "--rootdir", str(ROOT),
             "--import-mode=importlib", "--noconftest",
             *(a for p in PLUGINS for a in ("-p", p)), "-p", "no:cacheprovider",

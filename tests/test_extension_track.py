@@ -37,7 +37,7 @@ def test_extension_rows_are_their_own_track():
     for name in EXTENSION:
         own = [c for c in rows if c.exercise == name]
         assert sum(c.points for c in own if not c.hidden) > 0, name
-        assert any(c.hidden for c in own), f"hidden_tests/checks.py should add {name} rows"
+        assert any(c.hidden for c in own), f"hidden_tests/{name}/rows.py should add {name} rows"
     decode = {c.layer for c in rows if c.exercise == "flash_decode"}
     assert decode == set(registry.LAYERS)
     assert {c.layer for c in rows if c.exercise == "attention_backward"} == {"cpu", "adversarial"}

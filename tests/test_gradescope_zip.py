@@ -55,7 +55,7 @@ def run_autograder(root, upload: dict, python: str = sys.executable, args: str =
 def test_zip_contents(autograder):
     root, names = autograder
     assert {"setup.sh", "run_autograder", "requirements.txt", "grader/__main__.py",
-            "grader/checks/test_flash_triton.py", "hidden_tests/checks.py"} <= set(names)
+            "grader/exercises/flash_triton/test_flash_triton.py", "hidden_tests/flash_triton/rows.py"} <= set(names)
     assert not any(n.startswith(("solutions/", "tests/", "exercises/")) or "__pycache__" in n
                    for n in names)
     for script in ("setup.sh", "run_autograder"):
@@ -65,8 +65,8 @@ def test_zip_contents(autograder):
     subprocess.run(["bash", "-n", str(root / "source" / "setup.sh")], check=True)
     # the extension track is graded there too: its checks and hidden checks ship, and the run
     # script names every exercise
-    assert {"grader/checks/test_flash_backward.py", "grader/checks/test_attention_backward.py",
-            "grader/checks/test_flash_decode.py", "hidden_tests/test_flash_backward_hidden.py"} <= set(names)
+    assert {"grader/exercises/flash_backward/test_flash_backward.py", "grader/exercises/attention_backward/test_attention_backward.py",
+            "grader/exercises/flash_decode/test_flash_decode.py", "hidden_tests/flash_backward/test_flash_backward_hidden.py"} <= set(names)
     run = (root / "source" / "run_autograder").read_text()
     assert all(n in run for n in ("flash_decode", "attention_backward", "flash_backward"))
 

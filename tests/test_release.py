@@ -78,7 +78,7 @@ def test_release_ships_the_students_readme_and_given_code(student):
 @pytest.mark.parametrize("leak, words", [
     ("solution file", "same content as solutions/online_softmax.py"),
     ("edited solution", "online_softmax.safe_matches_float64 is passed, not not_implemented"),
-    ("hidden check", "same content as hidden_tests/test_online_softmax_hidden.py"),
+    ("hidden check", "same content as hidden_tests/online_softmax/test_online_softmax_hidden.py"),
     ("doc names a solution", "docs/SPARK.md:1: names 'solutions/'"),
 ])
 def test_release_refuses_leaks(leak, words, tmp_path):
@@ -91,7 +91,7 @@ def test_release_refuses_leaks(leak, words, tmp_path):
     elif leak == "edited solution":
         (repo / "exercises" / "online_softmax.py").write_text(solution + "\n# all my own work\n")
     elif leak == "hidden check":
-        shutil.copy(repo / "hidden_tests" / "test_online_softmax_hidden.py", repo / "docs")
+        shutil.copy(repo / "hidden_tests" / "online_softmax" / "test_online_softmax_hidden.py", repo / "docs")
     else:
         spark = repo / "docs" / "SPARK.md"
         spark.write_text("See solutions/flash_triton.py.\n" + spark.read_text())

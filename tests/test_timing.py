@@ -62,7 +62,7 @@ def _with_clock(tmp_path, stream, body):
 
 
 def test_clock_bounds_an_honest_timer(tmp_path):
-    from grader.checks.test_bench_attn import _judge_proper
+    from grader.exercises.bench_attn.test_bench_attn import _judge_proper
 
     stream = timing.Stream(ms=3.0, compile_ms=20.0)
     got, start, end = _with_clock(tmp_path, stream,
@@ -79,7 +79,7 @@ def test_clock_bounds_an_honest_timer(tmp_path):
 
 
 def test_clock_sees_a_missing_sync(tmp_path):
-    from grader.checks.test_bench_attn import _judge_proper
+    from grader.exercises.bench_attn.test_bench_attn import _judge_proper
 
     stream = timing.Stream(ms=5.0)
     got, start, end = _with_clock(tmp_path, stream,

@@ -283,7 +283,7 @@ def run_student(plan: dict, out: Path, timeout_s: float) -> dict:
         #    far too slow at decode's sizes): the submission's function through the launcher,
         #    timed and verified like the perf layer, K and V bytes read once per call
         if device != "cpu" and (sources / "flash_decode.py").is_file():
-            from grader.checks.test_flash_decode import gpu_decode_reference
+            from grader.exercises.flash_decode.test_flash_decode import gpu_decode_reference
             from grader.judge.inputs import tensor
 
             DB, DHq, DD = plan.get("decode_bhd", (8, 32, 128))

@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="dist/autograder.zip", help="the zip to write")
     args = p.parse_args(argv)
     names = build(Path(args.out))
-    hidden = sum(n.startswith("hidden_tests/test_") for n in names)
+    hidden = sum(n.startswith("hidden_tests/") and "/test_" in n for n in names)
     print(f"gradescope: {args.out} ({len(names)} files, {hidden} hidden check files): upload it as "
           f"the autograder of a programming assignment ('Zip file upload')")
     return 0

@@ -140,8 +140,8 @@ class Target:
 
 
 def target_of(exercise: str) -> Target:
-    """The exercise's target, from its check module (grader/checks/test_<exercise>.py)."""
-    return importlib.import_module(f"grader.checks.test_{exercise}").SANITIZER_TARGET
+    """The exercise's target, from its check module (grader/exercises/<exercise>/test_<exercise>.py)."""
+    return importlib.import_module(f"grader.exercises.{exercise}.test_{exercise}").SANITIZER_TARGET
 
 
 def gated_call(sub, exercise: str, fn: str, *args, **kwargs):

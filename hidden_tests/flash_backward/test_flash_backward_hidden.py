@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from grader.checks.test_flash_backward import _qkv, check_backward, check_forward
+from grader.exercises.flash_backward.test_flash_backward import _qkv, check_backward, check_forward
 from grader.judge.compare import Cases, CheckFailed
 from grader.judge.inputs import randn
 from hidden_tests.common import assert_guards_untouched, assert_untouched

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.checks.test_flash_decode import (CACHE_GUARD_ROWS, assert_kernels, attention_rows,
+from grader.exercises.flash_decode.test_flash_decode import (CACHE_GUARD_ROWS, assert_kernels, attention_rows,
                                              decode_reference, state_of)
 from grader.judge.compare import assert_close
 from grader.judge.inputs import chunks, randn, tensor

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from grader.checks.test_attention_backward import (_qkv, check_backward, check_forward,
+from grader.exercises.attention_backward.test_attention_backward import (_qkv, check_backward, check_forward,
                                                    forward_reference)
 from grader.judge.compare import Cases, CheckFailed
 from grader.judge.inputs import round_to

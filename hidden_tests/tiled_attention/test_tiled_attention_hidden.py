@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from grader.checks.test_tiled_attention import tiled_call
+from grader.exercises.tiled_attention.test_tiled_attention import tiled_call
 from grader.judge import reference
 from grader.judge.compare import Cases, CheckFailed, assert_close
 from grader.judge.inputs import randn

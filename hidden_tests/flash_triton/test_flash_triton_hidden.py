@@ -10,7 +10,7 @@ import pytest
 from grader.judge import reference
 from grader.judge.compare import assert_close
 from grader.judge.inputs import randn, tensor
-from grader.checks.test_flash_triton import shifted_qkv
+from grader.exercises.flash_triton.test_flash_triton import shifted_qkv
 from grader.judge.cases import run_cases
 from hidden_tests.common import assert_written, kernel_call
 

@@ -26,7 +26,8 @@ from grader import errors
 from grader.judge import diagnose
 from grader.judge.compare import CheckFailed, assert_close, assert_shape, values
 from grader.judge.inputs import chunks, randn, round_to, tensor
-from grader.judge.kernel_use import KERNELS as GATED, SIZE_OPS
+from grader.exercises.flash_decode.rows import SIZE_OPS
+from grader.judge.kernel_use import KERNELS as GATED
 from grader.judge.kernel_use import assert_in_bounds, assert_kernel_computed
 from grader.sandbox import sanitize
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from grader.checks.test_bench_attn import WORK_MS, _judge_proper, _positive_ms, _timed_call
+from grader.exercises.bench_attn.test_bench_attn import WORK_MS, _judge_proper, _positive_ms, _timed_call
 from grader.judge import timing
 
 

@@ -1,0 +1,1 @@
+"""The attention_backward exercise: its registry rows (rows.py) and its checks (test_*.py)."""

@@ -1,0 +1,1 @@
+"""The softmax_triton exercise: its registry rows (rows.py) and its checks (test_*.py)."""

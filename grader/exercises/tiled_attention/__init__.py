@@ -1,0 +1,1 @@
+"""The tiled_attention exercise: its registry rows (rows.py) and its checks (test_*.py)."""

@@ -1,0 +1,50 @@
+"""The registry's row types: an exercise, a layer, a check. Plain data; grader.registry gathers
+the rows from each exercise folder (grader/exercises/<name>/rows.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Exercise:
+    name: str
+    title: str
+    needs: frozenset          # Python packages the exercise's worker needs: numpy, torch, triton
+    mode: str                 # worker mode for the cpu/adversarial/interp layers
+    track: str = "core"       # "core": the 100 public points; "extension": points of its own
+    # The kernel-use gate (grader.fixtures.Gated, judge/kernel_use.py): every graded function
+    # that must compute with the student's Triton kernels, as {function: (call, launch, work)}
+    # for the messages, and the torch ops its wrapper may run beyond allocations, views and copies.
+    kernels: dict = dataclasses.field(default_factory=dict)
+    extra_ops: frozenset = frozenset()
+    # The static audit's rules (judge/audit.py): "numpy" (the general rules), "triton" (the whole
+    # file under the Triton rules), "mixed" (a NumPy part, and the code `kernels` reaches under
+    # the Triton rules).
+    audit: str = "numpy"
+    order: int = 100          # its place in the lesson: reports list exercises in this order
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    title: str
+    needs: frozenset          # what the machine must have: torch, triton, cuda
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str                   # "<exercise>.<what>"
+    layer: str
+    points: float
+    title: str
+    hint: str                 # the lesson idea to revisit when it fails
+    hidden: bool = False
+    # ids of more specific checks whose idea explains this one's failure: when one of them fails
+    # too, the report lists this check under it ("probably the same cause"), not as its own lead
+    follows: tuple = ()
+
+    @property
+    def exercise(self) -> str:
+        return self.id.split(".", 1)[0]

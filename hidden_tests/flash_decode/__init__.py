@@ -1,0 +1,1 @@
+"""Hidden checks of flash_decode (instructor only): rows.py and test_*.py."""
