@@ -16,7 +16,6 @@ The verdict comes from the tools, never from what the process printed:
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import shutil
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from grader import errors
+from grader.registry import exercise_module
 
 TIMEOUT_S = 600
 ERROR_EXIT = 99
@@ -49,7 +49,7 @@ def memcheck(submission, exercise: str, target: Target | None = None, tool: str 
              mode: str = "cuda") -> str:
     """Run the exercise's kernel under memcheck; return the summary or raise CheckFailed /
     a grader.errors exception. `submission`: a launcher Submission (its sources are used) or a
-    folder; `target`: the call to check (default: the check module's SANITIZER_TARGET).
+    folder; `target`: the call to check (default: the exercise folder's sanitizer.py, `TARGET`).
     `tool`/`mode` let the repo's tests drive the plumbing on a CPU with a stand-in."""
     from grader.judge.compare import CheckFailed
     from grader.sandbox import isolation, launcher
@@ -128,7 +128,7 @@ def _read(path: Path) -> str:
 @dataclass(frozen=True)
 class Target:
     """The call an exercise is checked with under memcheck, defined next to its checks (the
-    check module's SANITIZER_TARGET): ragged sizes, so the last block runs past the end.
+    exercise folder's sanitizer.py, `TARGET`): ragged sizes, so the last block runs past the end.
 
     inputs: what the call gets, for messages ("x of shape (37, 781) float16");
     run(sub, device): makes the call(s) through `gated_call`, with seeded inputs the worker draws
@@ -140,8 +140,8 @@ class Target:
 
 
 def target_of(exercise: str) -> Target:
-    """The exercise's target, from its check module (grader/exercises/<exercise>/test_<exercise>.py)."""
-    return importlib.import_module(f"grader.exercises.{exercise}.test_{exercise}").SANITIZER_TARGET
+    """The exercise's target: `TARGET` of its folder's sanitizer.py (grader/exercises/<name>/)."""
+    return exercise_module(exercise, "sanitizer").TARGET
 
 
 def gated_call(sub, exercise: str, fn: str, *args, **kwargs):
