@@ -356,8 +356,8 @@ def test_gated_calls_on_cuda_ask_for_the_target_and_hand_over_the_records():
 
 
 def test_the_worker_probe_takes_the_target_from_opts_and_its_record_crosses_the_codec(compiler):
+    from grader.wire import codec
     from grader.worker import probes
-from grader.wire import codec
     from triton.runtime.jit import JITFunction
 
     fwd = _module(ROOT / "solutions/flash_triton.py", "target_opts")._flash_fwd
