@@ -53,7 +53,9 @@ EXERCISES, CHECKS = _gather()
 def check_files(exercise: str, hidden: bool = False) -> list[Path]:
     """The check modules of one exercise (test_*.py in its folder, or in hidden_tests/<name>/)."""
     folder = (HIDDEN_DIR if hidden else EXERCISES_DIR) / exercise
-    return sorted(folder.glob("test_*.py"))
+    order = list(LAYERS)   # test_cpu.py, test_adversarial.py, ... run in the layers' order
+    return sorted(folder.glob("test_*.py"), key=lambda p: (
+        order.index(p.stem[5:]) if p.stem[5:] in order else len(order), p.name))
 
 
 def exercise_module(exercise: str, name: str):
