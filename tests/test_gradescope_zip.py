@@ -55,7 +55,7 @@ def run_autograder(root, upload: dict, python: str = sys.executable, args: str =
 def test_zip_contents(autograder):
     root, names = autograder
     assert {"setup.sh", "run_autograder", "requirements.txt", "grader/__main__.py",
-            "grader/exercises/flash_triton/test_flash_triton.py", "hidden_tests/flash_triton/rows.py"} <= set(names)
+            "grader/exercises/flash_triton/rows.py", "hidden_tests/flash_triton/rows.py"} <= set(names)
     assert not any(n.startswith(("solutions/", "tests/", "exercises/")) or "__pycache__" in n
                    for n in names)
     for script in ("setup.sh", "run_autograder"):
@@ -65,8 +65,8 @@ def test_zip_contents(autograder):
     subprocess.run(["bash", "-n", str(root / "source" / "setup.sh")], check=True)
     # the extension track is graded there too: its checks and hidden checks ship, and the run
     # script names every exercise
-    assert {"grader/exercises/flash_backward/test_flash_backward.py", "grader/exercises/attention_backward/test_attention_backward.py",
-            "grader/exercises/flash_decode/test_flash_decode.py", "hidden_tests/flash_backward/test_flash_backward_hidden.py"} <= set(names)
+    assert {"grader/exercises/flash_backward/rows.py", "grader/exercises/attention_backward/rows.py",
+            "grader/exercises/flash_decode/rows.py", "hidden_tests/flash_backward/test_flash_backward_hidden.py"} <= set(names)
     run = (root / "source" / "run_autograder").read_text()
     assert all(n in run for n in ("flash_decode", "attention_backward", "flash_backward"))
 
@@ -89,12 +89,63 @@ def test_results_json_follows_the_spec(autograder):
     assert {t["number"] for t in graded} & hidden, "no hidden check was graded"
 
 
-def test_an_empty_upload_scores_zero(autograder):
+def test_an_empty_upload_scores_zero_and_is_told_the_file_names(autograder):
     root, _ = autograder
     results = run_autograder(root, {"README.txt": ROOT / "requirements.txt"})
     graded = [t for t in results["tests"] if t["max_score"] > 0]
     assert results["score"] == 0 and graded
     assert all("not submitted" in t["output"] for t in graded)
+    # the messages name the upload, not the temporary folder it was graded from
+    assert all("/tmp" not in t["output"] and "your upload" in t["output"] for t in graded)
+    assert "Not in the upload: online_softmax.py, tiled_attention.py" in results["output"]
+    assert "bench_attn.py" in results["output"]   # every name the autograder looks for
+
+
+def test_visible_output_shows_no_hidden_score_and_no_not_run_check(autograder):
+    """A half-done upload (online_softmax solved, tiled_attention a stub): the top-level output
+    counts public points only, hidden checks are after_published, and checks that cannot run on
+    Gradescope (gpu, perf) are not in tests[] at all."""
+    root, _ = autograder
+    results = run_autograder(root, {"online_softmax.py": SOLUTIONS / "online_softmax.py",
+                                    "tiled_attention.py": ROOT / "exercises" / "tiled_attention.py"},
+                             args="--exercises online_softmax,tiled_attention")
+    checks = all_checks()
+    public = [t for t in results["tests"] if not checks[t["number"]].hidden]
+    hidden = [t for t in results["tests"] if checks[t["number"]].hidden]
+    assert hidden and all(t["visibility"] == "after_published" for t in hidden)
+    assert all(t["visibility"] == "visible" for t in public)
+    shown = f"{sum(t['score'] for t in public):g} / {sum(t['max_score'] for t in public):g} public points"
+    assert results["output"].startswith("Total: " + shown), results["output"]
+    assert "hidden" not in results["output"].split("\n")[0].split(";")[0]
+    total = sum(t["score"] for t in results["tests"])
+    assert f"/ {sum(t['max_score'] for t in results['tests']):g}" not in results["output"]
+    assert results["score"] == total
+    ran = {t["number"] for t in results["tests"]}
+    assert not {c.id for c in checks.values() if c.layer in ("gpu", "perf")} & ran
+    assert all(t["status"] in ("passed", "failed") for t in results["tests"])
+
+
+def test_a_relative_root_works_from_any_folder_and_a_missing_one_fails_loudly(autograder, tmp_path):
+    root, _ = autograder
+    upload = root / "submission"
+    shutil.rmtree(upload, ignore_errors=True)
+    upload.mkdir()
+    shutil.copy(SOLUTIONS / "online_softmax.py", upload / "online_softmax.py")
+    (root / "results" / "results.json").unlink(missing_ok=True)
+    env = {**os.environ, "AUTOGRADER_ROOT": os.path.relpath(root, tmp_path), "PYTHON": sys.executable,
+           "GRADER_ARGS": "--exercises online_softmax --layers cpu"}
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run([str(root / "run_autograder")], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((root / "results" / "results.json").read_text())["score"] > 0
+    # results/stdout: the files found, the isolation level, the layers' seconds
+    assert "online_softmax.py" in proc.stdout and "isolation:" in proc.stdout
+    assert "layers run: cpu" in proc.stdout, proc.stdout
+    env["AUTOGRADER_ROOT"] = str(tmp_path / "nowhere")
+    proc = subprocess.run([str(root / "run_autograder")], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode != 0 and "no folder" in proc.stderr
 
 
 FORGED = {"score": 999, "output": "forged", "tests": []}

@@ -6,14 +6,18 @@ image, then run_autograder for every submission (uploaded to /autograder/submiss
 
     setup.sh          apt python3 + venv, then pip install -r requirements.txt (torch's CPU wheel)
     run_autograder    finds the exercise files in the upload, grades them under the OS sandbox,
-                      and keeps results.json only when the grader completed (a nonce check)
+                      and keeps results.json only when the grader completed (a nonce check);
+                      its stdout (Gradescope's results/stdout) is a short log: the files found,
+                      the isolation level, each layer's seconds, grader errors
+    gradescope_log.py that log, read from the grader's JSON report
     grader/           the grader and its public checks
     hidden_tests/     the instructor's checks (after_published in results.json)
     requirements.txt, Makefile
 
 run_autograder reads three variables, so a test can run it outside Gradescope:
-AUTOGRADER_ROOT (default /autograder), PYTHON (default the venv setup.sh made, else python3)
-and GRADER_ARGS (more arguments for the grader, e.g. --layers cpu).
+AUTOGRADER_ROOT (default /autograder; relative paths work from any folder), PYTHON (default the
+venv setup.sh made, else python3) and GRADER_ARGS (more arguments for the grader, e.g. --layers
+cpu). It exits non-zero when no results.json could be written.
 """
 
 from __future__ import annotations
@@ -47,6 +51,22 @@ id labstudent > /dev/null 2>&1 || useradd --system --no-create-home --home-dir /
 command -v unshare > /dev/null || apt-get install -y -qq util-linux > /dev/null
 """
 
+# gradescope_log.py, run_autograder's log (results/stdout): what ran, how, how long; no scores
+LOG = r"""
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("isolation:", r.get("isolation") or "unknown")
+print("layers run:", ", ".join(f"{k} {v:.0f} s" for k, v in r.get("layer_seconds", {}).items()) or "none")
+for layer, why in r.get("layers_not_run", {}).items():
+    print(f"not run: {layer} ({why})")
+for note in r.get("notes", []):
+    print("note:", note)
+errors = [t["name"] for t in r.get("tests", []) if t["message"].startswith("grader error")]
+if errors:
+    print(f"grader errors in {len(errors)} checks, the first: {errors[0]}")
+print(f"graded in {r.get('elapsed_s', 0):.0f} s")
+"""
+
 RUN = """#!/usr/bin/env bash
 # Gradescope's entry point: grade the upload in $ROOT/submission, write $ROOT/results/results.json.
 # Fail closed: the grader writes into a private folder, and its results.json is moved into place
@@ -54,7 +74,9 @@ RUN = """#!/usr/bin/env bash
 # over on stdin, never on a command line or in a file) and the SHA-256 of that results.json.
 # Anything else (a crash, a kill, a forged file) gives a result that says grading failed.
 set -u
-ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
+# an absolute path, whatever the folder this runs from (a relative AUTOGRADER_ROOT, for a local try)
+ROOT="$(cd "${{AUTOGRADER_ROOT:-/autograder}}" 2> /dev/null && pwd -P)" || {{
+    echo "run_autograder: no folder ${{AUTOGRADER_ROOT:-/autograder}}" >&2; exit 1; }}
 PYTHON="${{PYTHON:-$( [ -x "$ROOT/venv/bin/python" ] && echo "$ROOT/venv/bin/python" || echo python3)}}"
 RESULTS="$ROOT/results/results.json"
 mkdir -p "$ROOT/results"
@@ -64,16 +86,23 @@ work="$(mktemp -d)"
 chmod 755 "$work"
 # Students upload the files alone, in a folder or in a zip: take each exercise file from wherever
 # it is, the shallowest copy first, into a clean folder.
+found=""
 for ex in {exercises}; do
     f="$(find "$ROOT/submission" -type f -name "$ex.py" -not -path '*/__MACOSX/*' \\
          | awk -F/ '{{ print NF "\\t" $0 }}' | sort -n | head -n 1 | cut -f 2-)"
-    if [ -n "$f" ]; then cp "$f" "$work/$ex.py"; fi
+    if [ -n "$f" ]; then cp "$f" "$work/$ex.py"; found="$found ${{f#$ROOT/submission/}}"; fi
 done
+echo "run_autograder: files found in the upload:${{found:- none}}"
 nonce="$(od -An -tx1 -N16 /dev/urandom | tr -d ' \\n')"
 cd "$ROOT/source"
-printf '%s\\n' "$nonce" | "$PYTHON" -I grader/__main__.py --submission "$work" --sandbox --quiet \\
+start=$(date +%s)
+printf '%s\\n' "$nonce" | GRADER_SUBMISSION_LABEL="your upload" "$PYTHON" -I grader/__main__.py \\
+    --submission "$work" --sandbox --quiet --json "$private/report.json" \\
     --gradescope "$private/results.json" --completion-marker "$private/complete" ${{GRADER_ARGS:-}}
 status=$?
+echo "run_autograder: the grader exited $status after $(( $(date +%s) - start )) s"
+# results/stdout, for the staff: the isolation level, each layer's seconds, grader errors
+[ -f "$private/report.json" ] && "$PYTHON" -I gradescope_log.py "$private/report.json"
 rm -rf "$RESULTS"
 if [ "$status" -eq 0 ] && [ -f "$private/complete" ] && [ ! -L "$private/results.json" ] \\
    && [ "$(head -n 1 "$private/complete")" = "$nonce" ] \\
@@ -85,6 +114,7 @@ else
     printf '%s\\n' '{{"score": 0, "output": "Grading failed: the autograder did not complete, so this result is not a grade. Please tell the course staff.", "tests": []}}' > "$RESULTS"
 fi
 rm -rf "$work" "$private"
+[ -f "$RESULTS" ] || {{ echo "run_autograder: no results.json was written" >&2; exit 1; }}
 """
 
 
@@ -105,6 +135,7 @@ def build(out: Path) -> list[str]:
     with zipfile.ZipFile(out, "w") as zf:
         _add(zf, "setup.sh", SETUP.encode(), executable=True)
         _add(zf, "run_autograder", RUN.format(exercises=" ".join(EXERCISES)).encode(), executable=True)
+        _add(zf, "gradescope_log.py", LOG.lstrip().encode())
         for folder in FOLDERS:
             for path in sorted((ROOT / folder).rglob("*")):
                 if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+from grader.registry import EXERCISES
 from grader.report import summary
 from grader.report.summary import clean, output_of
 from grader.results import GradeReport
+
+# Gradescope's public line: hidden checks count in the score, but their points and the total
+# show only after publication (their tests are after_published)
+HIDDEN_ON_GRADESCOPE = "hidden checks are graded too and shown when grades are published"
 
 
 def to_json(report: GradeReport) -> dict:
@@ -38,13 +45,17 @@ def to_json(report: GradeReport) -> dict:
 def to_gradescope(report: GradeReport) -> dict:
     """Gradescope's results.json: score, execution_time, output, tests[].
 
-    Checks that could not run on the autograder's machine are listed with max_score 0 and the
-    reason, so a student sees they were not counted against them. Hidden checks are shown
-    after publication and never with what the code printed under them."""
+    Checks that could not run on the autograder's machine (no GPU) are left out of tests[] and
+    counted nowhere; the output's "not run" line says which layers and why. Hidden checks are
+    after_published tests, never with what the code printed under them, and the visible output
+    counts public points only: nothing a student sees before publication tells how the hidden
+    checks went."""
     leads = {c: g["lead"] for g in summary.failures(report) for c in g["same_cause"]}
     repeats = summary.repeats(report.results)
     tests = []
     for r in report.results:
+        if r.status == "not_run":
+            continue
         cid = r.check.id
         text = clean(r.message)
         if cid in repeats:   # a traceback shown under several checks: in full only once
@@ -69,7 +80,13 @@ def to_gradescope(report: GradeReport) -> dict:
                     + (["hidden"] if r.check.hidden else []),
             "visibility": "after_published" if r.check.hidden else "visible",
         })
-    lines = [summary.total_line(report), f"Graded on {report.device}."]
+    public = dataclasses.replace(report, results=[r for r in report.results if not r.check.hidden])
+    lines = [summary.total_line(public, HIDDEN_ON_GRADESCOPE) + ".", f"Graded on {report.device}."]
+    missing = missing_files(report)
+    if missing:
+        lines.append(f"Not in the upload: {', '.join(missing)}. The autograder looks for these file "
+                     f"names anywhere in it (loose, in a folder or in a zip): "
+                     f"{', '.join(e + '.py' for e in EXERCISES)}.")
     if summary.target_header(report):
         lines += [summary.target_header(report) + "."] + summary.target_flags(report)
     if summary.not_run_line(report):
@@ -84,3 +101,10 @@ def to_gradescope(report: GradeReport) -> dict:
         "stdout_visibility": "hidden",
         "tests": tests,
     }
+
+
+def missing_files(report: GradeReport) -> list[str]:
+    """The exercise files the grader found no copy of, as "<exercise>.py", in the lesson's order."""
+    missing = {r.check.exercise for r in report.results
+               if r.status == "error" and r.message.startswith(f"{r.check.exercise}.py was not submitted")}
+    return [f"{e}.py" for e in EXERCISES if e in missing]

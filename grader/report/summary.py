@@ -92,14 +92,18 @@ def tracks(public: list[Result]) -> dict:
     return dict(sorted(out.items(), key=lambda kv: kv[0] != "core"))
 
 
-def total_line(report: GradeReport) -> str:
+HIDDEN_ONLY_FOR_STAFF = "hidden checks only in instructors' runs"
+
+
+def total_line(report: GradeReport, hidden_note: str = HIDDEN_ONLY_FOR_STAFF) -> str:
     """E.g. "Total: 0 / 76 public points on this machine; 24 more on a GPU (`make grade-gpu`);
-    hidden checks only in instructors' runs"."""
+    hidden checks only in instructors' runs". `hidden_note` ends the line when no hidden check
+    is counted in `report` (Gradescope's public line says when they show instead)."""
     t = totals(report)
     shown = exercises_shown(report)
     scope = "" if len(shown) == len(EXERCISES) else f" of {', '.join(shown)}"
     if len(t["tracks"]) > 1:
-        return _tracks_line(t, scope)
+        return _tracks_line(t, scope, hidden_note)
     if t["tracks"] and "core" not in t["tracks"]:
         scope += f" ({next(iter(t['tracks']))} track)"
     if t["hidden"]:
@@ -113,11 +117,11 @@ def total_line(report: GradeReport) -> str:
         more = f"{fmt(t['not_run_points'])} more on {t['not_run_on']}"
         line += f"; {more}" + (" (`make grade-gpu`)" if t["not_run_on"] == "a GPU" else "")
     if not t["hidden"]:
-        line += "; hidden checks only in instructors' runs"
+        line += f"; {hidden_note}"
     return line
 
 
-def _tracks_line(t: dict, scope: str) -> str:
+def _tracks_line(t: dict, scope: str, hidden_note: str) -> str:
     """Core and extension counted apart, e.g. "Total: core 76 / 76 public points on this machine,
     24 more on a GPU; extension 29 / 29, 11 more on a GPU (`make grade-gpu`); hidden checks
     only in instructors' runs"."""
@@ -136,7 +140,7 @@ def _tracks_line(t: dict, scope: str) -> str:
         line += (f"; hidden {fmt(hs)}/{fmt(hm)} (instructors' checks); score {fmt(t['score'])} / "
                  f"{fmt(t['max_score'])} = all of them")
     else:
-        line += "; hidden checks only in instructors' runs"
+        line += f"; {hidden_note}"
     return line
 
 

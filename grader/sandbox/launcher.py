@@ -162,7 +162,7 @@ class Submission:
         if not (self.sources / f"{self.exercise}.py").is_file():
             self._load_error = errors.NotSubmitted(
                 f"{self.exercise}.py was not submitted: there is no {self.path.name} in "
-                f"{self.directory}" + ("" if not self.path.exists() else
+                f"{_label(self.directory)}" + ("" if not self.path.exists() else
                                        " that is a plain file of at most 4 MiB"))
             raise self._load_error
         try:
@@ -250,6 +250,12 @@ class Submission:
 
 
 # ---------------------------------------------------------------------------------- launching
+
+
+def _label(directory: Path) -> str:
+    """How messages name the submission folder: its path, or what GRADER_SUBMISSION_LABEL says
+    (run_autograder grades a temporary copy of the upload: its path would mean nothing)."""
+    return os.environ.get("GRADER_SUBMISSION_LABEL") or str(directory)
 
 
 def copy_sources(directory: Path, dest: Path) -> Path:
