@@ -3,17 +3,16 @@ exercise of a submission made from solutions/ with some files replaced, and read
 
 Every corpus case is graded on its whole exercise, never on hand-picked checks: a mistake must
 lose the points of the check aimed at it and a cheat must lose everything, whatever else the
-grader does with that exercise.
+grader does with that exercise. What the corpora are and where they live: tests/cases.py.
 """
 
 from __future__ import annotations
-
-import json
 
 import ast
 from pathlib import Path
 
 from grader.registry import all_checks
+from tests.cases import folder_files
 from tests.helpers import CPU_LAYERS, EXERCISES, ROOT, SOLUTIONS, copy_solutions, grade
 
 CPU = tuple(CPU_LAYERS.split(","))
@@ -34,28 +33,6 @@ def grade_exercise(tmp_path: Path, exercise: str, files: dict[str, str], layers:
     if not hidden:
         args.append("--no-hidden")
     return grade(sub, *args)
-
-
-def folder_files(folder: Path) -> dict[str, str]:
-    """The exercise files a corpus folder holds, as {name: text}.
-
-    A folder holds `<exercise>.py` files as a student would submit them, or, for a file that
-    differs from the solution (or the stub) in a few places, `<exercise>.edits.json`:
-    {"base": "solutions" | "exercises", "edits": [[find, replace], ...]}, that file of the base
-    folder with each `find` (present exactly once) replaced, as tests/mutants does."""
-    files = {f.name: f.read_text() for f in sorted(folder.glob("*.py"))}
-    for spec_path in sorted(folder.glob("*.edits.json")):
-        spec = json.loads(spec_path.read_text())
-        name = spec_path.name.removesuffix(".edits.json") + ".py"
-        text = (ROOT / spec["base"] / name).read_text()
-        for find, replace in spec["edits"]:
-            count = text.count(find)
-            if count != 1:
-                raise AssertionError(f"{spec_path}: expected an edit's text once in {spec['base']}/"
-                                     f"{name}, found it {count} times: {find[:80]!r}")
-            text = text.replace(find, replace)
-        files[name] = text
-    return files
 
 
 def checks_of(report: dict, exercise: str) -> list[dict]:

@@ -269,11 +269,11 @@ def test_sanitizer_points_need_the_students_kernel(cheat, tmp_path):
     pytest.importorskip("triton")
     from grader.judge.compare import CheckFailed
     from grader.sandbox import sanitize
-    from tests.corpus import folder_files
+    from tests.cases import case, folder_files
 
     sub = tmp_path / "sub"
     sub.mkdir()
-    for name, text in folder_files(ROOT / "tests" / "cheats" / cheat).items():
+    for name, text in folder_files(case("cheats", cheat)).items():
         (sub / name).write_text(text)
     exercise = "softmax_triton" if cheat == "torch_softmax" else "flash_triton"
     with pytest.raises(CheckFailed, match="launched no Triton kernel|computed with PyTorch"):

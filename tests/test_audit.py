@@ -25,7 +25,7 @@ def test_solutions_and_stubs_pass(folder):
 
 
 def test_variants_and_lesson_code_pass():
-    files = [*ROOT.glob("tests/variants/*/*.py"), *ROOT.glob("tests/audit_lesson/*.py")]
+    files = [*ROOT.glob("tests/exercises/*/variants/*/*.py"), *ROOT.glob("tests/audit_lesson/*.py")]
     assert len(files) >= 8
     for f in files:
         triton = f.stem in TRITON_FILES

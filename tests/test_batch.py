@@ -40,7 +40,8 @@ def test_batch_gradebook(tmp_path):
     copy_solutions(subs / "c_segfault")
     shutil.copy(ROOT / "tests/submissions/segfault/online_softmax.py", subs / "c_segfault")
     copy_solutions(subs / "d_cheat")   # right outputs, Q scaled in place: loses inputs_untouched only
-    shutil.copy(ROOT / "tests/wrong/qa_tiled_q_scaled_in_place/tiled_attention.py", subs / "d_cheat")
+    shutil.copy(ROOT / "tests/exercises/tiled_attention/wrong/qa_tiled_q_scaled_in_place"
+                / "tiled_attention.py", subs / "d_cheat")
     out = tmp_path / "out"
     proc = batch(str(subs), "--out", str(out), "--jobs", "2", "--exercises", ",".join(EXS),
                  "--layers", ",".join(LAYERS))

@@ -1,12 +1,13 @@
-"""Every cheat in tests/cheats/ earns nothing on its whole exercise (issues 9 and 11).
+"""Every cheat earns nothing on its whole exercise (issues 9 and 11).
 
-Each cheat is one exercise file (tests/cheats/<cheat>/<exercise>.py) dropped into a copy of
-solutions/, graded on its exercise only, on every CPU layer the exercise has, hidden checks
-included. Every check scores 0 (for the two cheats whose other answers are computed by their own
-code in the graded call, hard-coded lengths and a cache by shape: the checks built to catch
-them, `Cheat.zero_on`). A cheat the static audit must flag says so in a message that
-names the file and the line. side_stream and sdpa_on_cuda need a GPU: their tests are skipped
-here, and tools/gpu_cheats.py grades every Triton and bench cheat on the GPU layers.
+Each cheat is one exercise file (tests/exercises/<exercise>/cheats/<cheat>/<exercise>.py, with an
+expect.json: tests.cases.Cheat) dropped into a copy of solutions/, graded on its exercise only, on
+every CPU layer the exercise has, hidden checks included. Every check scores 0 (for the two cheats
+whose other answers are computed by their own code in the graded call, hard-coded lengths and a
+cache by shape: the checks built to catch them, `Cheat.zero_on`). A cheat the static audit must
+flag says so in a message that names the file and the line. side_stream and sdpa_on_cuda need a
+GPU: their tests are skipped here, and tools/gpu_cheats.py grades every cheat marked "gpu" on the
+GPU layers.
 """
 
 from __future__ import annotations
@@ -16,12 +17,11 @@ import re
 import pytest
 
 from grader.registry import all_checks
-from tests.cheats import CHEATS, Cheat
+from tests.cases import Cheat, Mutant, case, cases, cheats, exercise_of
 from tests.corpus import ROOT, folder_files, grade_exercise, lines, checks_of
 from tests.helpers import by_id, copy_solutions, grade
-from tests.mutants import Mutant
 
-CORPUS = ROOT / "tests" / "cheats"
+CHEATS = cheats()
 
 
 def _cuda() -> bool:
@@ -33,17 +33,18 @@ def _cuda() -> bool:
 
 
 def test_every_cheat_folder_is_listed():
-    folders = {p.name for p in CORPUS.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))}
-    assert folders == {c.name for c in CHEATS}
+    assert {p.name for p in cases("cheats")} == {c.name for c in CHEATS}
     for c in CHEATS:
-        assert sorted(p.name for p in (CORPUS / c.name).glob("*.py")) == [f"{c.exercise}.py"], c
+        assert c.exercise == exercise_of(c.folder), c
+        assert sorted(p.name for p in c.folder.glob("*.py")) == [f"{c.exercise}.py"], c
         if c.zero_on != "all":
             assert all(all_checks()[i].exercise == c.exercise for i in c.zero_on), c
+        assert c.cpu or c.gpu, f"{c.name}: graded nowhere (neither cpu nor gpu)"
 
 
 @pytest.mark.parametrize("cheat", [c for c in CHEATS if c.cpu], ids=lambda c: c.name)
 def test_cheat_earns_nothing(cheat: Cheat, tmp_path):
-    report = grade_exercise(tmp_path, cheat.exercise, folder_files(CORPUS / cheat.name))
+    report = grade_exercise(tmp_path, cheat.exercise, folder_files(cheat.folder))
     ran = checks_of(report, cheat.exercise)
     assert ran, f"{cheat.name}: no check of {cheat.exercise} ran"
     graded = [t for t in ran if cheat.zero_on == "all" or t["name"] in cheat.zero_on]
@@ -71,7 +72,7 @@ def test_side_stream_buys_no_speed(tmp_path):
     perf points, with a message that says so (seen on the H200, docs/gpu/)."""
     if not _cuda():
         pytest.skip("needs a CUDA GPU: streams exist only there")
-    sub = copy_solutions(tmp_path / "sub", folder_files(CORPUS / "side_stream"))
+    sub = copy_solutions(tmp_path / "sub", folder_files(case("cheats", "side_stream")))
     results = by_id(grade(sub, "--exercises", "flash_triton", "--layers", "gpu,perf", "--checks",
                           "flash_triton.gpu_real_sizes,flash_triton.speed_vs_sdpa"))
     assert results["flash_triton.gpu_real_sizes"]["status"] == "passed", results   # synchronised

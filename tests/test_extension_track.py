@@ -79,4 +79,5 @@ def test_stub_scores_zero_as_not_implemented(exercise):
              if t["status"] != "not_implemented"]
     assert not wrong, "\n".join(wrong)
 
-# Their mutants (tests/mutants/flash_decode.py, attention_backward.py) run in tests/test_mutants.py with the others.
+# Their mutants (tests/exercises/flash_decode/mutants.py, attention_backward/mutants.py) run in
+# tests/test_mutants.py with the others.

@@ -2,24 +2,21 @@
 why in this failure's own words, and leads the report, with every other failure of its exercise
 grouped under it (issue 10: one mistake, one lead, no hint pointing elsewhere).
 
-A mutant (tests/mutants/<exercise>.py) is graded on its whole exercise: every check of the CPU
-layers the exercise has (cpu,adversarial for NumPy and bench_attn, adversarial,interp for
-Triton), public checks only (`--no-hidden`: the hidden checks mix ideas on purpose).
+A mutant (tests.cases.Mutant, listed in tests/exercises/<exercise>/mutants.py) is graded on its
+whole exercise: every check of the CPU layers the exercise has (cpu,adversarial for NumPy and
+bench_attn, adversarial,interp for Triton), public checks only (`--no-hidden`: the hidden checks
+mix ideas on purpose).
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 import pytest
 
 from grader.registry import EXERCISES, all_checks
-from tests import mutants
+from tests.cases import mutants
 from tests.corpus import SOLUTIONS, Ahead, grade_exercise, line, lines, losing
 
-ALL = [m for info in pkgutil.iter_modules(mutants.__path__)
-       for m in importlib.import_module(f"tests.mutants.{info.name}").MUTANTS]
+ALL = mutants()
 
 
 def _grade(mutant, tmp_path):

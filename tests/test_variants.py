@@ -1,8 +1,10 @@
 """Correct work in any reasonable style gets full marks; near-correct work loses only the check
 for its one flaw (issue 10).
 
-Each tests/variants/<case>/ holds exercise file(s), graded as a copy of solutions/ with them put
-in place, on each exercise they belong to, every CPU layer it has, hidden checks included.
+Each tests/exercises/<exercise>/variants/<case>/ holds exercise file(s), graded as a copy of
+solutions/ with them put in place, on each exercise they belong to, every CPU layer it has, hidden
+checks included. A case with files of several exercises lives in the folder of the latest of them
+in the lesson (it needs them all).
 
 - Without expect.json the variant is correct: every check scores full marks.
 - With expect.json, {"loses_only": [check ids], "names": [words], "why": "..."}, it is
@@ -19,10 +21,10 @@ import json
 import pytest
 
 from grader.registry import EXERCISES, all_checks
-from tests.corpus import ROOT, Ahead, folder_files, grade_exercise, line, lines, losing, checks_of
+from tests.cases import cases, exercise_of
+from tests.corpus import Ahead, folder_files, grade_exercise, line, lines, losing, checks_of
 
-CORPUS = ROOT / "tests" / "variants"
-CASES = sorted(p for p in CORPUS.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
+CASES = cases("variants")
 CORRECT = [c for c in CASES if not (c / "expect.json").exists()]
 NEAR = [c for c in CASES if (c / "expect.json").exists()]
 
@@ -50,7 +52,9 @@ def own_words(t: dict) -> str:
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
 def test_case_is_well_formed(case):
-    exercises_of(case)
+    names = exercises_of(case)
+    latest = max(names, key=lambda e: EXERCISES[e].order)
+    assert exercise_of(case) == latest, f"{case.name} belongs in {latest}'s folder"
     if (case / "expect.json").exists():
         expect = json.loads((case / "expect.json").read_text())
         assert set(expect) == {"loses_only", "names", "why"}, sorted(expect)

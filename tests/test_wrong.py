@@ -1,7 +1,7 @@
 """Wrong work never earns points it should not (issue 11).
 
-Each tests/wrong/<case>/ holds the wrong exercise file(s) (or edits of the solution's, see
-tests/corpus.folder_files) and expect.json:
+Each tests/exercises/<exercise>/wrong/<case>/ holds the wrong exercise file(s) (or edits of the
+solution's, see tests/cases.folder_files) and expect.json:
 
     {"exercise": "flash_triton", "layers": "cpu,adversarial,interp",
      "max_score": 0 | null, "must_fail": ["flash_triton.guard_bands", ...], "why": "..."}
@@ -20,10 +20,10 @@ import json
 import pytest
 
 from grader.registry import EXERCISES, LAYERS, all_checks
-from tests.corpus import ROOT, exercise_score, folder_files, grade_exercise, line, lines, checks_of
+from tests.cases import cases, exercise_of
+from tests.corpus import exercise_score, folder_files, grade_exercise, line, lines, checks_of
 
-CORPUS = ROOT / "tests" / "wrong"
-CASES = sorted(p for p in CORPUS.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
+CASES = cases("wrong")
 KEYS = {"exercise", "layers", "max_score", "must_fail", "why"}
 
 
@@ -44,6 +44,7 @@ def test_case_is_well_formed(case):
     expect = expectation(case)
     assert set(expect) == KEYS, f"{case.name}/expect.json: keys {sorted(expect)}, want {KEYS}"
     assert expect["exercise"] in EXERCISES, expect["exercise"]
+    assert expect["exercise"] == exercise_of(case), f"{case.name} is in {exercise_of(case)}'s folder"
     assert expect["max_score"] in (0, None), "max_score is 0 or null"
     assert expect["why"].strip(), "say why it is wrong"
     assert all(layer in LAYERS for layer in expect["layers"].split(",")), expect["layers"]

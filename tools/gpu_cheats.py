@@ -6,12 +6,12 @@
 
 Graded, each as a copy of solutions/ with its file(s) in place, on its exercise only, layers
 gpu,perf, every check of them (the sanitizer included where it is installed):
-  - every cheat of tests/cheats that belongs to a Triton exercise or bench_attn
-    (tests.cheats.GPU: threads, helper processes, the timed-call skip, the probe patch, SDPA or
-    torch.softmax behind a launch, unwritten outputs), and sdpa_on_cuda (the honest kernel
+  - every cheat of tests/exercises/*/cheats marked "gpu" in its expect.json (tests.cases.Cheat:
+    threads, helper processes, the timed-call skip, the probe patch, SDPA or torch.softmax behind
+    a launch, unwritten outputs, the bench timers), and sdpa_on_cuda (the honest kernel
     under the interpreter, SDPA on CUDA; tests/test_cheats.py), each must earn 0;
-  - every tests/wrong case with max_score 0 whose exercise has gpu or perf checks (the stubs
-    with their raise deleted, timers that measure nothing), each must earn 0;
+  - every tests/exercises/*/wrong case with max_score 0 whose exercise has gpu or perf checks
+    (the stubs with their raise deleted, timers that measure nothing), each must earn 0;
   - side_stream, the honest kernel on a side stream, returned before it finishes: it must pass
     gpu_real_sizes (read after a device-wide synchronize) and earn no perf points, with a
     message that names the caller's stream (its timed outputs are not ready there: a race).
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 import tempfile
@@ -33,8 +32,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tests.cheats import GPU
-from tests.corpus import folder_files
+from tests.cases import cases as case_folders, cheats, folder_files
 from tests.test_cheats import SDPA_ON_CUDA
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,18 +43,15 @@ GPU_EXERCISES = ("softmax_triton", "flash_triton", "bench_attn")
 def cases() -> list[dict]:
     """name, exercise, files {name: text}, expect ("zero" or "race")."""
     out = []
-    for c in GPU:
-        files = folder_files(ROOT / "tests" / "cheats" / c.name)
+    for c in (c for c in cheats() if c.gpu):
+        files = folder_files(c.folder)
         out.append({"name": c.name, "kind": "cheat", "exercise": c.exercise, "files": files,
                     "expect": "race" if c.name == "side_stream" else "zero"})
     source = (ROOT / "solutions" / "flash_triton.py").read_text()
     out.append({"name": SDPA_ON_CUDA.name, "kind": "cheat", "exercise": "flash_triton",
                 "files": {"flash_triton.py": SDPA_ON_CUDA.apply(source)}, "expect": "zero"})
-    for case in sorted((ROOT / "tests" / "wrong").iterdir()):
-        expect_file = case / "expect.json"
-        if not expect_file.exists():
-            continue
-        expect = json.loads(expect_file.read_text())
+    for case in case_folders("wrong"):
+        expect = json.loads((case / "expect.json").read_text())
         if expect["max_score"] == 0 and expect["exercise"] in GPU_EXERCISES:
             files = folder_files(case)
             out.append({"name": case.name, "kind": "wrong", "exercise": expect["exercise"],

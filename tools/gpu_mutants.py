@@ -1,4 +1,5 @@
-"""The Triton mutants of tests/mutants on the GPU layer, and the perf layer's cases (run on a GPU).
+"""The Triton mutants (tests/exercises/*/mutants.py) on the GPU layer, and the perf layer's cases
+(run on a GPU).
 
     python -m tools.gpu_mutants --out reports/gpu_mutants.md
     python -m tools.gpu_mutants --perf --out reports/gpu/perf_cases.md
@@ -29,8 +30,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tests.mutants import Mutant
-from tests.test_mutants import ALL
+from tests.cases import Mutant, mutants
 
 ROOT = Path(__file__).resolve().parent.parent
 def layer_checks(exercise: str, layers: tuple, sanitizer: bool = False) -> list[str]:
@@ -195,7 +195,7 @@ def main(argv=None) -> int:
     if args.perf:
         return grade_perf(Path(args.out))
     rows = []
-    chosen = [m for m in ALL if layer_checks(m.exercise, ("gpu",))
+    chosen = [m for m in mutants() if layer_checks(m.exercise, ("gpu",))
               and (not only or f"{m.exercise}.{m.name}" in only)]
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(args.jobs) as pool:
         # several graders share the GPU: the gpu layer checks values, not speed

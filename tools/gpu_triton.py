@@ -4,10 +4,12 @@
 
 Grades, on the gpu layer (plus adversarial and interp), solutions/ and every Triton cheat,
 wrong case and variant in tests/, each graded on its own exercise, and prints one line per
-folder: score, expected, and the first failure. Expected: solutions and tests/variants/* full
-marks; tests/cheats/* 0, side_stream full (its race shows on the perf layer: tools.gpu_cheats) (the profiler sees cuDNN/flash/cuBLAS/aten kernels from any thread;
-NVML sees helper processes; the audit refuses threads and subprocesses); tests/wrong/* lose their
-must_fail checks (max_score 0 where the case says so). Exit status 1 if any expectation fails.
+folder: score, expected, and the first failure (the cases of every tests/exercises/<exercise>/:
+tests/cases.py). Expected: solutions and variants full marks; cheats 0 (the profiler sees
+cuDNN/flash/cuBLAS/aten kernels from any thread; NVML sees helper processes; the audit refuses
+threads and subprocesses), side_stream full (its race shows on the perf layer: tools.gpu_cheats);
+wrong cases lose their must_fail checks (max_score 0 where the case says so). Exit status 1 if
+any expectation fails.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.corpus import folder_files  # noqa: E402
+from tests.cases import cases, folder_files  # noqa: E402
 from tests.helpers import by_id, copy_solutions, grade  # noqa: E402
 
 TRITON = ("softmax_triton", "flash_triton", "flash_backward")
@@ -32,8 +34,8 @@ LAYERS = "adversarial,interp,gpu"
 def folders():
     yield "solutions", ROOT / "solutions", None
     for kind in ("variants", "cheats", "wrong"):
-        for d in sorted((ROOT / "tests" / kind).glob("*")):
-            names = [n[:-3] for n in folder_files(d) if n[:-3] in TRITON] if d.is_dir() else []
+        for d in cases(kind):
+            names = [n[:-3] for n in folder_files(d) if n[:-3] in TRITON]
             if names:
                 yield kind, d, names[0]
 
