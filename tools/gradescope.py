@@ -39,6 +39,9 @@ set -euo pipefail
 cd "$(dirname "$0")"
 apt-get update -qq
 apt-get install -y -qq python3 python3-venv python3-pip > /dev/null
+# fail here, loudly, on an interpreter the lab cannot use (README, Versions)
+python3 -c 'import sys; v = sys.version_info; sys.exit(v < (3, 10) or v.releaselevel != "final")' || {
+    echo "setup.sh: the lab needs a released Python 3.10 or newer; python3 is $(python3 --version 2>&1)" >&2; exit 1; }
 python3 -m venv /autograder/venv
 pip=/autograder/venv/bin/pip
 # PyTorch's CPU wheel first (no GPU on Gradescope; the default wheel brings gigabytes of CUDA)

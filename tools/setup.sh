@@ -32,8 +32,10 @@ if [ -z "$FORCE_VENV" ] && "$PYTHON" -c "$need" 2>/dev/null; then
     echo "setup: using $(cat .python): it already has numpy, torch$( [ "$(uname -s)" = Linux ] && echo ', triton'), pytest, rich" >&2
     exit 0
 fi
-if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
-    echo "setup: the lab needs Python 3.10 or newer; $PYTHON is $("$PYTHON" --version 2>&1)" >&2
+# 3.10 or newer, and a final release: Ubuntu 22.04's python3.11 package is 3.11.0rc1, whose
+# torch._dynamo fails (the solutions scored 94/190 there)
+if ! "$PYTHON" -c 'import sys; v = sys.version_info; sys.exit(v < (3, 10) or v.releaselevel != "final")'; then
+    echo "setup: the lab needs a released Python 3.10 or newer (not a release candidate); $PYTHON is $("$PYTHON" --version 2>&1)" >&2
     exit 1
 fi
 if [ ! -x .venv/bin/python ]; then
