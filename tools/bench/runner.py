@@ -87,7 +87,12 @@ def run_student(plan: dict, out: Path, timeout_s: float) -> tuple[dict, list]:
     selected = [b for b in benchmarks() if b.name in plan["selected"]]
     try:
         for bench in selected:
-            run_benchmark(bench, ctx, results.setdefault(bench.name, []))
+            try:
+                run_benchmark(bench, ctx, results.setdefault(bench.name, []))
+            except Deadline:
+                raise
+            except Exception as e:  # noqa: BLE001 - one broken benchmark leaves the others
+                ctx.error(f"benchmark {bench.name}", e)
     except Deadline:
         ctx.errors.append(f"the benchmark was stopped after {timeout_s:.0f} s; the rows below "
                           f"are what it finished")

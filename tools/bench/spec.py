@@ -10,7 +10,7 @@ validate, then time).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 SIZES = ("full", "quick", "cpu")   # `make bench`, --quick, --device cpu (testing the tool)
@@ -63,11 +63,11 @@ class Benchmark:
     table: Callable | None = None
     plots: tuple = ()
     synthetic: Callable | None = None
-    json: str = ""               # the rows' file ("" : <name>_bench.json); files shared by
-    order: int = 100             # several benchmarks hold {name: rows}; measure.md's order
+    json: str = ""               # its rows' file, "" for <name>_bench.json (a file that
+                                 # several benchmarks share holds {name: rows})
+    order: int = 100             # its place in the run and in measure.md
     finish: Callable | None = None   # rows -> rows, after the skipped ones are added
     gpu_only: bool = False       # not run under the interpreter (--device cpu)
-    extra: dict = field(default_factory=dict)
 
     @property
     def file(self) -> str:

@@ -187,7 +187,7 @@ def backward_markdown(rows, report=None) -> list[str]:
         return []
     by = {(r["N"], r["causal"], r["impl"], r["pass"]): r for r in rows}
     B, H, D = (rows[0].get(x, "?") for x in ("B", "H", "D"))
-    lines = ["", "## flash_backward: forward and backward against SDPA (extension track)", "",
+    lines = ["## flash_backward: forward and backward against SDPA (extension track)", "",
              f"B = {B}, H = {H}, D = {D}, float16. Forward FLOPs "
              "4 B H N^2 D, halved when causal; backward FLOPs 2.5x the forward. SDPA: the fastest "
              "backend at each N (its backward: torch.autograd.grad on a kept graph). Issue 12's "
