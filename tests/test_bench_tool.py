@@ -18,8 +18,19 @@ import pytest
 import torch
 
 from grader.judge import ceilings, devices, timing
+from grader.judge.baselines import attention_flops
+from grader.registry import exercise_module
 from tests.helpers import EXERCISES, ROOT, SOLUTIONS
-from tools import bench
+from tools.bench import cli, runner
+from tools.bench.harness import Context
+from tools.bench.predictions import parse_predictions
+from tools.bench.report import measure_markdown
+
+# the benchmarks' declarations, in their exercise folders
+attn_bench = exercise_module("bench_attn", "bench")
+flash_bench = exercise_module("flash_triton", "bench")
+softmax_bench = exercise_module("softmax_triton", "bench")
+backward_bench = exercise_module("flash_backward", "bench")
 
 GB = 1e9
 PNG = b"\x89PNG"
@@ -101,7 +112,7 @@ def test_flash_configs_fit_shared_memory(profile):
         need = max(devices.flash_smem_bytes(m, n, stages, wgmma=w) for w in models)
         assert need <= profile.smem_per_block, (profile.name, (m, n, warps, stages), need)
     # Break It 5: 256 x 256 tiles with D = 128 fit nowhere
-    assert bench.BREAK_IT_5 not in profile.flash_configs
+    assert flash_bench.BREAK_IT_5 not in profile.flash_configs
 
 
 def test_smem_estimate_matches_triton_calibration():
@@ -192,12 +203,12 @@ def test_ceilings_run_on_cpu_tensors():
 
 
 def test_predictions_parse_the_repo_files():
-    ex = bench.parse_predictions((EXERCISES / "predictions.md").read_text())
-    sol = bench.parse_predictions((SOLUTIONS / "predictions.md").read_text())
+    ex = parse_predictions((EXERCISES / "predictions.md").read_text())
+    sol = parse_predictions((SOLUTIONS / "predictions.md").read_text())
     assert set(ex["attn"]) == set(sol["attn"]) and set(ex["softmax"]) == set(sol["softmax"])
-    assert {(n, i) for n in bench.SIZES["full"]["ns"] for i in bench.IMPLS} == set(ex["attn"])
-    assert {(r, c, i) for r, c in bench.SIZES["full"]["softmax"]
-            for i in bench.SOFTMAX_IMPLS} == set(ex["softmax"])
+    assert {(n, i) for n in attn_bench.NS["full"] for i in attn_bench.IMPLS} == set(ex["attn"])
+    assert {(r, c, i) for r, c in softmax_bench.SHAPES["full"]
+            for i in softmax_bench.SOFTMAX_IMPLS} == set(ex["softmax"])
     assert all(v is None for p in ex["attn"].values() for v in p.values()), "stubs are blank"
     assert sol["attn"][(8192, "naive")] == {"ms": 64.0, "peak_gb": 8.7}     # the lesson's model
     assert sol["softmax"][(32768, 4096, "softmax_eager")] == {"gbs": 55.0}
@@ -216,7 +227,7 @@ def test_predictions_parse_loose_writing():
 | 4K x 4K | eager | 55 GB/s |
 | 32768×1024 | torch.softmax | ? |
 """
-    p = bench.parse_predictions(text)
+    p = parse_predictions(text)
     assert p["attn"] == {(8192, "mine"): {"ms": 25.0, "peak_gb": None},
                          (1024, "naive"): {"ms": 1.0, "peak_gb": 0.14}}
     assert p["softmax"] == {(4096, 4096, "softmax_eager"): {"gbs": 55.0},
@@ -228,7 +239,7 @@ def test_predictions_parse_loose_writing():
 
 def test_plan_skips_naive_that_would_not_fit():
     budget = 10 * 2**30
-    plan = bench.plan_runs(bench.SIZES["full"], budget, SOLUTIONS, "cuda", devices.GB10)
+    plan = runner.plan_runs("full", budget, SOLUTIONS, "cuda", devices.GB10)
     by_n = {item["N"]: item["impls"] for item in plan["attn"]}
     assert by_n[8192] == ["naive", "sdpa", "mine"]               # 8.6 GB + inputs < 10 GiB
     assert by_n[16384] == ["sdpa", "mine"]                       # 34 GB: estimated, not tried
@@ -238,7 +249,7 @@ def test_plan_skips_naive_that_would_not_fit():
 
 
 def test_dry_run_renders_plots_and_measure(tmp_path, capsys):
-    assert bench.main(["--dry-run", "--out", str(tmp_path), "--submission", str(SOLUTIONS)]) == 0
+    assert cli.main(["--dry-run", "--out", str(tmp_path), "--submission", str(SOLUTIONS)]) == 0
     for name in ("attn_time.png", "attn_memory.png", "attn_tflops.png", "softmax_gbs.png"):
         data = (tmp_path / name).read_bytes()
         assert data[:4] == PNG and len(data) > 10_000, name
@@ -253,24 +264,22 @@ def test_dry_run_renders_plots_and_measure(tmp_path, capsys):
     assert "| 16384 | yes | bwd |" in md
     back = json.loads((tmp_path / "backward_bench.json").read_text())
     assert {(r["N"], r["causal"], r["impl"], r["pass"]) for r in back} == {
-        (n, c, i, p) for n in bench.SIZES["full"]["bwd_ns"] for c in (False, True)
+        (n, c, i, p) for n in backward_bench.BWD_NS["full"] for c in (False, True)
         for i in ("mine", "sdpa") for p in ("fwd", "bwd")}
 
 
 def test_measure_without_predictions_says_write_them_first(tmp_path):
-    attn, softmax, ceil, backends, tiles = bench.synthetic()
-    md = bench.measure_markdown(attn, softmax, ceil, backends, tiles, [],
-                                tmp_path / "missing" / "predictions.md")
+    results, ceil = cli.synthetic()
+    md = measure_markdown(results, ceil, [], tmp_path / "missing" / "predictions.md")
     assert "No predictions: write them in" in md
-    md = bench.measure_markdown(attn, softmax, ceil, backends, tiles, [],
-                                EXERCISES / "predictions.md")
+    md = measure_markdown(results, ceil, [], EXERCISES / "predictions.md")
     assert "has no numbers yet" in md
 
 
 def test_no_gpu_prints_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("GRADER_NO_CUDA", "1")          # what a machine without CUDA sees
     out = tmp_path / "bench"
-    assert bench.main(["--submission", str(SOLUTIONS), "--out", str(out)]) == 0
+    assert cli.main(["--submission", str(SOLUTIONS), "--out", str(out)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 1 and "no CUDA GPU" in lines[0], lines
     assert not out.exists()
@@ -282,39 +291,39 @@ def test_whole_tool_on_cpu_with_the_interpreter(tmp_path):
     assert proc.returncode == 0 and "Traceback" not in proc.stdout, proc.stdout + proc.stderr
     rows = json.loads((tmp_path / "attn_bench.json").read_text())
     assert [(r["N"], r["impl"]) for r in rows] == [
-        (n, i) for n in bench.SIZES["cpu"]["ns"] for i in bench.IMPLS]
+        (n, i) for n in attn_bench.NS["cpu"] for i in attn_bench.IMPLS]
     assert all(r["ms"] > 0 for r in rows)
     tiles = json.loads((tmp_path / "tiles.json").read_text())
-    assert tiles["tiles"][-1]["break_it"] and len(tiles["backends"]) == len(bench.BACKENDS)
+    assert tiles["tiles"][-1]["break_it"] and len(tiles["backends"]) == len(flash_bench.BACKENDS)
     soft = json.loads((tmp_path / "softmax_bench.json").read_text())
-    assert {r["impl"] for r in soft if r["gbs"]} == set(bench.SOFTMAX_IMPLS)
+    assert {r["impl"] for r in soft if r["gbs"]} == set(softmax_bench.SOFTMAX_IMPLS)
     back = json.loads((tmp_path / "backward_bench.json").read_text())
     assert sorted((r["N"], r["causal"], r["impl"], r["pass"]) for r in back) == sorted(
-        (n, c, i, p) for n in bench.SIZES["cpu"]["bwd_ns"] for c in (False, True)
+        (n, c, i, p) for n in backward_bench.BWD_NS["cpu"] for c in (False, True)
         for i in ("mine", "sdpa") for p in ("fwd", "bwd"))
     assert all(r["ms"] > 0 and r["tflops"] > 0 and r["error"] is None for r in back), back
     assert "## flash_backward" in (tmp_path / "measure.md").read_text()
     assert (tmp_path / "backward_tflops.png").read_bytes()[:4] == PNG
     assert (tmp_path / "attn_time.png").read_bytes()[:4] == PNG
-    assert not (tmp_path / bench.WORKER_FILE).exists()
+    assert not (tmp_path / cli.WORKER_FILE).exists()
 
 
 def test_backward_flops_and_plan():
     # forward 4 B H N^2 D, halved when causal; backward 2.5x the forward
-    assert bench.attention_flops(1, 32, 4096, 128, False, False) == 4 * 32 * 4096 ** 2 * 128
-    assert bench.attention_flops(1, 32, 4096, 128, True, False) == 2 * 32 * 4096 ** 2 * 128
-    assert bench.attention_flops(1, 32, 4096, 128, True, True) == 2.5 * 2 * 32 * 4096 ** 2 * 128
-    plan = bench.plan_runs(bench.SIZES["full"], 10 * 2**30, SOLUTIONS, "cuda", devices.GB10)
-    assert plan["bwd"] == bench.SIZES["full"]["bwd_ns"]        # 16 x 134 MB at 16K: fits
-    plan = bench.plan_runs(bench.SIZES["full"], 600e6, SOLUTIONS, "cuda", devices.GB10)
-    assert plan["bwd"] == [1024, 2048, 4096]
+    assert attention_flops(1, 32, 4096, 128, False, False) == 4 * 32 * 4096 ** 2 * 128
+    assert attention_flops(1, 32, 4096, 128, True, False) == 2 * 32 * 4096 ** 2 * 128
+    assert attention_flops(1, 32, 4096, 128, True, True) == 2.5 * 2 * 32 * 4096 ** 2 * 128
+    plan = runner.plan_runs("full", 10 * 2**30, SOLUTIONS, "cuda", devices.GB10)
+    assert plan["backward"] == backward_bench.BWD_NS["full"]        # 16 x 134 MB at 16K: fits
+    plan = runner.plan_runs("full", 600e6, SOLUTIONS, "cuda", devices.GB10)
+    assert plan["backward"] == [1024, 2048, 4096]
 
 
 def test_backward_without_flash_backward_still_times_sdpa():
     """A submission without flash_backward.py: its rows say why, SDPA's are measured."""
     from grader.judge.inputs import seeded, torch_randn
 
-    plan = dict(device="cpu", bhd=[1, 1, 16], bwd=[32], warmup=1, rep=2)
+    plan = dict(device="cpu", bhd=[1, 1, 16], backward=[32], warmup=1, rep=2)
     said = []
 
     def inputs(shape, count):
@@ -324,15 +333,16 @@ def test_backward_without_flash_backward_still_times_sdpa():
     def trusted_ms(fn, args, target_ms=150.0):
         return ceilings.time_cuda(lambda: fn(*args), warmup=1, rep=2, device="cpu")
 
-    rows = bench.bench_backward(
-        plan, None, inputs, trusted_ms, lambda where, e: said.append(f"{where}: {e}") or said[-1])
+    rows = runner.run_benchmark(backward_bench.BENCHMARKS[0], Context(
+        plan, inputs=inputs, trusted_ms=trusted_ms,
+        error=lambda where, e: said.append(f"{where}: {e}") or said[-1]))
     mine = [r for r in rows if r["impl"] == "mine"]
     sdpa = [r for r in rows if r["impl"] == "sdpa"]
     assert len(mine) == len(sdpa) == 4
     assert all(r["ms"] is None and "not in the submission" in r["error"] for r in mine)
     assert all(r["ms"] > 0 and r["error"] is None for r in sdpa)
     assert len(said) == 1 and "flash_backward at N=32" in said[0], said   # said once
-    md = bench.backward_markdown(rows)
+    md = "\n".join(backward_bench.backward_markdown(rows))
     assert "| 32 | yes | bwd | flash_backward.py is not in the submission |" in md
 
 

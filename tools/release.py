@@ -3,7 +3,7 @@
 It holds the exercises (stubs), the grader with its public checks, the docs (not the staff's
 docs/INSTRUCTORS.md and docs/gpu/), the Makefile, the students' README (its staff paragraph
 taken out), the lesson's gpuinfo.py, requirements and the tools the Makefile runs for students
-(tools/setup.sh, tools/bench.py). It never holds solutions/, hidden_tests/, the repo's own
+(tools/setup.sh, tools/bench/). It never holds solutions/, hidden_tests/, the repo's own
 tests/ or the instructor tools (this file, tools/gradescope.py, tools/gpu_*).
 
 The release is refused (exit 1, with the reason) when
@@ -77,7 +77,8 @@ def makefile_tools() -> list[str]:
     """tools/ files the Makefile runs (`tools/setup.sh`, `-m tools.bench`), instructor ones aside."""
     text = (ROOT / "Makefile").read_text()
     used = set(re.findall(r"\btools/[\w.]+", text))
-    used |= {f"tools/{m}.py" for m in re.findall(r"-m tools\.(\w+)", text)}
+    for m in re.findall(r"-m tools\.(\w+)", text):   # a module, or a package's files (tools/bench/)
+        used |= {p.relative_to(ROOT).as_posix() for p in (ROOT / "tools" / m).glob("*.py")} or {f"tools/{m}.py"}
     return ["tools/__init__.py", *sorted(used - INSTRUCTOR_ONLY)]
 
 

@@ -1,0 +1,28 @@
+"""The lesson's Measure section on this machine: `make bench` (python -m tools.bench).
+
+    python -m tools.bench --submission exercises --out reports/bench [--quick]
+    python -m tools.bench --dry-run --out /tmp/bench       # synthetic numbers, no GPU needed
+    python -m tools.bench --device cpu --out /tmp/bench    # tiny sizes under TRITON_INTERPRET=1
+    python -m tools.bench --submission solutions --only backward --out reports/bench_backward
+
+Benchmarks are data: each exercise folder with a bench.py declares its BENCHMARKS
+(tools.bench.spec.Benchmark: x values, providers, formula, plots, table), and one runner
+(tools.bench.runner) plans, checks and times them all and writes the report:
+  1. ceilings, timed here (the trusted process):
+       copy bandwidth   GB/s    = 2 * bytes / time           (a device copy reads and writes)
+       fp16 matmul      TFLOP/s = 2 * n^3 / time, n = 8192
+  2. plans the runs: each benchmark's x values for this kind of run, a size only if its
+     tensors fit (estimated first, never allocated to find out: on a unified-memory GB10 that
+     can stall the whole machine);
+  3. runs every row: the submission's own code through the grader's launcher (the same sandbox
+     and workers as grading), each row checked against a trusted reference first and then
+     timed here on this process's clock like the perf layer (tools.bench.harness.measure_row,
+     grader.judge.timing), every timed request's outputs verified afterwards; PyTorch's rows
+     timed the same way; the SDPA baseline is grader.judge.baselines (the fastest backend);
+  4. writes each benchmark's json, its PNG plots, ceilings.json and measure.md: the Measure
+     tables with the predictions from <submission>/predictions.md beside what was measured.
+
+FLOPs (grader.judge.baselines.attention_flops): 4*B*H*N^2*D forward, halved when causal;
+the backward 2.5x the forward. Bytes for GB/s: each benchmark's declaration.
+Without a CUDA GPU it prints one line and exits 0, writing nothing.
+"""
