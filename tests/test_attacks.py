@@ -446,15 +446,15 @@ def process_offences(rel: str, tree: ast.AST) -> list[str]:
 def test_only_the_launcher_starts_student_code():
     """No code in grader/ or tools/ but the launcher starts a process that could run submission
     code: elsewhere only tool queries with constant arguments and the grader's own command line
-    (see the contract above). tools/bench.py's student side goes through the launcher too."""
+    (see the contract above). the bench's (tools/bench/) student side goes through the launcher too."""
     offenders = []
-    for path in sorted([*(ROOT / "grader").rglob("*.py"), *(ROOT / "tools").glob("*.py")]):
+    for path in sorted([*(ROOT / "grader").rglob("*.py"), *(ROOT / "tools").rglob("*.py")]):
         rel = path.relative_to(ROOT).as_posix()
         if rel not in LAUNCHER:
             offenders += process_offences(rel, ast.parse(path.read_text()))
     assert not offenders, "only grader/sandbox/launcher.py may start student code:\n" + "\n".join(offenders)
     # the worker, which imports submission files, is started by the launcher's boot line only
-    for path in [*(ROOT / "grader").rglob("*.py"), *(ROOT / "tools").glob("*.py")]:
+    for path in [*(ROOT / "grader").rglob("*.py"), *(ROOT / "tools").rglob("*.py")]:
         rel = path.relative_to(ROOT).as_posix()
         if rel not in ("grader/sandbox/launcher.py", "grader/worker/worker.py"):
             for node in ast.walk(ast.parse(path.read_text())):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 
 from grader.judge import devices
-from grader.judge.timing import time_cuda   # noqa: F401 - tools/bench.py times with ceilings.time_cuda
+from grader.judge.timing import time_cuda   # noqa: F401 - the bench (tools/bench/) times with ceilings.time_cuda
 
 MiB = 1 << 20
 GiB = 1 << 30
