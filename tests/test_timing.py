@@ -15,15 +15,13 @@ import numpy as np
 import pytest
 import torch
 
+from grader.exercises.bench_attn.clock import Clock, Stream
+from grader.exercises.bench_attn.judging import judge_proper
 from grader.judge import compare, reference, timing
 from grader.judge.inputs import seeded, torch_randn
 from grader.sandbox import launcher
 from grader.worker import probes, workloads
 from tests.helpers import SOLUTIONS
-
-# the bench judges live next to their checks, whose @pytest.mark.check only the grader registers
-pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnknownMarkWarning")
-
 
 class Rng:
     def __init__(self, seed):
@@ -51,7 +49,7 @@ def _proper(fn, sync, warmup, rep):
 
 
 def _with_clock(tmp_path, stream, body):
-    with timing.Clock(tmp_path, {"fn": stream}, Rng(1)) as clock:
+    with Clock(tmp_path, {"fn": stream}, Rng(1)) as clock:
         work = workloads.AsyncWork(str(clock.path), "fn")
         start = time.perf_counter()
         got = body(work)
@@ -62,34 +60,30 @@ def _with_clock(tmp_path, stream, body):
 
 
 def test_clock_bounds_an_honest_timer(tmp_path):
-    from grader.exercises.bench_attn.test_bench_attn import _judge_proper
-
-    stream = timing.Stream(ms=3.0, compile_ms=20.0)
+    stream = Stream(ms=3.0, compile_ms=20.0)
     got, start, end = _with_clock(tmp_path, stream,
                                   lambda w: _proper(w, w.synchronize, warmup=2, rep=5))
     assert len(stream.launches()) == 7
     assert 3.0 <= got < 30
-    _judge_proper(stream, got, 2, 5, start, end, "time_proper", "case")   # passes
+    judge_proper(stream, got, 2, 5, start, end, "time_proper", "case")   # passes
     with pytest.raises(compare.CheckFailed, match="before the work was done"):
-        _judge_proper(stream, 0.5, 2, 5, start, end, "time_proper", "case")
+        judge_proper(stream, 0.5, 2, 5, start, end, "time_proper", "case")
     with pytest.raises(compare.CheckFailed, match="more than the timed calls"):
-        _judge_proper(stream, 26.0 + (end - start) * 1e3, 2, 5, start, end, "time_proper", "case")
+        judge_proper(stream, 26.0 + (end - start) * 1e3, 2, 5, start, end, "time_proper", "case")
     with pytest.raises(compare.CheckFailed, match="counted 7 calls"):
-        _judge_proper(stream, got, 2, 20, start, end, "time_proper", "case")
+        judge_proper(stream, got, 2, 20, start, end, "time_proper", "case")
 
 
 def test_clock_sees_a_missing_sync(tmp_path):
-    from grader.exercises.bench_attn.test_bench_attn import _judge_proper
-
-    stream = timing.Stream(ms=5.0)
+    stream = Stream(ms=5.0)
     got, start, end = _with_clock(tmp_path, stream,
                                   lambda w: _proper(w, lambda: None, warmup=1, rep=3))
     with pytest.raises(compare.CheckFailed):
-        _judge_proper(stream, got, 1, 3, start, end, "time_proper", "case")
+        judge_proper(stream, got, 1, 3, start, end, "time_proper", "case")
 
 
 def test_the_workload_holds_no_duration(tmp_path):
-    stream = timing.Stream(ms=12.5, compile_ms=40.0)
+    stream = Stream(ms=12.5, compile_ms=40.0)
 
     def look(work):
         seen = [getattr(work, name, None) for name in type(work).__slots__]
@@ -101,7 +95,7 @@ def test_the_workload_holds_no_duration(tmp_path):
 
 
 def test_torch_cuda_synchronize_reaches_the_workload(tmp_path):
-    stream = timing.Stream(ms=20.0)
+    stream = Stream(ms=20.0)
 
     def body(work):
         with workloads.routed_synchronize():
@@ -110,7 +104,7 @@ def test_torch_cuda_synchronize_reaches_the_workload(tmp_path):
             torch.cuda.synchronize()          # on a CPU build this would raise without routing
             return (time.perf_counter() - t0) * 1e3
 
-    with timing.Clock(tmp_path, {"fn": stream}, Rng(2)) as clock:
+    with Clock(tmp_path, {"fn": stream}, Rng(2)) as clock:
         work = workloads.AsyncWork(str(clock.path), "fn")
         waited = body(work)
     assert waited >= 15.0
@@ -118,7 +112,7 @@ def test_torch_cuda_synchronize_reaches_the_workload(tmp_path):
 
 
 def test_a_second_connection_to_a_stream_is_refused(tmp_path):
-    with timing.Clock(tmp_path, {"fn": timing.Stream(ms=1.0)}, Rng(3)) as clock:
+    with Clock(tmp_path, {"fn": Stream(ms=1.0)}, Rng(3)) as clock:
         workloads.AsyncWork(str(clock.path), "fn")
         intruder = workloads.AsyncWork(str(clock.path), "fn")
         with pytest.raises((RuntimeError, OSError)):

@@ -7,28 +7,28 @@ from __future__ import annotations
 
 import pytest
 
-from grader.exercises.bench_attn.test_bench_attn import WORK_MS, _judge_proper, _positive_ms, _timed_call
-from grader.judge import timing
+from grader.exercises.bench_attn.clock import Stream, log_uniform
+from grader.exercises.bench_attn.judging import WORK_MS, judge_proper, positive_ms, timed_call
 
 
 @pytest.mark.check("bench_attn.hidden_timer_arguments")
 def test_hidden_timer_arguments(student, rng):
     sub = student()
     # defaults: fn's work runs inside the call (like a CPU op), so no sync is needed
-    work_ms = timing.log_uniform(rng, 0.2, 3.0)
-    stream = timing.Stream(ms=work_ms, blocking=True)
-    result, stream, start, end = _timed_call(sub, rng, "time_proper", stream)
+    work_ms = log_uniform(rng, 0.2, 3.0)
+    stream = Stream(ms=work_ms, blocking=True)
+    result, stream, start, end = timed_call(sub, rng, "time_proper", stream)
     what = "time_proper(fn) with its defaults (warmup=5, rep=20, sync=None)"
     case = f"fn: each call runs for {work_ms:.3f} ms before it returns [seed {rng.seed}]"
-    _judge_proper(stream, _positive_ms(result.value, what), 5, 20, start, end, what, case)
+    judge_proper(stream, positive_ms(result.value, what), 5, 20, start, end, what, case)
     # launches with asynchronous work, rep = 1 and an even rep
     for warmup, rep in ((1, 1), (3, 4)):
-        work_ms = timing.log_uniform(rng, *WORK_MS)
-        stream = timing.Stream(ms=work_ms, compile_ms=timing.log_uniform(rng, 5.0, 40.0))
-        result, stream, start, end = _timed_call(sub, rng, "time_proper", stream, warmup=warmup,
-                                                 rep=rep, sync="sync")
+        work_ms = log_uniform(rng, *WORK_MS)
+        stream = Stream(ms=work_ms, compile_ms=log_uniform(rng, 5.0, 40.0))
+        result, stream, start, end = timed_call(sub, rng, "time_proper", stream, warmup=warmup,
+                                                rep=rep, sync="sync")
         what = f"time_proper(fn, warmup={warmup}, rep={rep}, sync=fn.synchronize)"
         case = (f"fn: a launch whose work takes {work_ms:.3f} ms after it returns "
                 f"[seed {rng.seed}]")
-        _judge_proper(stream, _positive_ms(result.value, what), warmup, rep, start, end, what,
-                      case)
+        judge_proper(stream, positive_ms(result.value, what), warmup, rep, start, end, what,
+                     case)

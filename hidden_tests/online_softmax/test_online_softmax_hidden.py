@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from grader.exercises.online_softmax.judging import assert_state
 from grader.judge import reference
-from grader.exercises.online_softmax.test_online_softmax import assert_state
 from grader.judge.compare import Cases, CheckFailed, assert_close, state_rtol
 from grader.judge.inputs import randn
 from hidden_tests.common import assert_untouched

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from grader.exercises.softmax_triton.judging import block_of
 from grader.judge import reference
-from grader.exercises.softmax_triton.test_softmax_triton import block_of
 from grader.judge.compare import assert_close
 from grader.judge.inputs import randn, tensor
 from grader.judge.cases import run_cases

@@ -6,20 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from grader.exercises.tiled_attention.test_tiled_attention import tiled_call
+from grader.exercises.tiled_attention.judging import tiled_call
+from grader.exercises.tiled_attention.reference import qkv
 from grader.judge import reference
 from grader.judge.compare import Cases, CheckFailed, assert_close
-from grader.judge.inputs import randn
 from hidden_tests.common import assert_untouched
 
 # (N, d, Br, Bc)
 # (the last: N x N far above the tiles, so an untiled call trips the memory gate, tiled_call)
 CASES = [(2, 16, 1, 3), (65, 32, 16, 48), (130, 96, 128, 24), (257, 16, 40, 100),
          (1000, 16, 24, 40)]
-
-
-def _qkv(rng, N, d, dtype):
-    return tuple(randn(rng, (N, d), dtype) for _ in range(3))
 
 
 @pytest.mark.check("tiled_attention.hidden_shapes")
@@ -29,7 +25,7 @@ def test_hidden_shapes(student, rng, credit):
     for dtype in ("float32", "float64"):
         for N, d, Br, Bc in CASES:
             for call in (1, 2):
-                Q, K, V = _qkv(rng, N, d, dtype)
+                Q, K, V = qkv(rng, N, d, dtype)
                 expected = reference.attention(Q, K, V)
                 case = f"N={N}, d={d}, {dtype}, Br={Br}, Bc={Bc}, call {call} of 2 with this shape"
                 with cases.case(case, seed=rng.seed):
@@ -57,7 +53,7 @@ def test_inputs_untouched(student, rng):
     # N = 600: the N x N scores are far above the tiles, so the memory gate (tiled_call) sees an
     # untiled tiled_attention
     for fn, kwargs in (("tiled_attention", {"Br": 32, "Bc": 48}), ("naive_attention", {})):
-        Q, K, V = _qkv(rng, 600, 32, "float32")
+        Q, K, V = qkv(rng, 600, 32, "float32")
         what = f"{fn}(Q, K, V)"
         if fn == "tiled_attention":
             r = tiled_call(sub, Q, K, V, 32, 48, what, "N=600, d=32, float32", rng.seed,

@@ -1,3 +1,24 @@
-"""softmax_triton's compute-sanitizer target (grader.sandbox.sanitize.target_of)."""
+"""softmax_triton's compute-sanitizer target (grader.sandbox.sanitize.target_of): the call the
+sanitizer check (test_gpu.py) runs under memcheck."""
 
-from grader.exercises.softmax_triton.test_softmax_triton import SANITIZER_TARGET as TARGET  # noqa: F401 - moved here by the split
+from __future__ import annotations
+
+import numpy as np
+
+from grader.sandbox import sanitize
+
+
+def _softmax_call(sub, device: str) -> None:
+    """softmax at 781 columns (not a power of two, so BLOCK_SIZE has 243 padded lanes), seeded
+    inputs the worker draws itself, the answer checked here."""
+    import torch
+
+    from grader.judge.inputs import seeded, torch_randn
+
+    shape, seed = (37, 781), int(np.random.default_rng().integers(0, 2**31 - 1))
+    got = sanitize.gated_call(sub, "softmax_triton", "softmax", seeded(shape, "float16", device, seed))
+    if not sanitize.close_enough(got, torch.softmax(torch_randn(shape, "float16", device, seed).float(), -1)):
+        raise sanitize.wrong_answer("softmax_triton", "softmax", TARGET)
+
+
+TARGET = sanitize.Target("x of shape (37, 781) float16", _softmax_call)

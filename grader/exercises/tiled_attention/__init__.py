@@ -1,1 +1,3 @@
-"""The tiled_attention exercise: its registry rows (rows.py) and its checks (test_*.py)."""
+"""The tiled_attention exercise: its registry rows (rows.py), its checks per layer (test_cpu.py,
+test_adversarial.py), and what they and the hidden checks share: the inputs (reference.py), the
+memory gate and the compared calls (judging.py)."""

@@ -1,0 +1,124 @@
+"""adversarial checks for exercises/bench_attn.py (lesson: Break It 4 "Lie with a benchmark"):
+the honest timer, the two dishonest ones, and an out-of-memory run in a sweep.
+
+No GPU is needed: the worker runs on CPU tensors. The timers are given a workload
+(`grader.worker.workloads.AsyncWork`) that behaves like a kernel launch: the call returns at once
+(the first after a compile), the work finishes later, and `synchronize()` waits for it. The
+workload holds only a socket: its durations are drawn in this process (log-uniform over 0.2 to
+50 ms, new for every call) by `clock.Clock`, which answers each launch and synchronize on its own
+clock and logs them. The grader counts the calls itself and bounds what any timer around them
+could have measured (judging.py); the reported number must lie within those bounds, so neither a
+constant nor a single timed call passes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from grader.exercises.bench_attn.clock import Stream, interval_bounds, log_uniform
+from grader.exercises.bench_attn.judging import (OVER_MS, OVER_REL, WORK_MS, as_ms, is_number,
+                                                 judge_proper, positive_ms, timed_call)
+from grader.exercises.bench_attn.sweeps import call_sweep, check_timed_row
+from grader.judge.compare import CheckFailed
+from grader.wire.codec import Trusted
+
+COMPILE_MS = (30.0, 120.0)  # what the first call of a fresh workload pays before it returns
+
+
+@pytest.mark.check("bench_attn.honest_timing")
+def test_honest_timing(student, rng):
+    sub = student()
+    for _ in range(3):
+        work_ms = log_uniform(rng, *WORK_MS)
+        compile_ms = log_uniform(rng, *COMPILE_MS)
+        warmup, rep = int(rng.integers(2, 4)), int(rng.integers(5, 8))
+        what = f"time_proper(fn, warmup={warmup}, rep={rep}, sync=fn.synchronize)"
+        case = (f"fn: a launch that returns at once and whose work takes {work_ms:.3f} ms; its "
+                f"first call also compiles for {compile_ms:.0f} ms [seed {rng.seed}]")
+        stream = Stream(ms=work_ms, compile_ms=compile_ms)
+        result, stream, start, end = timed_call(sub, rng, "time_proper", stream,
+                                                warmup=warmup, rep=rep, sync="sync")
+        got = positive_ms(result.value, what)
+        judge_proper(stream, got, warmup, rep, start, end, what, case)
+
+
+@pytest.mark.check("bench_attn.dishonest_timers")
+def test_dishonest_timers(student, rng):
+    sub = student()
+    # 4a: one cold call, no sync: the compile, not the work
+    work_ms = log_uniform(rng, *WORK_MS)
+    compile_ms = log_uniform(rng, *COMPILE_MS)
+    case = (f"fn: its work takes {work_ms:.3f} ms after a launch that returns at once; its first "
+            f"call compiles for {compile_ms:.0f} ms [seed {rng.seed}]")
+    what = "time_once_no_sync(fn)"
+    result, stream, start, end = timed_call(sub, rng, "time_once_no_sync",
+                                            Stream(ms=work_ms, compile_ms=compile_ms))
+    got = positive_ms(result.value, what)
+    _judge_no_sync(stream, got, 0, start, end, what, case, compile_ms)
+
+    # 4b: warm, no sync: launch overhead only
+    work_ms = log_uniform(rng, *WORK_MS)
+    warmup = int(rng.integers(2, 5))
+    case = f"fn: its work takes {work_ms:.3f} ms after a launch that returns at once [seed {rng.seed}]"
+    what = f"time_warm_no_sync(fn, warmup={warmup})"
+    result, stream, start, end = timed_call(sub, rng, "time_warm_no_sync",
+                                            Stream(ms=work_ms, compile_ms=compile_ms),
+                                            warmup=warmup)
+    got = result.value
+    if not is_number(got) or got < 0:
+        raise CheckFailed(f"{what}: expected a number of milliseconds >= 0, got {got!r:.80}")
+    _judge_no_sync(stream, float(got), warmup, start, end, what, case, compile_ms)
+
+
+def _judge_no_sync(stream, got: float, warmup: int, start: float, end: float, what: str,
+                   case: str, compile_ms: float) -> None:
+    """One launch timed after `warmup` untimed ones, the clock stopped as soon as it returned."""
+    launches = stream.launches()
+    if len(launches) != warmup + 1:
+        expected = "one cold call" if warmup == 0 else f"{warmup} warm-up calls, then one timed call"
+        raise CheckFailed(f"{what}: the grader's clock counted {len(launches)} calls of fn; "
+                          f"expected {warmup + 1}: {expected} ({case})",
+                          hint="Break It 4: 4a times one cold call (no warm-up); 4b makes "
+                               "`warmup` untimed calls, then times one")
+    launch = launches[-1]
+    low, high = interval_bounds(stream.events, launch, start, end, waited=False)
+    if got > high * 1e3 * OVER_REL + OVER_MS:
+        synced = any(e.kind == "sync" and e.arrival >= launch.arrival for e in stream.events)
+        if synced:
+            why = ("the clock kept running through a synchronize: this timer must not sync, so "
+                   "that it shows what an unsynchronised timing measures")
+        elif warmup and got >= 0.9 * compile_ms:
+            why = (f"that includes the {compile_ms:.0f} ms compile: make the warm-up calls before "
+                   f"starting the clock")
+        else:
+            why = "only the one call belongs inside the clock"
+        raise CheckFailed(f"{what}: reported {got:.4g} ms, more than the timed call could have "
+                          f"measured on the grader's clock (at most {as_ms(high)}) ({case})",
+                          hint=f"Break It 4: {why}")
+    if got < low * 1e3 * 0.999:
+        raise CheckFailed(f"{what}: reported {got:.4g} ms, but the call took at least {as_ms(low)} "
+                          f"before it returned on the grader's clock ({case}); milliseconds, "
+                          f"from just before the call to just after it",
+                          hint="Break It 4a: the first call pays the compile: perf_counter right "
+                               "before and right after the one call, times 1e3")
+
+
+@pytest.mark.check("bench_attn.oom_recorded")
+def test_oom_recorded(student, rng):
+    sub = student()
+    Ns, B, H, D, limit = [16, 48, 80], 1, 2, 16, 48
+    # "big" raises torch.OutOfMemoryError from N = 48 on; the impl after it must still run
+    impls = {"sdpa": Trusted("attention"), "big": Trusted("oom_above", params={"n": limit}),
+             "after": Trusted("attention")}
+    what = (f"run_sweep(Ns={Ns}, B={B}, H={H}, D={D}, float32, device='cpu', impls={list(impls)}), "
+            f"where 'big' raises torch.OutOfMemoryError for N >= {limit}")
+    # the file is sweep_rows' business: one mistake should cost one check
+    rows, _ = call_sweep(sub, what, Ns, B, H, D, impls, "attn_bench_oom.json", check_file=False)
+    for row in rows:
+        if row["impl"] == "big" and row["N"] >= limit:
+            for key in ("ms", "tflops", "peak_gb"):
+                if row[key] is not None:
+                    raise CheckFailed(f"{what}: row N={row['N']}, impl='big' ran out of memory: "
+                                      f"expected {key} = None, got {row[key]!r}")
+        else:
+            check_timed_row(row, B, H, D, what, formula=False)

@@ -1,0 +1,165 @@
+"""cpu checks for exercises/tiled_attention.py (lesson: "From a sum to an output row",
+"FlashAttention's forward pass" and the Measure note on memory).
+
+Every check draws fresh inputs from `rng` (reference.py), rounds them to the dtype the student
+receives, computes the float64 reference here, in the trusted process, and calls the student's
+functions through the worker proxy (judging.py: every tiled call goes through the memory gate,
+tiled_call). One idea per check:
+
+  memory_is_tiled        peak memory relative to the tile (tracemalloc and the worker's RSS)
+  naive_matches_float64  naive_attention on random inputs
+  tiled_matches_float64  tiled_attention on sizes that are multiples of Br and Bc
+  ragged_sizes           N = 1, N < Br, N a multiple of neither block, Br != Bc
+
+Inputs of these three tiled checks put every row's max in the first key block, where the
+running max stops moving, so a missing rescale by alpha fails only max_in_last_block (and the
+checks grouped under it, test_adversarial.py), never the memory or the ragged-size checks. Any
+float output is accepted (the policy is in grader/judge/compare.py); an exception costs its
+case's share.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from grader.exercises.tiled_attention.judging import KiB, MiB, check_naive, check_tiled, tiled_call
+from grader.exercises.tiled_attention.reference import DTYPES, max_in_first_key, qkv
+from grader.judge import reference
+from grader.judge.compare import Cases, CheckFailed, assert_close, values
+from grader.sandbox import memory
+
+# (N, d, Br, Bc): N = 1; N < Br; N a multiple of neither block; Br < Bc and Br > Bc
+RAGGED = [(1, 64, 32, 48), (17, 128, 32, 48), (113, 64, 32, 48), (203, 128, 64, 16),
+          (1000, 64, 64, 16)]
+
+
+@pytest.mark.check("tiled_attention.memory_is_tiled")
+def test_memory_is_tiled(student, rng):
+    """N = 2011 with Br = Bc = 16 and d = 16: N is much larger than a tile, so a strip of N
+    scores per row (one row at a time, K @ q), a Br x N strip or a copy of Q, K or V costs far
+    more than the tiles do. Two measurements, one call:
+      tracemalloc in the worker: Python and NumPy allocations (evidence from inside);
+      VmHWM of the worker, reset before the call and read by this process (grader/judge/memory.py):
+      everything resident, an anonymous mmap included, against a fresh worker's baseline, so
+      memory allocated at import counts. The call runs in a fresh worker of its own."""
+    sub = student()
+    N, d, Br, Bc, dtype = 2011, 16, 16, 16, "float32"
+    Q, K, V = max_in_first_key(rng, N, d, dtype)
+    what = f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})"
+    case = f"N={N}, d={d}, {dtype}"
+    item = np.dtype(dtype).itemsize
+    # a worker of its own, fresh: memory kept by earlier calls does not count, import does
+    with memory.fresh_worker(sub) as fresh:
+        baseline = memory.fresh_baseline(fresh)
+        try:
+            with memory.peak_rss(fresh) if baseline is not None else _nothing() as rss:
+                res = fresh.call("tiled_attention", Q, K, V, Br=Br, Bc=Bc,
+                                 opts={"tracemalloc": True})
+        except memory.Unmeasurable as e:
+            # a fresh worker's could be measured: the submission changed its own process
+            raise CheckFailed(f"{what} ({case}) [seed {rng.seed}]: {e}, though a fresh worker's "
+                              f"could be; the memory check fails closed.",
+                              hint="Leave the process alone: no prctl, no changes to /proc.") from None
+    # the output may be float64 for float32 input (the policy in grader/judge/compare.py)
+    output = N * d * max(item, np.asarray(values(res.value)).dtype.itemsize)
+    # the tiles of one step, each counted as float64 (a float32 input may be widened per tile):
+    # the (Br, Bc) scores, the (Br, d) acc and q, the (Bc, d) k and v
+    tile = 8 * (Br * Bc + Br * d + Bc * d)
+    bound = output + 4 * tile + 8 * KiB
+    peak = int(res.extras.get("peak_bytes", 0))
+    sizes = (f"The output is {output} bytes; one tile step {tile} bytes; a strip of N scores "
+             f"per row {N * item} bytes (a Br x N strip {Br * N * item}); a copy of Q, K or V "
+             f"{N * d * item} bytes; the N x N scores {N * N * item} bytes.")
+    if peak > bound:
+        extra = peak - output
+        cause = ("about an N x N score matrix" if extra >= N * N * item // 2 else
+                 "a copy of Q, K or V (N x d) or more" if extra >= N * d * item else
+                 "strips of N scores: Br and Bc must bound every score array" if extra >= N * item else
+                 "more than a few tiles")
+        raise CheckFailed(
+            f"{what} ({case}) [seed {rng.seed}]: expected peak memory under {bound} bytes "
+            f"(the output + 4 tile steps + 8 KiB), got {peak} bytes as tracemalloc saw it: "
+            f"{extra} bytes beyond the output, {cause}. {sizes}",
+            hint="Tiling: build one (Br, Bc) score tile at a time from q = Q[i:i+Br] and "
+                 "k = K[j:j+Bc]; never the N x N scores, a whole row of N scores, a Br x N "
+                 "strip, or a copy of Q, K or V. The only N-sized array is the output.",
+            follows=())   # memory is this check's own evidence: it leads, whatever else failed
+    # memory first, then the values: a wrong output from tiled memory is the value checks' cause
+    assert_close(res.value, reference.attention(Q, K, V), what=what, input_dtype=dtype, terms=N,
+                 case=case, seed=rng.seed)
+    if peak < output:  # the output itself is allocated during the call
+        raise CheckFailed(
+            f"{what} ({case}) [seed {rng.seed}]: tracemalloc saw a peak of {peak} bytes, less "
+            f"than the N x d output itself ({output} bytes): compute with NumPy arrays "
+            f"allocated in the call, and leave tracemalloc alone.")
+    if baseline is not None:
+        # resident: the inputs as received and decoded, the output and its encoded reply, and
+        # allocator slack; an N x N float32 matrix is 16.2 MB on top
+        resident = rss["bytes"] - baseline
+        rss_bound = 4 * (3 * N * d * item + output) + 6 * MiB
+        if resident > rss_bound:
+            raise CheckFailed(
+                f"{what} ({case}) [seed {rng.seed}]: expected the worker's peak resident memory "
+                f"within {rss_bound} bytes of a fresh worker's, got {resident} bytes more "
+                f"(VmHWM {rss['bytes']}, fresh worker {baseline}; tracemalloc saw only {peak}). "
+                f"Memory that tracemalloc cannot see (an mmap, a buffer made at import) counts "
+                f"too. {sizes}",
+                hint="Tiling: the N x N scores must not exist anywhere, in any kind of memory, "
+                     "and nothing N x N may be prepared at import; one (Br, Bc) tile at a time.",
+                follows=())
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+@pytest.mark.check("tiled_attention.naive_matches_float64")
+def test_naive_matches_float64(student, rng, credit):
+    sub = student()
+    cases = Cases(credit)
+    for dtype in DTYPES:
+        for N, d in ((1, 64), (17, 128), (113, 64), (1000, 128)):
+            Q, K, V = qkv(rng, N, d, dtype)
+            with cases.case(f"N={N}, d={d}, {dtype}", seed=rng.seed):
+                check_naive(sub, Q, K, V, "random", rng.seed)
+    cases.finish()
+
+
+@pytest.mark.check("tiled_attention.tiled_matches_float64")
+def test_tiled_matches_float64(student, rng, credit):
+    sub = student()
+    cases = Cases(credit)
+    # N a multiple of Br and of Bc: no short blocks here (ragged_sizes has them)
+    # (N = 1024, d = 16 with blocks of 32: the N x N scores are 7x what the memory gate allows
+    # a tiled call, so it can tell an untiled call apart; see tiled_call)
+    for dtype, N, d, Br, Bc in (("float32", 1024, 16, 32, 32), ("float32", 192, 32, 32, 64),
+                                ("float64", 128, 64, 64, 32)):
+        Q, K, V = max_in_first_key(rng, N, d, dtype)
+        with cases.case(f"N={N}, d={d}, {dtype}, Br={Br}, Bc={Bc}", seed=rng.seed):
+            check_tiled(sub, Q, K, V, Br, Bc, "random", rng.seed)
+    cases.finish()
+
+
+@pytest.mark.check("tiled_attention.ragged_sizes")
+def test_ragged_sizes(student, rng, credit):
+    sub = student()
+    cases = Cases(credit)
+    for N, d, Br, Bc in RAGGED:
+        Q, K, V = max_in_first_key(rng, N, d, "float32")
+        with cases.case(f"N={N}, d={d}, float32, Br={Br}, Bc={Bc}", seed=rng.seed):
+            check_tiled(sub, Q, K, V, Br, Bc, "random", rng.seed)
+    # the default blocks (Br = Bc = 64), with a short last block
+    Q, K, V = max_in_first_key(rng, 130, 64, "float32")
+    with cases.case("N=130, d=64, float32, default Br and Bc", seed=rng.seed):
+        out = tiled_call(sub, Q, K, V, None, None, "tiled_attention(Q, K, V)",
+                         "N=130, d=64, float32, default Br and Bc", rng.seed)
+        assert_close(out, reference.attention(Q, K, V),
+                     what="tiled_attention(Q, K, V) with the default Br, Bc", input_dtype="float32",
+                     terms=130, case="N=130, d=64, float32", seed=rng.seed)
+    cases.finish()
+
