@@ -5,7 +5,7 @@
 Launches the forward kernel of solutions/flash_backward.py (and the core solutions/flash_triton.py)
 at D = 128, fp16, with Hopper-sized tiles (BLOCK_M = BLOCK_N = 128, num_stages = 3; 64 x 128 x 3,
 the fastest on an H200) and with each of the target profile's own tile shapes, through the same
-worker probe the grader uses (grader.worker.probes._trace with opts["target"]): each launch runs
+worker probe the grader uses (grader.worker.probes.trace with opts["target"]): each launch runs
 here, and its kernel is also compiled for the target (sm_121 for the Spark) without launching.
 Prints, per launch: the kernel and its constexprs, the shared memory per block on this device and
 on the target, and whether it fits the target's limit (101376 bytes on the Spark).
@@ -79,7 +79,7 @@ def launch(module, name: str, cfg, cuda: bool, spec: dict) -> dict:
     q = torch.randn(B, H, N, D, dtype=torch.float16, device=device)
     extras: dict = {}
     try:
-        with probes._trace(extras, spec):
+        with probes.trace(extras, spec):
             if cuda:
                 module.flash_fwd(q, q, q, BLOCK_M=bm, BLOCK_N=bn, num_warps=warps,
                                  num_stages=stages)

@@ -107,7 +107,7 @@ def around_call(opts: dict, args: list, kwargs: dict):
             stack.enter_context(_cuda_kernels(extras))
         if opts.get("trace") or opts.get("kernels"):
             target = opts.get("target")
-            stack.enter_context(_trace(extras, target if isinstance(target, dict) else None))
+            stack.enter_context(trace(extras, target if isinstance(target, dict) else None))
         if opts.get("bounds"):
             from grader.worker import bounds
 
@@ -240,7 +240,7 @@ def _poison_empty():
 
 
 @contextlib.contextmanager
-def _trace(extras: dict, target: dict | None = None):
+def trace(extras: dict, target: dict | None = None):
     """Record the aten ops that ran, count Triton kernel launches and describe what each
     launched kernel compiled to (for this device, and for `target` if asked)."""
     from torch.utils._python_dispatch import TorchDispatchMode

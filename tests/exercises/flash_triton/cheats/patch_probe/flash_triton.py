@@ -1,5 +1,5 @@
 """Cheat (issue 9, "patching the probe"): the submission replaces the worker's trace recorder
-(grader.worker.probes._trace, or whatever `_trace` a grader module in this process has) with one
+(grader.worker.probes.trace, or whatever `trace` a grader module in this process has) with one
 that reports a launch and no torch op, then lets SDPA compute. No Triton kernel runs at all. The
 static audit sees the grader import; nothing in the student's process can be the evidence."""
 import contextlib
@@ -21,8 +21,8 @@ def _patch():
     except Exception:
         pass
     for name, module in list(sys.modules.items()):
-        if name.startswith("grader") and callable(getattr(module, "_trace", None)):
-            module._trace = _fake_trace
+        if name.startswith("grader") and callable(getattr(module, "trace", None)):
+            module.trace = _fake_trace
 
 
 _patch()
