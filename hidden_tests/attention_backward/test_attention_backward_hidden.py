@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from grader.exercises.attention_backward.test_attention_backward import (_qkv, check_backward, check_forward,
-                                                   forward_reference)
+from grader.exercises.attention_backward.judging import check_backward, check_forward
+from grader.exercises.attention_backward.reference import forward_reference, qkv
 from grader.judge.compare import Cases, CheckFailed
 from grader.judge.inputs import round_to
 from hidden_tests.common import assert_untouched
@@ -25,7 +25,7 @@ def test_hidden_shapes(student, rng, credit):
     for dtype in ("float32", "float64"):
         for N, d, Br, Bc, causal in CASES:
             for call in (1, 2):
-                Q, K, V, dO = _qkv(rng, N, d, dtype, 4)
+                Q, K, V, dO = qkv(rng, N, d, dtype, 4)
                 case = (f"N={N}, d={d}, {dtype}, Br={Br}, Bc={Bc}, causal={causal}, call {call} "
                         f"of 2 with this shape")
                 with cases.case(case, seed=rng.seed):
@@ -45,7 +45,7 @@ def test_hidden_shapes(student, rng, credit):
 def test_inputs_untouched(student, rng):
     sub = student()
     N, d, Br, Bc = 90, 32, 16, 24
-    Q, K, V, dO = _qkv(rng, N, d, "float32", 4)
+    Q, K, V, dO = qkv(rng, N, d, "float32", 4)
     O_ref, L = forward_reference(Q, K, V, True)
     O = round_to(O_ref, "float32")
     what = f"tiled_backward(Q, K, V, O, L, dO, Br={Br}, Bc={Bc}, causal=True)"

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from grader.exercises.flash_backward.test_flash_backward import _qkv, check_backward, check_forward
+from grader.exercises.flash_backward.judging import check_backward, check_forward
+from grader.exercises.flash_backward.reference import qkv
 from grader.judge.compare import Cases, CheckFailed
 from grader.judge.inputs import randn
 from hidden_tests.common import assert_guards_untouched, assert_untouched
@@ -26,7 +27,7 @@ def test_hidden_shapes(student, rng, credit):
     cases = Cases(credit)
     for shape, dtype, causal, blocks in CASES:
         for call in (1, 2):
-            q, k, v = _qkv(rng, shape, dtype)
+            q, k, v = qkv(rng, shape, dtype)
             do = randn(rng, shape, dtype)
             case = f"call {call} of 2 with this shape"
             with cases.case(f"{shape}, {dtype}, causal={causal}, {blocks}, {case}", seed=rng.seed):

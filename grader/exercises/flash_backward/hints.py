@@ -1,0 +1,47 @@
+"""flash_backward's hint texts: each is shown only when a check's evidence matches the mistake it
+names (the diagnosis lives in judging.py and the check modules)."""
+
+# --------------------------------------------------------------- the forward: L and the mask
+
+LSE_NO_M_HINT = ("Your L equals log(l) without the max: L = m + log(l). l is a sum of exp(s - m), "
+                 "so log(l) alone is the logsumexp shifted by -m.")
+LSE_LOG2_HINT = ("Your L equals the logsumexp in log base 2 (L * log2(e)): if you compute with "
+                 "exp2 and m in log2 units, convert back: L = (m2 + log2(l)) * ln(2).")
+STRICT_HINT = ("Your output equals attention with key j visible only for j < i: the diagonal is "
+               "visible too. The causal mask is j <= i (cols <= rows).")
+DIAGONAL_HINT = ("Right with BLOCK_M = BLOCK_N = {equal} on the same inputs, wrong with BLOCK_M={bm}, "
+                 "BLOCK_N={bn}: with BLOCK_M != BLOCK_N a key block can cross the diagonal without "
+                 "starting on it. Mask every key block that reaches past the query block's first "
+                 "row (start + BLOCK_N > pid_m * BLOCK_M), on cols <= rows, and stop the loop at "
+                 "min((pid_m + 1) * BLOCK_M, N).")
+
+# --------------------------------------------------------------- the backward's gradients
+
+RECOMPUTE_HINT = ("dV = P^T dO is wrong, and dV needs nothing but P: recompute instead of "
+                  "remember, P = exp(S - L) with S = scale * Q K^T and the L the forward saved (the "
+                  "one passed in), masked like the forward; not exp(S - a running max).")
+DELTA_HINT = ("Your dK and dQ equal the gradients with dS = P * dP: the D term is missing. The D "
+              "trick: D = rowsum(dO * O), one number per query row, and dS = P * (dP - D).")
+SCALE_HINT = ("Your {name} equals the right one times sqrt(D): S = scale * Q K^T, so the scale "
+              "1/sqrt(D) multiplies {name} too ({name} = scale * {formula}).")
+DQ_ONLY_HINT = ("Only dQ is wrong; dK and dV are right, on sizes where many programs run at "
+                "once (the interpreter runs them one at a time, so a race cannot show there): if "
+                "several programs add into the same rows of dQ, a tl.load + tl.store of each "
+                "share races and loses updates. Add the shares with tl.atomic_add into a "
+                "zero-initialised float32 dQ (cast at the end), or give each query block its own "
+                "program that loops over the key blocks (one writer per row, no atomics).")
+DS_PRECISION_HINT = (
+    "Right with dO and V at ordinary scale (the control call: the same q, k, dO / 1000, V / 10), "
+    "wrong here, where |dP| = |dO V^T| reaches {dp:.3g}, past float16's 65504, while dS = P * "
+    "(dP - D) stays under {ds:.2g}: keep dP, dP - D and dS in float32 (tl.dot accumulates in "
+    "float32) and cast only dS, the operand of tl.dot, to float16. Casting dP or dP - D to "
+    "float16 first turns them into inf here.")
+
+# --------------------------------------------------------------- masks
+
+MASK_HINTS = {
+    "tl.load": "Mask every load on the rows and keys that exist (rows < N, cols < N): a load "
+               "without mask= reads past the end of q, k, v (or dO, L, D) in the last block, "
+               "even when tl.where sets those scores to -inf afterwards.",
+    "tl.store": "Mask every store on the rows that exist (rows < N; cols < N for dK and dV).",
+}

@@ -1,0 +1,276 @@
+"""How flash_backward's checks call the student and judge the answers: the calls of flash_fwd
+and flash_bwd on guarded tensors, the full comparison of o and L with float64 (and the hint its
+evidence supports), and the gradients under flash-attention's rule: the error against float64
+may be at most twice that of a same-precision PyTorch implementation (computed here, on the
+same inputs), plus a floor. The check modules and the hidden checks import these.
+
+The gradients are judged by two helpers, assert_grads (CPU references, for the interp layer)
+and assert_grads_gpu (GPU references, for the gpu layer). They share the tolerance rule
+(`tolerance`) but not their evidence: on an overflowing PyTorch baseline the first falls back
+on float32 PyTorch and the second on the floor alone; the first stops at the first wrong
+gradient, the second compares all three for the hint that names a race on dQ."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grader import errors
+from grader.exercises.flash_backward.hints import (DELTA_HINT, DIAGONAL_HINT, DQ_ONLY_HINT,
+                                                   LSE_LOG2_HINT, LSE_NO_M_HINT, RECOMPUTE_HINT,
+                                                   SCALE_HINT, STRICT_HINT)
+from grader.exercises.flash_backward.reference import (backward_reference, forward_reference,
+                                                       torch_float32_rounded, torch_same_precision)
+from grader.judge.compare import CheckFailed, assert_close, values
+from grader.judge.inputs import round_to, tensor
+from grader.judge.kernel_use import KERNELS as GATED
+
+# flash_fwd and flash_bwd go through the kernel-use gate (grader.fixtures.Gated): a Triton
+# launch, and no computing torch op around it.
+FWD_GATE = GATED["flash_backward"]["flash_fwd"]
+BWD_GATE = GATED["flash_backward"]["flash_bwd"]
+# floor of the gradient tolerance, times max(1, max |reference|)
+FLOOR = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 2e-5}
+LSE_TOL = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-5}   # atol = rtol on L (float32)
+
+
+# ------------------------------------------------------------------------------ calls
+
+
+def describe(shape, dtype, causal, blocks, case=""):
+    """The case label of a call: shape, block sizes, dtype, causal, and what the case tests."""
+    B, H, N, D = shape
+    b = ", ".join(f"{k}={v}" for k, v in blocks.items())
+    return ", ".join(x for x in (f"B={B}, H={H}, N={N}, D={D}", b, dtype,
+                                 "causal" if causal else "", case) if x)
+
+
+def guard(shape, blocks):
+    """Poisoned elements behind each input: more than any tile an unmasked load can reach."""
+    return max(blocks.get("BLOCK_M", 64), blocks.get("BLOCK_N", 64), 64) * shape[-1]
+
+
+def call_fwd(sub, q, k, v, dtype, causal, blocks, opts=None):
+    args = [tensor(t, dtype, guard=guard(q.shape, blocks)) for t in (q, k, v)]
+    return sub.call("flash_fwd", *args, causal=causal, **blocks,
+                    opts={"poison_empty": True, **(opts or {})})
+
+
+def call_bwd(sub, q, k, v, o, lse, do, dtype, causal, blocks, opts=None):
+    g = guard(q.shape, blocks)
+    args = [*(tensor(t, dtype, guard=g) for t in (q, k, v, o)),
+            tensor(lse, "float32", guard=g), tensor(do, dtype, guard=g)]
+    return sub.call("flash_bwd", *args, causal=causal, **blocks,
+                    opts={"poison_empty": True, **(opts or {})})
+
+
+def unpack(got, what):
+    """The (o, lse) or (dq, dk, dv) a call returned, as a tuple of the expected length."""
+    n = 2 if what.startswith("flash_fwd") else 3
+    if not isinstance(got, (tuple, list)) or len(got) != n:
+        raise CheckFailed(f"{what}: expected a tuple of {n} tensors, got {type(got).__name__}"
+                          + (f" of length {len(got)}" if isinstance(got, (tuple, list)) else ""))
+    return got
+
+
+# ------------------------------------------------------------------------------ the forward
+
+
+def check_forward(sub, q, k, v, dtype, causal, blocks, seed, case="", opts=None):
+    """flash_fwd's o and L against float64 in full, with the hint its evidence supports; the
+    call's extras (what the probes recorded) are returned."""
+    try:
+        return _check_forward(sub, q, k, v, dtype, causal, blocks, seed, case, opts)
+    except CheckFailed as e:
+        bm, bn = blocks.get("BLOCK_M", 64), blocks.get("BLOCK_N", 64)
+        if e.hint or not causal or bm == bn:
+            raise
+        # the evidence: the same inputs with equal blocks (a control call, in this check)
+        equal = dict(BLOCK_M=min(bm, bn), BLOCK_N=min(bm, bn))
+        try:
+            _check_forward(sub, q, k, v, dtype, causal, equal, seed, case)
+        except (CheckFailed, errors.StudentRaised, errors.BadReturn):
+            raise e from None
+        raise CheckFailed(str(e), hint=DIAGONAL_HINT.format(equal=min(bm, bn), bm=bm, bn=bn)) from None
+
+
+def _check_forward(sub, q, k, v, dtype, causal, blocks, seed, case="", opts=None):
+    context = describe(q.shape, dtype, causal, blocks, case)
+    what = f"flash_fwd(q, k, v, causal={causal})"
+    r = call_fwd(sub, q, k, v, dtype, causal, blocks, opts)
+    o, lse = unpack(r.value, what)
+    ref_o, ref_L, m = forward_reference(q, k, v, causal)
+    try:
+        assert_close(lse, ref_L, what=f"the lse of {what}", dtype="float32", case=context,
+                     seed=seed, atol=LSE_TOL[dtype] * max(1.0, float(np.abs(m).max())),
+                     rtol=LSE_TOL[dtype])
+    except CheckFailed as e:
+        got = np.asarray(values(lse), dtype=np.float64)
+        hint = ""
+        if got.shape == ref_L.shape:
+            if np.allclose(got, ref_L - m, rtol=1e-2, atol=1e-2):
+                hint = LSE_NO_M_HINT
+            elif np.allclose(got, ref_L / np.log(2), rtol=1e-2, atol=1e-2):
+                hint = LSE_LOG2_HINT
+            elif causal:
+                _, strict_L, _ = forward_reference(q, k, v, causal, strict=True)
+                if np.allclose(got[..., 1:], strict_L[..., 1:], rtol=1e-2, atol=1e-2):
+                    hint = STRICT_HINT
+        raise CheckFailed(str(e), hint=hint) from None
+    try:
+        assert_close(o, ref_o, what=f"the o of {what}", dtype=dtype, case=context, seed=seed)
+    except CheckFailed as e:
+        got = np.asarray(values(o), dtype=np.float64)
+        hint = ""
+        if causal and got.shape == ref_o.shape:
+            strict_o, _, _ = forward_reference(q, k, v, causal, strict=True)
+            if np.allclose(got[..., 1:, :], strict_o[..., 1:, :], rtol=1e-2, atol=1e-2):
+                hint = STRICT_HINT
+        raise CheckFailed(str(e), hint=hint) from None
+    return r.extras
+
+
+# ------------------------------------------------------------------------------ the gradients
+
+
+def tolerance(baseline: float, ref_max: float, dtype: str) -> tuple[float, float]:
+    """(atol, floor) of one gradient: twice the baseline's error against float64, plus a floor
+    of FLOOR[dtype] times max(1, max |reference|)."""
+    floor = FLOOR[dtype] * max(1.0, ref_max)
+    return 2 * baseline + floor, floor
+
+
+def _grad_hint(got, ref, twin_nod, D):
+    """The hint the evidence supports: which gradient is off and like which known mistake."""
+    g = [np.asarray(values(t), dtype=np.float64) for t in got]
+    if any(a.shape != b.shape for a, b in zip(g, ref)):
+        return ""
+
+    def near(a, b):
+        return np.allclose(a, b, rtol=2e-2, atol=2e-2 * max(1.0, float(np.abs(b).max())))
+
+    if not near(g[2], ref[2]):
+        return RECOMPUTE_HINT
+    if not near(g[0], ref[0]) and not near(g[1], ref[1]) and near(g[0], twin_nod[0]) \
+            and near(g[1], twin_nod[1]):
+        return DELTA_HINT
+    for i, name, formula in ((1, "dK", "dS^T Q"), (0, "dQ", "dS K")):
+        if not near(g[i], ref[i]) and near(g[i], ref[i] * np.sqrt(D)):
+            return SCALE_HINT.format(name=name, formula=formula)
+    return ""
+
+
+def assert_grads(got, q, k, v, do, dtype, causal, what, context, seed):
+    """dq, dk, dv against float64, each within 2 x PyTorch's same-precision error + a floor.
+
+    Where PyTorch in `dtype` is not finite (float16 with a large dO: its float16 dP = dO V^T
+    passes 65504, and inf - inf gives NaN), its error would allow anything, NaN included. The
+    baseline is then PyTorch in float32 on the same inputs, rounded to `dtype`: the error a
+    kernel that keeps dP and dS in float32, as tl.dot gives them, cannot avoid."""
+    ref = backward_reference(q, k, v, do, causal)
+    base = torch_same_precision(q, k, v, do, dtype, causal)[1:]
+    upcast = None
+    for i, (name, g, r) in enumerate(zip(("dq", "dk", "dv"), got, ref)):
+        source, b = f"PyTorch's {dtype} error", base[i]
+        if not np.isfinite(b).all():
+            upcast = upcast or torch_float32_rounded(q, k, v, do, dtype, causal)
+            b = upcast[i]
+            source = (f"the error of PyTorch in float32 rounded to {dtype} (PyTorch's {dtype} "
+                      f"{name} is not finite here)")
+        baseline = float(np.abs(b - r).max())
+        atol, floor = tolerance(baseline, float(np.abs(r).max()), dtype)
+        try:
+            assert_close(g, r, what=f"the {name} of {what}", dtype=dtype, case=context, seed=seed,
+                         atol=atol, rtol=0.0)
+        except CheckFailed as e:
+            hint = _grad_hint(got, ref, backward_reference(q, k, v, do, causal, False), q.shape[-1])
+            raise CheckFailed(f"{e} (allowed: 2 x {source} {baseline:.2g} + floor "
+                              f"{floor:.2g})", hint=hint) from None
+
+
+def check_backward(sub, q, k, v, do, dtype, causal, blocks, seed, case="", opts=None):
+    """flash_bwd on the o and L computed here, its gradients checked in full; returns the
+    call's extras and the o and L it was given."""
+    context = describe(q.shape, dtype, causal, blocks, case)
+    what = f"flash_bwd(q, k, v, o, lse, do, causal={causal})"
+    o, L, _ = forward_reference(q, k, v, causal)
+    o, L = round_to(o, dtype), round_to(L, "float32")
+    r = call_bwd(sub, q, k, v, o, L, do, dtype, causal, blocks, opts)
+    assert_grads(unpack(r.value, what), q, k, v, do, dtype, causal, what, context, seed)
+    return r.extras, o, L
+
+
+# ------------------------------------------------------------------------------ on the GPU
+# The references run on the GPU: float32 for o and L, float64 for the gradients, and PyTorch's
+# own backward in the inputs' dtype for the tolerance rule.
+
+
+def gradient_hint(ok: dict) -> str:
+    """For the gpu layer's full-size comparison: the hint its evidence supports, from which of
+    dq, dk, dv matched ({"dq": bool, "dk": bool, "dv": bool}). Only dQ wrong on the GPU, where
+    the interp checks saw it right, points at a race between programs summing dQ."""
+    if not ok.get("dq", True) and ok.get("dk", False) and ok.get("dv", False):
+        return DQ_ONLY_HINT
+    return ""
+
+
+def _gpu_grad_hint(name, x, r, D) -> str:
+    """The hint one wrong gradient on the GPU supports: dv wrong, or dq or dk sqrt(D) too large."""
+    import math
+
+    import torch
+
+    if not (hasattr(x, "array") and tuple(x.shape) == tuple(r.shape)):
+        return ""
+    mine = torch.from_numpy(x.array).to(r.device, torch.float64)
+    near = torch.allclose(mine, r * math.sqrt(D), rtol=2e-2,
+                          atol=2e-2 * max(1.0, float(r.abs().max())))
+    if name == "dv":
+        return RECOMPUTE_HINT
+    if near:
+        return SCALE_HINT.format(name={"dq": "dQ", "dk": "dK"}[name],
+                                 formula="dS K" if name == "dq" else "dS^T Q")
+    return ""
+
+
+def assert_grads_gpu(got, q, k, v, do, dtype, causal, what, case, seed):
+    """dq, dk, dv (TensorValues) against float64 on the GPU, each within 2 x the error of
+    PyTorch's own backward in `dtype` on the same inputs, plus a floor."""
+    import math
+
+    from grader.judge import gpu as g
+
+    got = unpack(got, what)
+    ref = g.attention_grads_reference(q, k, v, do, causal)
+    base = g.same_precision_grads(q, k, v, do, causal)
+    failures = {}   # name -> (CheckFailed, hint): all three are compared, for the hint
+    for name, x, r, b in zip(("dq", "dk", "dv"), got, ref, base):
+        baseline = float((b.double() - r).abs().max())
+        if not math.isfinite(baseline):   # PyTorch overflowed here: the floor alone
+            baseline = 0.0
+        atol, floor = tolerance(baseline, float(r.abs().max()), dtype)
+        try:
+            g.assert_close_gpu(x, r, what=f"the {name} of {what}", dtype=dtype, case=case,
+                               seed=seed, atol=atol, rtol=0.0)
+        except CheckFailed as e:
+            failures[name] = (CheckFailed(f"{e} (allowed: 2 x PyTorch's {dtype} error "
+                                          f"{baseline:.2g} + floor {floor:.2g})"),
+                              _gpu_grad_hint(name, x, r, q.shape[-1]))
+        del r, b
+    if failures:
+        name = next(iter(failures))
+        e, hint = failures[name]
+        raise CheckFailed(str(e), hint=hint or gradient_hint(
+            {n: n not in failures for n in ("dq", "dk", "dv")})) from None
+
+
+def assert_forward_gpu(value, q, k, v, dtype, causal, what, case, seed):
+    """flash_fwd's (o, lse) against the float32 reference on the GPU, in full."""
+    from grader.judge import gpu as g
+
+    o, lse = unpack(value, what)
+    ref_o, ref_lse = g.attention_lse_reference(q, k, v, causal)
+    g.assert_close_gpu(o, ref_o, what=f"the o of {what}", dtype=dtype, case=case, seed=seed)
+    big = max(1.0, float(ref_lse.abs().max()))
+    g.assert_close_gpu(lse, ref_lse, what=f"the lse of {what}", dtype="float32", case=case,
+                       seed=seed, atol=LSE_TOL[dtype] * big, rtol=LSE_TOL[dtype])
+    return ref_o, ref_lse

@@ -1,0 +1,218 @@
+"""flash_backward's perf measurement: one per grading run and submission, shared by the four
+perf checks (test_perf.py) and made by whichever of them runs first.
+
+B = 1, H = 32, D = 128, float16, N = 4K and 8K, causal and not:
+  1. for every (N, causal), one gated call of flash_fwd and of flash_bwd (traced and profiled:
+     only the student's Triton kernels ran), each output checked in full;
+  2. the fastest SDPA backend's forward and backward (torch.autograd.grad on its graph), timed
+     here with nothing of the student's alive;
+  3. flash_fwd (q refilled before every call) and flash_bwd (dO refilled) as timed requests in
+     a fresh worker (the gate's profiler slows the process it ran in), every request's outputs
+     verified by checksums and at random in full, with the peak CUDA memory of each request.
+A pass (fwd or bwd) whose call fails in 1 or 3 is not timed further: its failure is kept, and
+every check of that pass raises it (Perf.failure).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from grader import errors
+from grader.exercises.flash_backward.judging import LSE_TOL, assert_forward_gpu, unpack
+from grader.exercises.flash_backward.reference import given_o_lse, gpu_case
+from grader.judge.compare import CheckFailed
+
+PERF_N = (4096, 8192)
+B_PERF, H_PERF, D_PERF = 1, 32, 128
+GRAD_SLACK = 8.0                       # checksum tolerance of the gradients (timing.Requests)
+
+
+def flops(B: int, H: int, N: int, D: int, causal: bool, backward: bool) -> float:
+    """4*B*H*N^2*D for the forward (two matmuls of 2*N^2*D each per head; half of it causal);
+    the backward 2.5x its forward (five matmuls, the recomputation of S included)."""
+    f = 4 * B * H * N * N * D * (0.5 if causal else 1.0)
+    return 2.5 * f if backward else f
+
+
+class Perf:
+    """What the perf checks of one grading run measured: times, baselines, peaks, and the
+    failure of each pass (a CheckFailed that every check of that pass re-raises)."""
+
+    def __init__(self):
+        self.ms, self.base, self.peak, self.failed = {}, {}, {}, {}
+        self.note = ""
+
+    def failure(self, passes) -> None:
+        for p in passes:
+            if p in self.failed:
+                raise self.failed[p]
+
+
+# the run's GpuContext (the session's `gpu` fixture) -> {submission directory: Perf}: one
+# measurement per grading run; a later run in this process (a batch) measures afresh
+_RUNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def measure(student, rng, gpu, workers) -> Perf:
+    """This run's measurement of the submission: made now if no perf check made it yet."""
+    runs = _RUNS.setdefault(gpu, {})
+    sub = student()
+    key = str(sub.directory)
+    if key not in runs:
+        runs[key] = _measure_all(sub, rng, gpu, workers)
+    return runs[key]
+
+
+def sdpa_ms(q, k, v, do, causal: bool) -> dict:
+    """{"fwd": (ms, backend), "bwd": (ms, backend)}: the fastest SDPA backend that runs here for
+    each pass, timed in this process in the same harness as the student's calls (an input
+    refilled before each call, a checksum of the outputs after)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from grader.judge import timing
+
+    best = {"fwd": (float("inf"), "none"), "bwd": (float("inf"), "none")}
+    for backend in (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION,
+                    SDPBackend.EFFICIENT_ATTENTION):
+        try:
+            with sdpa_kernel(backend):
+                fwd = timing.per_call_ms(timing.local_request(
+                    lambda x: F.scaled_dot_product_attention(x, k, v, is_causal=causal), [q.clone()]))
+                leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+                out = F.scaled_dot_product_attention(*leaves, is_causal=causal)
+                bwd = timing.per_call_ms(timing.local_request(
+                    lambda g: torch.autograd.grad(out, leaves, g, retain_graph=True), [do.clone()]))
+                del out, leaves
+        except RuntimeError:
+            continue
+        best["fwd"] = min(best["fwd"], (fwd, backend.name))
+        best["bwd"] = min(best["bwd"], (bwd, backend.name))
+    torch.cuda.empty_cache()
+    return best
+
+
+def _measure_all(sub, rng, gpu, workers) -> Perf:
+    from grader.judge import gpu as g
+    from grader.judge import timing
+
+    perf = Perf()
+    shape = {N: (B_PERF, H_PERF, N, D_PERF) for N in PERF_N}
+    inputs = {N: g.seeded_inputs(rng, shape[N], "float16", count=4) for N in PERF_N}
+    configs = [(N, c) for N in PERF_N for c in (False, True)]
+    given = {}   # (N, causal) -> the o and L flash_bwd gets: markers, and the same here
+    for N, causal in configs:
+        ref_o, ref_lse = g.attention_lse_reference(*inputs[N][1][:3], causal=causal)
+        (mo, ml), o = given_o_lse(ref_o, ref_lse, "float16", 0)
+        given[(N, causal)] = (mo, ml, o, ref_lse)
+        del ref_o
+    _gate(perf, sub, rng, inputs, shape, configs, given)
+    # 2. the baselines, with nothing of the student's alive (timing.quiet_gpu)
+    perf.note = timing.quiet_gpu(workers, "flash_backward perf")
+    for N, causal in configs:
+        perf.base[(N, causal)] = sdpa_ms(*inputs[N][1], causal)
+    _time(perf, sub, rng, gpu, inputs, configs, given)
+    sub.close()
+    return perf
+
+
+def _gate(perf: Perf, sub, rng, inputs, shape, configs, given) -> None:
+    """1. the gate at every size, outputs checked in full."""
+    from grader.judge import gpu as g
+
+    for N, causal in configs:
+        markers, (q, k, v, do) = inputs[N]
+        case = gpu_case(*shape[N], "float16", causal)
+        for name in ("fwd", "bwd"):
+            if name in perf.failed:
+                continue
+            try:
+                if name == "fwd":
+                    what = f"flash_fwd(q, k, v, causal={causal})"
+                    r = sub.call("flash_fwd", *markers[:3], causal=causal, opts={"sync": True})
+                    assert_forward_gpu(r.value, q, k, v, "float16", causal, what, case, rng.seed)
+                else:
+                    what = f"flash_bwd(q, k, v, o, lse, do, causal={causal})"
+                    mo, ml = given[(N, causal)][:2]
+                    r = sub.call("flash_bwd", *markers[:3], mo, ml, markers[3], causal=causal,
+                                 opts={"sync": True})
+                    compare_grads(r.value, g.attention_grads_reference(q, k, v, do, causal,
+                                                                       dtype="float32"), case, what)
+                del r
+            except (CheckFailed, errors.StudentProblem) as e:
+                perf.failed[name] = e
+
+
+def _requests(sub, rng, name, N, causal, markers, inputs, given):
+    """The timed requests of one pass at (N, causal), each output verified (timing.Requests)."""
+    from grader.judge import gpu as g
+    from grader.judge import timing
+
+    q, k, v, do = inputs
+    if name == "fwd":
+        return timing.Requests(
+            sub, "flash_fwd", markers[:3], kwargs={"causal": causal}, rng=rng,
+            inputs=[q, k, v], dtype="float16", what=f"flash_fwd(q, k, v, causal={causal}) at N={N}",
+            reference=lambda i, c=causal: g.attention_lse_reference(*i, causal=c),
+            compare=lambda out, exp, case, c=causal, w=f"flash_fwd at N={N}":
+                compare_fwd(out, exp, case, w))
+    mo, ml, o, lse = given[(N, causal)]
+    return timing.Requests(
+        sub, "flash_bwd", [*markers[:3], mo, ml, markers[3]],
+        kwargs={"causal": causal}, rng=rng, arg=5, inputs=[q, k, v, o, lse, do],
+        dtype="float16", slack=GRAD_SLACK,
+        what=f"flash_bwd(q, k, v, o, lse, do, causal={causal}) at N={N}",
+        reference=lambda i, c=causal: g.attention_grads_reference(
+            i[0], i[1], i[2], i[5], c, dtype="float32"),
+        compare=lambda out, exp, case, w=f"flash_bwd at N={N}":
+            compare_grads(out, exp, case, w))
+
+
+def _time(perf: Perf, sub, rng, gpu, inputs, configs, given) -> None:
+    """3. the student's calls, timed in a fresh worker."""
+    import torch
+
+    from grader.judge import timing
+
+    for N, causal in configs:
+        markers, tensors = inputs[N]
+        for name in ("fwd", "bwd"):
+            if name in perf.failed:
+                continue
+            try:
+                reqs = _requests(sub, rng, name, N, causal, markers, tensors, given)
+                ms = timing.per_call_ms(reqs)
+                reqs.verify()
+                work = flops(B_PERF, H_PERF, N, D_PERF, causal, name == "bwd")
+                impossible = timing.below_floor(ms, work / gpu.ceiling("matmul_tflops") / 1e9,
+                                                reqs.what)
+                if impossible:
+                    raise CheckFailed(impossible)
+                perf.ms[(name, N, causal)] = ms
+                perf.peak[(name, N, causal)] = reqs.peak_bytes
+                del reqs
+            except (CheckFailed, errors.StudentProblem) as e:
+                perf.failed[name] = e
+        torch.cuda.empty_cache()
+
+
+def compare_fwd(out, expected, case, what):
+    """A timed call's o and lse in full, against the float32 reference."""
+    from grader.judge import gpu as g
+
+    o, lse = unpack(out, what)
+    g.assert_close_gpu(o, expected[0], what=f"the o of {what}", dtype="float16", case=case)
+    g.assert_close_gpu(lse, expected[1], what=f"the lse of {what}", dtype="float32", case=case,
+                       atol=LSE_TOL["float16"] * max(1.0, float(expected[1].abs().max())),
+                       rtol=LSE_TOL["float16"])
+
+
+def compare_grads(out, expected, case, what):
+    """A timed call's gradients in full, against float32: within 1% of the largest magnitude
+    (the 2 x PyTorch rule is gpu_real_sizes' business; here a skipped or stale call shows)."""
+    from grader.judge import gpu as g
+
+    for name, x, r in zip(("dq", "dk", "dv"), unpack(out, what), expected):
+        g.assert_close_gpu(x, r, what=f"the {name} of {what}", dtype="float16", case=case,
+                           atol=1e-2 * max(1.0, float(r.abs().max())), rtol=1e-2)

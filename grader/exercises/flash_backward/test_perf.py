@@ -1,0 +1,91 @@
+"""flash_backward's perf checks: flash_fwd and flash_bwd against the fastest SDPA backend, causal
+against non-causal time, and the memory beyond the outputs. All four read one measurement per
+grading run (measure.py says how it is made); a pass whose calls failed there fails here."""
+
+from __future__ import annotations
+
+import pytest
+
+from grader.exercises.flash_backward.measure import (B_PERF, D_PERF, H_PERF, PERF_N, Perf, flops,
+                                                     measure)
+from grader.judge.compare import CheckFailed
+
+CAUSAL_FULL, CAUSAL_ZERO = 0.6, 0.9    # causal time / non-causal time: full and zero credit
+EXTRA_COPIES = 6                       # memory beyond the outputs: up to 6 tensors the size of q,
+EXTRA_MIB = 64                         # plus 64 MiB (allocator rounding, a few numbers per row)
+
+
+def _speed(perf: Perf, name: str, credit, gpu) -> None:
+    from grader.judge.devices import linear_credit
+
+    perf.failure([name])
+    prof = gpu.profile
+    fractions, lines = [], []
+    for N in PERF_N:
+        for causal in (False, True):
+            ms = perf.ms[(name, N, causal)]
+            base_ms, backend = perf.base[(N, causal)][name]
+            if not (base_ms < float("inf")):   # fail closed: no baseline, no credit
+                raise CheckFailed(f"no SDPA backend ran at N={N}{', causal' if causal else ''} "
+                                  f"here, so there is no baseline to compare with; no speed points")
+            ratio = ms / base_ms
+            fractions.append(linear_credit(ratio, prof.flash_full_ratio, prof.flash_zero_ratio))
+            tflops = flops(B_PERF, H_PERF, N, D_PERF, causal, name == "bwd") / ms / 1e9
+            lines.append(f"N={N}{' causal' if causal else ''}: {ms:.3f} ms ({tflops:.0f} TFLOP/s) "
+                         f"vs SDPA {backend} {base_ms:.3f} ms = {ratio:.2f}x")
+    fn = "flash_fwd" if name == "fwd" else "flash_bwd"
+    credit.set(sum(fractions) / len(fractions),
+               f"{fn}, B={B_PERF}, H={H_PERF}, D={D_PERF}, float16: " + "; ".join(lines)
+               + f". Full marks within {prof.flash_full_ratio:g}x of the fastest SDPA backend's "
+               f"{'backward' if name == 'bwd' else 'forward'}, none past {prof.flash_zero_ratio:g}x; "
+               f"FLOPs = 4*B*H*N^2*D{' x 2.5' if name == 'bwd' else ''}, halved when causal; every "
+               f"timed output checked{perf.note}")
+
+
+@pytest.mark.check("flash_backward.forward_speed")
+def test_forward_speed(student, rng, gpu, credit, workers):
+    _speed(measure(student, rng, gpu, workers), "fwd", credit, gpu)
+
+
+@pytest.mark.check("flash_backward.backward_speed")
+def test_backward_speed(student, rng, gpu, credit, workers):
+    _speed(measure(student, rng, gpu, workers), "bwd", credit, gpu)
+
+
+@pytest.mark.check("flash_backward.causal_skips_blocks")
+def test_causal_skips_blocks(student, rng, gpu, credit, workers):
+    from grader.judge.devices import linear_credit
+
+    perf = measure(student, rng, gpu, workers)
+    perf.failure(["fwd", "bwd"])
+    fractions, lines = [], []
+    N = PERF_N[-1]   # at 4K the per-call costs around the kernel weigh: cuDNN's own ratio is 0.62-0.66
+    for name, fn in (("fwd", "flash_fwd"), ("bwd", "flash_bwd")):
+        ratio = perf.ms[(name, N, True)] / perf.ms[(name, N, False)]
+        fractions.append(linear_credit(ratio, CAUSAL_FULL, CAUSAL_ZERO))
+        lines.append(f"{fn} N={N}: causal {perf.ms[(name, N, True)]:.3f} ms / non-causal "
+                     f"{perf.ms[(name, N, False)]:.3f} ms = {ratio:.2f}")
+    credit.set(sum(fractions) / len(fractions),
+               "; ".join(lines) + f". Causal attention does half the work: full marks at "
+               f"{CAUSAL_FULL:g} of the non-causal time or less, none from {CAUSAL_ZERO:g}")
+
+
+@pytest.mark.check("flash_backward.memory_linear")
+def test_memory_linear(student, rng, gpu, credit, workers):
+    from grader.judge import gpu as g
+
+    perf = measure(student, rng, gpu, workers)
+    perf.failure(["fwd", "bwd"])
+    passed, lines = 0, []
+    for N in PERF_N:
+        q_bytes = B_PERF * H_PERF * N * D_PERF * 2
+        outputs = {"fwd": q_bytes + B_PERF * H_PERF * N * 4, "bwd": 3 * q_bytes}
+        allowed = EXTRA_COPIES * q_bytes + EXTRA_MIB * g.MIB
+        for name, fn in (("fwd", "flash_fwd"), ("bwd", "flash_bwd")):
+            extra = max(perf.peak[(name, N, c)] for c in (False, True)) - outputs[name]
+            passed += extra <= allowed
+            lines.append(f"{fn} N={N}: {extra / g.MIB:.0f} MiB beyond its outputs")
+    credit.set(passed / (2 * len(PERF_N)),
+               "; ".join(lines) + f" (allowed: {EXTRA_COPIES} tensors the size of q + "
+               f"{EXTRA_MIB} MiB, {EXTRA_COPIES * 64 + EXTRA_MIB} MiB at N=8192; an N x N score "
+               f"matrix in fp16 adds {2 * B_PERF * H_PERF * 8192 ** 2 * 2 / 2**30:.0f} GiB there)")
