@@ -36,7 +36,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from grader import errors
-from grader.sandbox import isolation
+from grader.sandbox import budget, isolation
 from grader.wire import codec
 
 GRADER_DIR = Path(__file__).resolve().parents[1]     # the `grader` package
@@ -499,7 +499,8 @@ def launch(exercise: str, mode: str, sources: Path, scratch: Path, level: isolat
 
 
 class Workers:
-    """All workers of one grading run: one per (exercise, mode), reused across checks.
+    """All workers of one grading run: one per (exercise, mode), reused across checks; where
+    memory is short (grader.sandbox.budget), only the current exercise's are kept alive.
 
     `sources` holds the read-only copy of the submission's `.py` files that every worker imports
     (made once per run); `isolation` describes the level the workers run at."""
@@ -515,6 +516,10 @@ class Workers:
 
     def get(self, exercise: str, mode: str = "cpu") -> Submission:
         key = (exercise, mode)
+        if budget.one_exercise_at_a_time():   # little memory: stop the other exercises' workers
+            for (other, _), sub in self._subs.items():
+                if other != exercise:
+                    sub.close()
         if key not in self._subs:
             self._subs[key] = Submission(exercise, self.directory, mode,
                                          self.scratch / f"{exercise}-{mode}", self.sources, self.level)

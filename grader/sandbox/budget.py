@@ -1,0 +1,72 @@
+"""How much memory this grade may use: the smallest of the machine's memory and the limits of
+the cgroups the grader runs in (v1 and v2), read once.
+
+A worker with torch and Triton loaded holds about 240 MB, and a grade can have six of them alive
+(one per exercise and mode, kept for the next check). Gradescope's default container has 768 MB:
+there the workers of one exercise at a time fit, six do not (the grader was OOM-killed and the
+result said "Grading failed"). `Workers` asks `one_exercise_at_a_time()` and, when it says so,
+stops the workers of the other exercises before a check of a new one starts.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+# below this, one exercise's workers at a time (six workers need about 2.2 GB with the grader)
+LOW_MEMORY_BYTES = 3 << 30
+CGROUP = Path("/sys/fs/cgroup")
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None   # "max" (v2, no limit) is not a number
+
+
+def cgroup_limits(proc_cgroup: str | None = None, root: Path = CGROUP) -> list[int]:
+    """Memory limits of this process's cgroup and its parents, v2 (memory.max) and v1
+    (memory.limit_in_bytes): what /proc/self/cgroup names."""
+    if proc_cgroup is None:
+        try:
+            proc_cgroup = Path("/proc/self/cgroup").read_text()
+        except OSError:
+            return []
+    limits = []
+    for line in proc_cgroup.splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            files, base = ("memory.max",), root
+        elif "memory" in controllers.split(","):
+            files, base = ("memory.limit_in_bytes",), root / "memory"
+        else:
+            continue
+        parts = Path(path.lstrip("/")).parts
+        for depth in range(len(parts), -1, -1):   # the cgroup, then each parent up to the root
+            folder = base.joinpath(*parts[:depth])
+            limits += [v for f in files if (v := _read_int(folder / f)) is not None]
+    return limits
+
+
+def machine_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def memory_bytes() -> int | None:
+    """What this grade may use, in bytes (GRADER_MEMORY_MB overrides); None if unknown."""
+    if os.environ.get("GRADER_MEMORY_MB", "").isdigit():
+        return int(os.environ["GRADER_MEMORY_MB"]) << 20
+    known = [v for v in [machine_bytes(), *cgroup_limits()] if v]
+    return min(known) if known else None
+
+
+def one_exercise_at_a_time() -> bool:
+    limit = memory_bytes()
+    return limit is not None and limit < LOW_MEMORY_BYTES
