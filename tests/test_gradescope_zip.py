@@ -66,7 +66,7 @@ def test_zip_contents(autograder):
     # the extension track is graded there too: its checks and hidden checks ship, and the run
     # script names every exercise
     assert {"grader/exercises/flash_backward/test_flash_backward.py", "grader/exercises/attention_backward/test_attention_backward.py",
-            "grader/exercises/flash_decode/test_flash_decode.py", "hidden_tests/flash_backward/test_flash_backward_hidden.py"} <= set(names)
+            "grader/exercises/flash_decode/test_interp.py", "hidden_tests/flash_backward/test_flash_backward_hidden.py"} <= set(names)
     run = (root / "source" / "run_autograder").read_text()
     assert all(n in run for n in ("flash_decode", "attention_backward", "flash_backward"))
 
