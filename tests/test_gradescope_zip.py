@@ -55,7 +55,7 @@ def run_autograder(root, upload: dict, python: str = sys.executable, args: str =
 def test_zip_contents(autograder):
     root, names = autograder
     assert {"setup.sh", "run_autograder", "requirements.txt", "grader/__main__.py",
-            "grader/exercises/flash_triton/test_flash_triton.py", "hidden_tests/flash_triton/rows.py"} <= set(names)
+            "grader/exercises/flash_triton/test_interp.py", "hidden_tests/flash_triton/rows.py"} <= set(names)
     assert not any(n.startswith(("solutions/", "tests/", "exercises/")) or "__pycache__" in n
                    for n in names)
     for script in ("setup.sh", "run_autograder"):
