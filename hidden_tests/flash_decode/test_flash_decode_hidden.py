@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.exercises.flash_decode.test_flash_decode import (CACHE_GUARD_ROWS, assert_kernels, attention_rows,
-                                             decode_reference, state_of)
+from grader.exercises.flash_decode.judging import assert_kernels
+from grader.exercises.flash_decode.reference import (CACHE_GUARD_ROWS, attention_rows,
+                                                     decode_reference, state_of)
 from grader.judge.compare import assert_close
 from grader.judge.inputs import chunks, randn, tensor
 from hidden_tests.common import assert_guards_untouched, assert_untouched, assert_written

@@ -1,3 +1,27 @@
-"""flash_triton's compute-sanitizer target (grader.sandbox.sanitize.target_of)."""
+"""flash_triton's compute-sanitizer target (grader.sandbox.sanitize.target_of): the call that
+memcheck runs, and how its answer is checked here."""
 
-from grader.exercises.flash_triton.test_flash_triton import SANITIZER_TARGET as TARGET  # noqa: F401 - moved here by the split
+from __future__ import annotations
+
+import numpy as np
+
+from grader.exercises.flash_triton.reference import reference_torch
+from grader.sandbox import sanitize
+
+
+def _sanitizer_call(sub, device: str) -> None:
+    """flash_fwd at N = 1000 (the last key block of 64 holds 40 keys), seeded inputs the worker
+    draws itself, the answer checked here."""
+    from grader.judge.inputs import seeded, torch_randn
+
+    shape = (1, 2, 1000, 64)
+    seeds = [int(x) for x in np.random.default_rng().integers(0, 2**31 - 1, size=3)]
+    got = sanitize.gated_call(sub, "flash_triton", "flash_fwd",
+                              *(seeded(shape, "float16", device, s) for s in seeds))
+    q, k, v = (torch_randn(shape, "float16", device, s).float() for s in seeds)
+    if not sanitize.close_enough(got, reference_torch(q, k, v)):
+        raise sanitize.wrong_answer("flash_triton", "flash_fwd", TARGET)
+
+
+TARGET = sanitize.Target("q, k, v of shape (1, 2, 1000, 64) float16, BLOCK_N 64",
+                         _sanitizer_call)

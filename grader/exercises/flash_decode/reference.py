@@ -1,0 +1,87 @@
+"""References and inputs of flash_decode, shared by its check modules, its hidden checks and
+tools/bench.py (grader.registry.exercise_module("flash_decode", "reference")).
+
+Every input is rounded to the dtype the kernel sees (grader.judge.inputs), so the float64
+references here see exactly the numbers the kernel does; gpu_decode_reference is the float32
+answer on the GPU for the gpu and perf layers and the bench.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grader.judge.inputs import randn
+
+CACHE_GUARD_ROWS = 128   # poison rows behind each cache: more than any tile can reach past L_max
+
+
+def attention_rows(s: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """softmax(s) @ v for scores s (rows, n) and values v (n, D), float64; n = 0 gives 0."""
+    if s.shape[-1] == 0:
+        return np.zeros(s.shape[:-1] + v.shape[-1:])
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p @ v) / p.sum(-1, keepdims=True)
+
+
+def decode_reference(q, k, v, seq_lens, interleaved: bool = False) -> np.ndarray:
+    """q (B, Hq, D), k and v (B, Hkv, L_max, D): o (B, Hq, D) in float64 over each sequence's
+    first seq_lens[b] keys, query head h reading KV head h // (Hq // Hkv) (with `interleaved`,
+    the usual mistake: h % Hkv)."""
+    q, k, v = (np.asarray(t, dtype=np.float64) for t in (q, k, v))
+    B, Hq, D = q.shape
+    Hkv = k.shape[1]
+    o = np.zeros((B, Hq, D))
+    for b in range(B):
+        n = int(seq_lens[b])
+        for h in range(Hq):
+            g = h % Hkv if interleaved else h // (Hq // Hkv)
+            o[b, h] = attention_rows((q[b, h] @ k[b, g, :n].T / np.sqrt(D))[None], v[b, g, :n])[0]
+    return o
+
+
+def state_of(s: np.ndarray, v: np.ndarray):
+    """The partial state (m, l, acc) of scores s (rows, n) over values v (n, D); n = 0 or a row
+    of only -inf gives the empty state (-inf, 0, 0)."""
+    rows, D = s.shape[0], v.shape[1]
+    m = np.full(rows, -np.inf) if s.shape[1] == 0 else s.max(1)
+    shift = np.where(np.isneginf(m), 0.0, m)
+    e = np.exp(s - shift[:, None]) if s.shape[1] else np.zeros((rows, 0))
+    return m, e.sum(1), e @ v if s.shape[1] else np.zeros((rows, D))
+
+
+def decode_inputs(rng, B, Hq, Hkv, L, D, dtype="float16", scale=1.0):
+    """q (B, Hq, D) and k, v (B, Hkv, L, D): arrays exact in `dtype`; q and k times `scale`."""
+    q = randn(rng, (B, Hq, D), dtype, scale)
+    k = randn(rng, (B, Hkv, L, D), dtype, scale)
+    v = randn(rng, (B, Hkv, L, D), dtype)
+    return q, k, v
+
+
+def fill_past(k, v, seq_lens, k_fill, v_fill):
+    """Cache positions past seq_lens[b] set to the given values (arrays broadcast or floats)."""
+    k, v = k.copy(), v.copy()
+    for b, n in enumerate(seq_lens):
+        k[b, :, n:] = k_fill if np.isscalar(k_fill) else k_fill[b]
+        v[b, :, n:] = v_fill
+    return k, v
+
+
+def gpu_decode_reference(q, k, v, seq_lens):
+    """flash_decode's answer in float32 on the GPU, one sequence at a time; the query heads of
+    a group are matched to their KV head by a view, so no cache is copied per query head."""
+    import torch
+
+    B, Hq, D = q.shape
+    Hkv = k.shape[1]
+    group = Hq // Hkv
+    out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    for b in range(B):
+        n = int(seq_lens[b])
+        if n == 0:
+            continue
+        qq = q[b].float().reshape(Hkv, group, D)
+        kk, vv = k[b, :, :n].float(), v[b, :, :n].float()              # (Hkv, n, D)
+        s = torch.matmul(qq, kk.transpose(1, 2)) * D ** -0.5             # (Hkv, group, n)
+        out[b] = torch.matmul(torch.softmax(s, dim=-1), vv).reshape(Hq, D)
+        del kk, vv, s
+    return out
