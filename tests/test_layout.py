@@ -29,18 +29,6 @@ SCANNED = ("grader", "tools", "hidden_tests")
 REPO_PACKAGES = ("grader", "tools", "hidden_tests", "tests", "solutions", "exercises")
 
 
-# What the rules found at this branch's base (ed515e7), before the exercise folders' splits
-# that are under way move the helpers hidden checks, sanitizer targets and tools share out of
-# the check modules into public modules of each folder. Permitted while they last; an entry no
-# longer found fails the test, so this list only shrinks: delete it when it is empty.
-PENDING = {
-    *{(f"grader/exercises/{ex}/sanitizer.py", f"imports grader.exercises.{ex}.test_{ex}")
-      for ex in ("flash_decode", "flash_triton")},
-    *{(f"hidden_tests/{ex}/test_{ex}_hidden.py", f"imports grader.exercises.{ex}.test_{ex}")
-      for ex in ("flash_decode", "flash_triton")},
-}
-
-
 @dataclass(frozen=True)
 class Import:
     source: str      # the importing module, dotted
@@ -121,10 +109,9 @@ def in_package(target: str, package: str) -> bool:
     return target == package or target.startswith(package + ".")
 
 
-def assert_only_pending(found: list[tuple[str, str, int]], rule: str) -> None:
-    """No violation of `rule` (path, what, line) but those in PENDING."""
-    new = sorted(f"{path}:{line}: {what}" for path, what, line in found
-                 if (path, what) not in PENDING)
+def assert_none(found: list[tuple[str, str, int]], rule: str) -> None:
+    """No violation of `rule` (path, what, line)."""
+    new = sorted(f"{path}:{line}: {what}" for path, what, line in found)
     assert new == [], f"{rule}:\n" + "\n".join(new)
 
 
@@ -162,18 +149,12 @@ def private_uses() -> list[tuple[str, str, int]]:
 
 
 def test_nothing_imports_a_check_module():
-    assert_only_pending(check_module_imports(), "only the test runner imports a check module "
+    assert_none(check_module_imports(), "only the test runner imports a check module "
                         "(test_*.py); move what is shared into a public module of the exercise folder")
 
 
 def test_no_module_imports_another_modules_private_names():
-    assert_only_pending(private_uses(), "a module uses another module's _private name")
-
-
-def test_pending_exceptions_are_still_there():
-    """PENDING only shrinks: an exception fixed in the tree leaves the list."""
-    found = {(path, what) for path, what, _ in check_module_imports() + private_uses()}
-    assert sorted(PENDING - found) == [], "fixed: delete these from tests/test_layout.py PENDING"
+    assert_none(private_uses(), "a module uses another module's _private name")
 
 
 def private_attributes(source: str) -> list[tuple[str, str, int]]:
