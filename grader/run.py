@@ -3,7 +3,7 @@
 The checks are pytest tests (grader/exercises/<exercise>/test_*.py, plus hidden_tests/<exercise>/
 when present)
 run in this process by `pytest.main` with `grader.plugin.GradePlugin`; student code runs only
-in the workers that the checks reach through `grader.sandbox.launcher`.
+in the workers that the checks reach through `grader.sandbox.proxy`.
 
 pytest here loads no plugin by itself (no entry-point autoload, no conftest.py, no cache) and
 imports the check files without putting their folders on sys.path (--import-mode=importlib):
@@ -26,7 +26,7 @@ from grader.environment import Environment, detect
 from grader.plugin import GradePlugin
 from grader.registry import EXERCISES, HIDDEN_DIR, LAYERS, ROOT, check_files
 from grader.results import GradeReport, Result, Selection
-from grader.sandbox.launcher import Workers
+from grader.sandbox.proxy import Workers
 
 CHECK_TIMEOUT_S = 900   # backstop per check; calls into student code have their own limits
 GPU_LAYERS = ("gpu", "perf")

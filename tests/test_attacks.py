@@ -510,7 +510,7 @@ def test_worker_dies_with_a_killed_grader(tmp_path):
     if not isolation._die_with_grader():
         pytest.skip("util-linux setpriv with --pdeathsig is not installed")
     code = ("import numpy as np, sys; from pathlib import Path; "
-            "from grader.sandbox.launcher import Workers; "
+            "from grader.sandbox.proxy import Workers; "
             f"s = Workers(Path({str(ROOT / 'tests' / 'submissions' / 'hang')!r})).get('online_softmax'); "
             "print(s.worker_pid, flush=True); s.call('softmax_safe', np.ones(3), timeout=300)")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GRADER_SANDBOX": "1"}

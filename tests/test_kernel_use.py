@@ -70,7 +70,7 @@ class FakeSub:
         self.worker_pid = None   # no GPU process list to judge here
 
     def call(self, fn, *args, opts=None, **kwargs):
-        from grader.sandbox.launcher import CallResult
+        from grader.sandbox.proxy import CallResult
 
         self.sent.append(dict(opts or {}))
         return CallResult(np.zeros(3), extras=self.extras)

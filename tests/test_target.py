@@ -329,7 +329,7 @@ def test_gated_calls_on_cuda_ask_for_the_target_and_hand_over_the_records():
     import numpy as np
 
     from grader.fixtures import Gated
-    from grader.sandbox.launcher import CallResult
+    from grader.sandbox.proxy import CallResult
 
     class FakeSub:
         def __init__(self, mode, extras):

@@ -19,7 +19,7 @@ from grader.exercises.bench_attn.clock import Clock, Stream
 from grader.exercises.bench_attn.judging import judge_proper
 from grader.judge import compare, reference, timing
 from grader.judge.inputs import seeded, torch_randn
-from grader.sandbox import launcher
+from grader.sandbox import proxy
 from grader.worker import probes, workloads
 from tests.helpers import SOLUTIONS
 
@@ -145,7 +145,7 @@ class FakeSub:
         value = probes.run(self.fn, [self.x], kwargs, opts)
         if opts.get("fetch"):
             value = None if value is None else compare_value(value)
-        return launcher.CallResult(value, extras={})
+        return proxy.CallResult(value, extras={})
 
 
 def compare_value(t):
@@ -234,7 +234,7 @@ def test_quiet_gpu_fails_closed():
 
 def test_runs_request_through_a_real_worker(tmp_path):
     """End to end on CPU: the worker's `runs` loop, the codec, and verification."""
-    workers = launcher.Workers(SOLUTIONS, tmp_path)
+    workers = proxy.Workers(SOLUTIONS, tmp_path)
     try:
         sub = workers.get("softmax_triton", "interp")
         shape, seed = (3, 130), 9
@@ -256,7 +256,7 @@ def test_a_kernel_that_skips_timed_calls_is_caught(tmp_path):
     from tools import gpu_mutants
 
     folder = gpu_mutants.perf_submissions(tmp_path / "subs")["skip_timed"]
-    workers = launcher.Workers(folder, tmp_path / "scratch")
+    workers = proxy.Workers(folder, tmp_path / "scratch")
     try:
         sub = workers.get("softmax_triton", "interp")
         shape, seed = (3, 130), 10

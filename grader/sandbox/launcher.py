@@ -1,21 +1,10 @@
-"""The proxy: how trusted checks call student functions without importing them.
+"""The one place student code starts: `launch()` starts every worker (grading, compute-sanitizer
+runs, `make bench`'s student side), at the isolation level chosen by `grader.sandbox.isolation`.
 
-    online = workers.get("online_softmax")          # a Submission for that exercise
-    y = online.softmax_safe(x)                       # runs in the worker, returns decoded values
-    r = online.call("tiled_attention", Q, K, V, opts={"tracemalloc": True})
-    r.value, r.stdout, r.extras["peak_bytes"], r.wall_s
-
-Every call has a time limit. A worker that dies (segfault, os._exit, illegal memory access,
-out of memory) or runs past its limit is killed and the call raises the matching
-`grader.errors` exception with a clear message; the next call starts a fresh worker. An error at
-import (SyntaxError, missing file, an exception, sys.exit) is remembered and raised by every call
-without starting another worker.
-
-This module is the only one that starts student code: `launch()` starts every worker (grading,
-compute-sanitizer runs, `make bench`'s student side), at the isolation level chosen by
-`grader.sandbox.isolation`. The pipe is a socketpair inherited by the worker; what the student
-prints goes to a capture file the worker inherits as fd 1 and 2, read here as a bounded head and
-tail. Every receive has a deadline: a watchdog kills the worker and closes the pipe when it passes.
+The pipe is a socketpair inherited by the worker; what the student prints goes to a capture file
+the worker inherits as fd 1 and 2, read by `Launched` as a bounded head and tail. Every receive
+has a deadline: a watchdog kills the worker and closes the pipe when it passes. The proxy that
+checks call through (`Submission`, `Workers`) is grader.sandbox.proxy.
 """
 
 from __future__ import annotations
@@ -28,15 +17,12 @@ import socket
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from grader import errors
-from grader.sandbox import budget, isolation
+from grader.sandbox import isolation
 from grader.wire import codec
 
 GRADER_DIR = Path(__file__).resolve().parents[1]     # the `grader` package
@@ -52,210 +38,6 @@ MEMORY_LIMIT_BYTES = 12 << 30   # address space of a CPU worker: runaway allocat
 CAPTURE_KEEP = 64 << 10         # bytes of the capture file read from its start and from its end
 SOURCE_LIMIT = 4 << 20          # largest .py file copied into the sandbox
 BOOT = "import sys; sys.path.insert(0, {lib!r}); from grader.worker.worker import main; main()"
-
-
-@dataclass
-class CallResult:
-    value: object
-    stdout: str = ""
-    wall_s: float = 0.0       # the trusted side's own clock around the whole round trip
-    extras: dict = field(default_factory=dict)
-
-
-def shorten(text: str, limit: int = OUTPUT_LIMIT) -> str:
-    text = text.strip("\n")
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n... [{len(text) - limit} characters cut] ...\n{text[-half:]}"
-
-
-def describe_exit(code: int | None) -> str:
-    if code is None:
-        return "stopped answering"
-    if code < 0:
-        try:
-            return f"died with {signal.Signals(-code).name}"
-        except ValueError:
-            return f"died with signal {-code}"
-    return f"exited with status {code}"
-
-
-class Submission:
-    """One exercise of one submission, run in one mode ("cpu", "interp" or "cuda")."""
-
-    def __init__(self, exercise: str, directory: Path, mode: str, scratch: Path,
-                 sources: Path | None = None, level: isolation.Level | None = None,
-                 tool: list[str] | None = None, env: dict | None = None,
-                 writable: list[tuple[str, str]] | None = None, tool_as_student: bool = False):
-        self.exercise = exercise
-        self.directory = Path(directory).resolve()
-        self.sources = Path(sources) if sources is not None else copy_sources(
-            self.directory, Path(scratch).parent / f"sources-{exercise}-{mode}")
-        self.path = self.directory / f"{exercise}.py"
-        self.mode = mode
-        self.scratch = Path(scratch)
-        self.scratch.mkdir(parents=True, exist_ok=True)
-        self.level = level or isolation.choose()
-        self.tool = tool            # e.g. compute-sanitizer's command line, run around the worker
-        self.extra_env = env or {}
-        self.writable = writable
-        self.tool_as_student = tool_as_student
-        self.timeout_s = DEFAULT_TIMEOUT_S[mode]
-        self.outputs: list[str] = []   # what the student printed, per call, for the report
-        self._worker: Launched | None = None
-        self._load_error: errors.StudentProblem | None = None
-        self._timeouts = 0
-
-    # ------------------------------------------------------------------ public interface
-
-    def __getattr__(self, name: str):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return lambda *args, **kwargs: self.call(name, *args, **kwargs).value
-
-    @property
-    def worker_pid(self) -> int:
-        """Host PID of the process that runs student code (starting it if needed)."""
-        self._ensure_started()
-        return self._worker.worker_pid()
-
-    def call(self, fn: str, *args, opts: dict | None = None, timeout: float | None = None,
-             **kwargs) -> CallResult:
-        if self._timeouts >= MAX_TIMEOUTS:
-            raise errors.StudentTimeout(
-                f"not run: {self._timeouts} earlier calls into {self.exercise}.py ran past their "
-                f"time limit, so the rest of its checks are skipped")
-        self._ensure_started()
-        self._worker.truncate_capture()
-        start = time.perf_counter()
-        reply = self._request({"op": "call", "fn": fn, "args": list(args), "kwargs": kwargs,
-                               "opts": opts or {}}, timeout or self.timeout_s, fn)
-        wall = time.perf_counter() - start
-        out = self._read_capture()
-        if not isinstance(reply, dict) or not reply.get("ok"):
-            raise self._problem(reply if isinstance(reply, dict) else {}, fn, out)
-        extras = reply.get("extras")
-        return CallResult(reply.get("value"), out, wall, extras if isinstance(extras, dict) else {})
-
-    def close(self, wait_s: float = 2.0) -> int | None:
-        """Stop the worker; its exit status (None if it had to be killed)."""
-        worker, self._worker = self._worker, None
-        if worker is None:
-            return None
-        code = worker.stop(wait_s)
-        worker.close_files()
-        return code
-
-    # ------------------------------------------------------------------ worker lifecycle
-
-    def _ensure_started(self) -> None:
-        if self._load_error is not None:
-            raise self._load_error
-        if self._worker is not None and self._worker.alive():
-            return
-        if self.level.name == "unavailable":
-            self._load_error = errors.GraderError(
-                f"student code was not run: {self.level.description}. Run as root with "
-                f"`unshare` available, or set GRADER_SANDBOX=0 to grade without OS isolation.")
-            raise self._load_error
-        if not (self.sources / f"{self.exercise}.py").is_file():
-            self._load_error = errors.NotSubmitted(
-                f"{self.exercise}.py was not submitted: there is no {self.path.name} in "
-                f"{_label(self.directory)}" + ("" if not self.path.exists() else
-                                       " that is a plain file of at most 4 MiB"))
-            raise self._load_error
-        try:
-            self._worker = launch(self.exercise, self.mode, self.sources, self.scratch, self.level,
-                                  tool=self.tool, env=self.extra_env, writable=self.writable,
-                                  tool_as_student=self.tool_as_student)
-        except OSError as e:
-            raise errors.GraderError(f"could not start a worker: {e}") from None
-        try:
-            reply = self._request({"op": "load"}, LOAD_TIMEOUT_S, "import")
-        except errors.StudentProblem as e:
-            self._load_error = type(e)(f"{e} (while importing {self.exercise}.py)")
-            raise self._load_error from None
-        if not isinstance(reply, dict) or not reply.get("ok"):
-            self._load_error = self._problem(reply if isinstance(reply, dict) else {}, "import",
-                                             self._read_capture())
-            self._kill()
-            raise self._load_error
-        self._read_capture()  # keep what the module printed at import for the report
-
-    def _request(self, msg: dict, timeout: float, what: str):
-        worker = self._worker
-        try:
-            return worker.request(msg, timeout)
-        except TimeoutError:
-            self._kill()
-            self._timeouts += 1
-            raise errors.StudentTimeout(
-                f"{self._what(what)} did not finish within {timeout:.0f} s; the worker was "
-                f"stopped. Look for an infinite loop, or a size far larger than needed.") from None
-        except (EOFError, OSError):
-            code = worker.stop(5)
-            self._kill()
-            out = shorten(self._read_capture(keep=False), 600)
-            tail = f"\nIts last output:\n{out}" if out else ""
-            raise errors.WorkerCrashed(
-                f"the worker {describe_exit(code)} while running {self._what(what)}{tail}") from None
-        except codec.CodecError as e:
-            self._kill()
-            raise errors.BadReturn(f"{self._what(what)} sent back something the grader cannot "
-                                   f"read: {e}. Return NumPy arrays, torch tensors or numbers.") from None
-
-    def _kill(self) -> None:
-        worker, self._worker = self._worker, None
-        if worker is not None:
-            worker.kill()
-            self._last_capture = worker   # its output stays readable for the message
-            worker.close_files(keep_capture=True)
-
-    def _what(self, fn: str) -> str:
-        return f"the import of {self.exercise}.py" if fn == "import" else f"{self.exercise}.{fn}()"
-
-    # ------------------------------------------------------------------ errors and output
-
-    def _problem(self, reply: dict, fn: str, out: str) -> Exception:
-        kind = str(reply.get("kind"))
-        message = str(reply.get("message", ""))[:2000]
-        tb = str(reply.get("traceback", ""))
-        if kind == "grader_error":
-            return errors.GraderError(f"{message}\n{shorten(tb, 800)}")
-        if kind == "not_submitted":
-            return errors.NotSubmitted(f"{self.exercise}.py was not submitted: {message}")
-        if kind == "not_implemented":
-            return errors.NotImplementedByStudent(
-                f"{self._what(fn)} is not implemented yet: {message}")
-        if kind == "bad_return":
-            return errors.BadReturn(f"{self._what(fn)} returned a value the grader cannot "
-                                    f"read: {message}. Return NumPy arrays, torch tensors or numbers.")
-        detail = f"{str(reply.get('type', 'Error'))[:100]}: {message}"
-        if kind == "exit":
-            detail = f"{message} (a submission must not exit the process)"
-        text = f"in {self._what(fn)}: {detail}"
-        if tb and kind != "exit":
-            text += f"\n{shorten(tb, 1200)}"
-        if out:
-            text += f"\nIt printed:\n{shorten(out, 400)}"
-        return errors.StudentRaised(text)
-
-    def _read_capture(self, keep: bool = True) -> str:
-        worker = self._worker or getattr(self, "_last_capture", None)
-        text = worker.read_capture() if worker is not None else ""
-        if keep and text.strip():
-            self.outputs.append(shorten(text))
-        return shorten(text)
-
-
-# ---------------------------------------------------------------------------------- launching
-
-
-def _label(directory: Path) -> str:
-    """How messages name the submission folder: its path, or what GRADER_SUBMISSION_LABEL says
-    (run_autograder grades a temporary copy of the upload: its path would mean nothing)."""
-    return os.environ.get("GRADER_SUBMISSION_LABEL") or str(directory)
 
 
 def copy_sources(directory: Path, dest: Path) -> Path:
@@ -496,44 +278,6 @@ def launch(exercise: str, mode: str, sources: Path, scratch: Path, level: isolat
     child_sock.close()
     conn = Connection(os.dup(parent_sock.fileno()))
     return Launched(proc, conn, parent_sock, capture_fd, level, cgroup)
-
-
-class Workers:
-    """All workers of one grading run: one per (exercise, mode), reused across checks; where
-    memory is short (grader.sandbox.budget), only the current exercise's are kept alive.
-
-    `sources` holds the read-only copy of the submission's `.py` files that every worker imports
-    (made once per run); `isolation` describes the level the workers run at."""
-
-    def __init__(self, directory: Path, scratch: Path | None = None):
-        self.directory = Path(directory)
-        self._own_scratch = scratch is None
-        self.scratch = Path(scratch or tempfile.mkdtemp(prefix="grader-"))
-        self.level = isolation.choose()
-        self.isolation = self.level.description
-        self.sources = copy_sources(self.directory, self.scratch / "sources")
-        self._subs: dict[tuple[str, str], Submission] = {}
-
-    def get(self, exercise: str, mode: str = "cpu") -> Submission:
-        key = (exercise, mode)
-        if budget.one_exercise_at_a_time():   # little memory: stop the other exercises' workers
-            for (other, _), sub in self._subs.items():
-                if other != exercise:
-                    sub.close()
-        if key not in self._subs:
-            self._subs[key] = Submission(exercise, self.directory, mode,
-                                         self.scratch / f"{exercise}-{mode}", self.sources, self.level)
-        return self._subs[key]
-
-    def all(self) -> list[Submission]:
-        return list(self._subs.values())
-
-    def close(self) -> None:
-        for sub in self._subs.values():
-            sub.close()
-        self._subs.clear()
-        if self._own_scratch:
-            remove_tree(self.scratch)
 
 
 def remove_tree(path: Path) -> None:

@@ -67,7 +67,7 @@ def peak_rss(sub):
 @contextlib.contextmanager
 def fresh_worker(sub):
     """A new worker for `sub`'s exercise, made like `sub`, for one measurement; closed after."""
-    from grader.sandbox.launcher import Submission
+    from grader.sandbox.proxy import Submission
 
     fresh = Submission(sub.exercise, sub.directory, sub.mode,
                        sub.scratch.parent / f"{sub.scratch.name}-memory", sources=sub.sources)
@@ -81,7 +81,7 @@ def fresh_baseline(sub) -> int | None:
     """VmRSS of a fresh worker like `sub`'s (same exercise name and mode) whose module is empty:
     the memory no submission can avoid. Measured once per grading run and mode. None where this
     machine does not let the grader reset a worker's peak (then only tracemalloc is evidence)."""
-    from grader.sandbox.launcher import Submission
+    from grader.sandbox.proxy import Submission
 
     if not available():
         return None

@@ -48,17 +48,17 @@ def _help(tool: str) -> str:
 def memcheck(submission, exercise: str, target: Target | None = None, tool: str | list | None = None,
              mode: str = "cuda") -> str:
     """Run the exercise's kernel under memcheck; return the summary or raise CheckFailed /
-    a grader.errors exception. `submission`: a launcher Submission (its sources are used) or a
+    a grader.errors exception. `submission`: a proxy Submission (its sources are used) or a
     folder; `target`: the call to check (default: the exercise folder's sanitizer.py, `TARGET`).
     `tool`/`mode` let the repo's tests drive the plumbing on a CPU with a stand-in."""
     from grader.judge.compare import CheckFailed
-    from grader.sandbox import isolation, launcher
+    from grader.sandbox import isolation, launcher, proxy
 
     tool = tool or sanitizer_path()
     target = target or target_of(exercise)
     base = Path(tempfile.mkdtemp(prefix="sanitize-"))
     try:
-        if isinstance(submission, launcher.Submission):
+        if isinstance(submission, proxy.Submission):
             directory, sources = submission.directory, submission.sources
         else:
             directory = Path(submission)
@@ -78,7 +78,7 @@ def memcheck(submission, exercise: str, target: Target | None = None, tool: str 
         as_student = os.environ.get("GRADER_SANITIZER_AS_STUDENT") == "1" and level.name == "os"
         if as_student:
             os.chown(logdir, level.uid, level.gid)
-        sub = launcher.Submission(exercise, directory, mode, base / "work", sources=sources,
+        sub = proxy.Submission(exercise, directory, mode, base / "work", sources=sources,
                                   level=level, tool=cmd, env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
                                   writable=[(str(logdir), LOG_INSIDE)], tool_as_student=as_student)
         # memcheck stops a kernel at its first bad access, so the student's call then fails with
@@ -106,7 +106,7 @@ def memcheck(submission, exercise: str, target: Target | None = None, tool: str 
             raise problem
         if code != 0:
             raise errors.WorkerCrashed(
-                f"{exercise} under compute-sanitizer: the worker {launcher.describe_exit(code)} "
+                f"{exercise} under compute-sanitizer: the worker {proxy.describe_exit(code)} "
                 f"after its checked call; compute-sanitizer's log ends:\n{log[-1200:]}")
         summary = re.search(r"ERROR SUMMARY: 0 errors", log)
         return summary.group(0) if summary else "compute-sanitizer: exit status 0"

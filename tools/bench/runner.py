@@ -76,10 +76,10 @@ def run_student(plan: dict, out: Path, timeout_s: float) -> tuple[dict, list]:
     same sandbox and workers as grading) and timed here: ({name: rows}, problems)."""
     import tempfile
 
-    from grader.sandbox import launcher
+    from grader.sandbox import launcher, proxy
 
     scratch = Path(tempfile.mkdtemp(prefix="bench-"))
-    workers = launcher.Workers(Path(plan["submission"]), scratch)
+    workers = proxy.Workers(Path(plan["submission"]), scratch)
     print(f"bench: student code runs in the sandbox ({workers.isolation})", flush=True)
     ctx = Context(plan, student=workers.get, have={p.stem for p in workers.sources.glob("*.py")},
                   deadline=time.monotonic() + timeout_s)
