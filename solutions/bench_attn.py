@@ -82,7 +82,7 @@ def peak_bytes(fn, *args):
     Returns:
         int bytes, or None when CUDA is not available (there is no allocator to ask).
     """
-    # BEGIN SOLUTION
+# BEGIN SOLUTION
     if not torch.cuda.is_available():
         return None
     torch.cuda.synchronize()
@@ -91,16 +91,7 @@ def peak_bytes(fn, *args):
     fn(*args)
     torch.cuda.synchronize()
     return torch.cuda.max_memory_allocated() - base
-    # END SOLUTION
-    # BEGIN STUB
-    # # TODO(bench_attn): roughly 7 lines, as in the lesson's bench_attn.py.
-    # #   Without CUDA return None. Otherwise: synchronize, reset the peak statistics, read
-    # #   memory_allocated() as the base, call fn(*args), synchronize, and return
-    # #   max_memory_allocated() - base.
-    # raise NotImplementedError("TODO(bench_attn): peak_bytes - reset the peak stats, run fn, max_memory_allocated() minus the base")
-    # END STUB
 
-# BEGIN SOLUTION
 
 def time_once_no_sync(fn, *args) -> float:
     """Break It 4a, the first lie: one cold call, host clock, no synchronize.
@@ -117,28 +108,7 @@ def time_once_no_sync(fn, *args) -> float:
     fn(*args)
     return (time.perf_counter() - t0) * 1e3
 
-# END SOLUTION
-# BEGIN STUB
-#
-# def time_once_no_sync(fn, *args) -> float:
-#     """Break It 4a, the first lie: one cold call, host clock, no synchronize.
-#
-#     On a GPU this includes Triton's compilation (hundreds of ms or more) on the first call, and
-#     otherwise stops the clock when the work is queued, not when it is done.
-#
-#     Args:
-#         fn: the function to time; args: its arguments.
-#     Returns:
-#         float milliseconds of that one call.
-#     """
-#     # TODO(bench_attn): roughly 3 lines. Break It 4a.
-#     #   Read time.perf_counter(), call fn(*args) once, return the elapsed milliseconds.
-#     #   No warm-up and no synchronize, on purpose: write this number down next to the other two.
-#     raise NotImplementedError("TODO(bench_attn): time_once_no_sync - perf_counter around one cold call, no sync, return ms")
-#
-# END STUB
 
-# BEGIN SOLUTION
 def time_warm_no_sync(fn, *args, warmup=5) -> float:
     """Break It 4b, the second lie: warm up, then one call, still no synchronize.
 
@@ -189,6 +159,30 @@ def time_proper(fn, *args, warmup=5, rep=20, sync=None) -> float:
 
 # END SOLUTION
 # BEGIN STUB
+#     # TODO(bench_attn): roughly 7 lines, as in the lesson's bench_attn.py.
+#     #   Without CUDA return None. Otherwise: synchronize, reset the peak statistics, read
+#     #   memory_allocated() as the base, call fn(*args), synchronize, and return
+#     #   max_memory_allocated() - base.
+#     raise NotImplementedError("TODO(bench_attn): peak_bytes - reset the peak stats, run fn, max_memory_allocated() minus the base")
+#
+#
+# def time_once_no_sync(fn, *args) -> float:
+#     """Break It 4a, the first lie: one cold call, host clock, no synchronize.
+#
+#     On a GPU this includes Triton's compilation (hundreds of ms or more) on the first call, and
+#     otherwise stops the clock when the work is queued, not when it is done.
+#
+#     Args:
+#         fn: the function to time; args: its arguments.
+#     Returns:
+#         float milliseconds of that one call.
+#     """
+#     # TODO(bench_attn): roughly 3 lines. Break It 4a.
+#     #   Read time.perf_counter(), call fn(*args) once, return the elapsed milliseconds.
+#     #   No warm-up and no synchronize, on purpose: write this number down next to the other two.
+#     raise NotImplementedError("TODO(bench_attn): time_once_no_sync - perf_counter around one cold call, no sync, return ms")
+#
+#
 # def time_warm_no_sync(fn, *args, warmup=5) -> float:
 #     """Break It 4b, the second lie: warm up, then one call, still no synchronize.
 #
@@ -232,8 +226,8 @@ def time_proper(fn, *args, warmup=5, rep=20, sync=None) -> float:
 #     #   the timed region, so the clock stops when the work is done, not when it is queued).
 #     #   Return the median in milliseconds (statistics.median).
 #     raise NotImplementedError("TODO(bench_attn): time_proper - warm-up, then rep timed calls with sync() before and after each, median ms")
-#
 # END STUB
+
 
 def probe_backends(q, k, v) -> dict:
     """Which SDPA backends run on these inputs, and how fast.

@@ -95,29 +95,12 @@ def _flash_fwd(Q, K, V, O, N, stride_bh, stride_n, scale,
 
     for start in range(0, N, BLOCK_N):
         cols = start + offs_n
-        # BEGIN SOLUTION
+    # BEGIN SOLUTION
         # 1. K tile, loaded transposed as (D, BLOCK_N) so tl.dot(q, k) is Q K^T. Keys past N
         #    are not read (Break It 3: without the mask you read whatever lies past the end).
         k = tl.load(K + base + cols[None, :] * stride_n + dims[:, None],
                     mask=cols[None, :] < N, other=0.0)
 
-        # END SOLUTION
-        # BEGIN STUB
-        # # 1. load K tile TRANSPOSED as (D, BLOCK_N):
-        # #    address = K + base + cols[None, :] * stride_n + dims[:, None]
-        # #    mask on cols < N, other=0.0                                         (roughly 2 lines)
-        # # 2. s = scale * tl.dot(q, k); then set columns >= N to -inf with tl.where
-        # #                                                                        (roughly 2 lines)
-        # # 3. m_new = max(m_i, row max of s); p = exp(s - m_new[:, None]); alpha = exp(m_i - m_new)
-        # #                                                                        (roughly 3 lines)
-        # # 4. l_i = l_i * alpha + row sum of p                                    (roughly 1 line)
-        # # 5. load V tile (BLOCK_N, D), masked; acc = alpha[:, None] * acc + tl.dot(p.to(v.dtype), v)
-        # #                                                                        (roughly 3 lines)
-        # # 6. m_i = m_new                                                         (roughly 1 line)
-        # ...
-        #
-        # END STUB
-    # BEGIN SOLUTION
         # 2. Scores (BLOCK_M, BLOCK_N). A zero key still scores 0, and exp(0 - m) is a real
         #    weight that would land in l_i: padded keys must score -inf to get weight 0.
         s = tl.dot(q, k) * scale
@@ -144,6 +127,21 @@ def _flash_fwd(Q, K, V, O, N, stride_bh, stride_n, scale,
 
     # Normalise once, at the end (FlashAttention-2: one division per row, not one per block).
     # END SOLUTION
+        # BEGIN STUB
+        # # 1. load K tile TRANSPOSED as (D, BLOCK_N):
+        # #    address = K + base + cols[None, :] * stride_n + dims[:, None]
+        # #    mask on cols < N, other=0.0                                         (roughly 2 lines)
+        # # 2. s = scale * tl.dot(q, k); then set columns >= N to -inf with tl.where
+        # #                                                                        (roughly 2 lines)
+        # # 3. m_new = max(m_i, row max of s); p = exp(s - m_new[:, None]); alpha = exp(m_i - m_new)
+        # #                                                                        (roughly 3 lines)
+        # # 4. l_i = l_i * alpha + row sum of p                                    (roughly 1 line)
+        # # 5. load V tile (BLOCK_N, D), masked; acc = alpha[:, None] * acc + tl.dot(p.to(v.dtype), v)
+        # #                                                                        (roughly 3 lines)
+        # # 6. m_i = m_new                                                         (roughly 1 line)
+        # ...
+        # END STUB
+
     acc = acc / l_i[:, None]
     tl.store(O + base + rows[:, None] * stride_n + dims[None, :],
              acc.to(O.dtype.element_ty), mask=rows[:, None] < N)
@@ -156,11 +154,6 @@ def _flash_fwd(Q, K, V, O, N, stride_bh, stride_n, scale,
 
 
 def flash_fwd(q, k, v, BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3):
-# END SOLUTION
-# BEGIN STUB
-# def flash_fwd(q, k, v, BLOCK_M=64, BLOCK_N=64):
-# END STUB
-    # BEGIN SOLUTION
     """Non-causal attention softmax(q k^T / sqrt(D)) v, one fused Triton kernel.
 
     Args:
@@ -176,24 +169,23 @@ def flash_fwd(q, k, v, BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3):
     Returns:
         (B, H, N, D), the dtype of q.
     """
-    # END SOLUTION
-    # BEGIN STUB
-    # """Non-causal attention softmax(q k^T / sqrt(D)) v, one fused Triton kernel.
-    #
-    # Args:
-    #     q, k, v: (B, H, N, D) float16 or bfloat16 on CUDA (or CPU tensors under
-    #         TRITON_INTERPRET=1); float32 works too. D is a power of two >= 16.
-    #     BLOCK_M, BLOCK_N: query rows and key rows per tile, powers of two >= 16.
-    #
-    # Returns:
-    #     (B, H, N, D), the dtype of q.
-    # """
-    # END STUB
-    # BEGIN STUB
-    # raise NotImplementedError("TODO(flash_triton): _flash_fwd - load K and V tiles, scores, "
-    #                           "running max, rescale by alpha, accumulate; "
-    #                           "then delete this line")
-    # END STUB
+# END SOLUTION
+# BEGIN STUB
+# def flash_fwd(q, k, v, BLOCK_M=64, BLOCK_N=64):
+#     """Non-causal attention softmax(q k^T / sqrt(D)) v, one fused Triton kernel.
+#
+#     Args:
+#         q, k, v: (B, H, N, D) float16 or bfloat16 on CUDA (or CPU tensors under
+#             TRITON_INTERPRET=1); float32 works too. D is a power of two >= 16.
+#         BLOCK_M, BLOCK_N: query rows and key rows per tile, powers of two >= 16.
+#
+#     Returns:
+#         (B, H, N, D), the dtype of q.
+#     """
+#     raise NotImplementedError("TODO(flash_triton): _flash_fwd - load K and V tiles, scores, "
+#                               "running max, rescale by alpha, accumulate; "
+#                               "then delete this line")
+# END STUB
     # BEGIN SOLUTION
     B, H, N, D = q.shape
     assert k.shape == q.shape and v.shape == q.shape, "q, k and v must all be (B, H, N, D)"

@@ -70,8 +70,8 @@ def softmax_safe(x: np.ndarray) -> np.ndarray:
     # #   pass 3: exp(x - m) / l
     # #   For float16 input, do the arithmetic in float32 and cast the result back to x.dtype.
     # raise NotImplementedError("TODO(online_softmax): softmax_safe - three passes: max, sum of exp(x - max), divide")
-    #
     # END STUB
+
 
 def online_max_sum(x: np.ndarray) -> tuple[float, float]:
     # BEGIN SOLUTION
@@ -134,8 +134,8 @@ def softmax_online(x: np.ndarray) -> np.ndarray:
     # # TODO(online_softmax): roughly 2 lines.
     # #   (m, l) from online_max_sum(x), then exp(x - m) / l, cast back to x.dtype.
     # raise NotImplementedError("TODO(online_softmax): softmax_online - (m, l) from online_max_sum, then exp(x - m) / l")
-    #
     # END STUB
+
 
 def merge(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
     """Combine two partial (m, l) states into one.

@@ -61,8 +61,8 @@ def naive_attention(Q, K, V):
     # #   subtract each row's max, exponentiate, divide by each row's sum   (the safe softmax)
     # #   return P @ V, in Q's dtype
     # raise NotImplementedError("TODO(tiled_attention): naive_attention - full N x N scores, safe softmax per row, @ V")
-    #
     # END STUB
+
 
 def tiled_attention(Q, K, V, Br=64, Bc=64):
     # BEGIN SOLUTION
@@ -151,9 +151,9 @@ def tiled_attention(Q, K, V, Br=64, Bc=64):
     #         raise NotImplementedError("TODO(tiled_attention): tiled_attention - inner loop body: scores, new max, p, alpha, update l and acc, m = m_new")
     #     O[i:i + Br] = ...  # TODO(tiled_attention): roughly 1 line: normalise acc by l, row by row
     # return O
-    #
-    #
     # END STUB
+
+
 def _inputs(rng, N, d, dtype=np.float32):
     """Fresh (Q, K, V), each (N, d) standard normal in dtype."""
     return tuple(rng.standard_normal((N, d)).astype(dtype) for _ in range(3))
