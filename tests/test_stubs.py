@@ -37,6 +37,14 @@ def test_check_mode_names_a_stale_stub(tmp_path, capsys, monkeypatch):
     assert "online_softmax.py" in err and "flash_triton.py" not in err
 
 
+def test_write_mode_makes_every_stub(tmp_path, monkeypatch):
+    monkeypatch.setattr(stubs, "EXERCISES", tmp_path)
+    assert stubs.main([]) == 0
+    assert sorted(p.name for p in tmp_path.glob("*.py")) == NAMES
+    assert all((tmp_path / n).read_text() == (EXERCISES / n).read_text() for n in NAMES)
+    assert stubs.main(["--check"]) == 0
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_solution_markers_are_balanced_and_stripped(name):
     source = (SOLUTIONS / name).read_text()

@@ -19,7 +19,12 @@ SOLUTION block with no STUB after it is code the stub simply leaves out. A marke
 of its own, never a line inside a string: where a docstring differs, the whole docstring goes in
 the blocks, so both files keep clean docstrings. Blocks do not nest; a marker that is unbalanced,
 nested, misspelt (`# BEGIN SOLUTIONS`) or inside a string, a STUB line without its "#" prefix, or a
-solution with no SOLUTION block at all fails with file:line.
+solution with no SOLUTION block at all fails with file:line (exit 2).
+
+tests/mutants and the corpora (tests/*/*/<ex>.edits.json) edit solutions/ by `find` texts that
+must occur once: a marker goes outside every such text, and the stub's text beside it must not
+repeat one (tests/test_stubs.py checks both). That is why some functions sit whole in a SOLUTION
+block with the stub's whole function in the STUB block after it.
 
     python -m tools.stubs            write exercises/*.py (make stubs)
     python -m tools.stubs --check    exit 1 naming every stub that differs from what it would write
@@ -30,8 +35,8 @@ from __future__ import annotations
 import argparse
 import io
 import re
-import tokenize
 import sys
+import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -152,8 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         stale = differing(stubs, EXERCISES)
         for name in stale:
-            print(f"{_shown(EXERCISES / name)}: differs from what solutions/{name} makes "
-                  "(run make stubs)", file=sys.stderr)
+            why = (f"differs from what solutions/{name} makes (run make stubs)" if name in stubs
+                   else f"has no solutions/{name} to be made from")
+            print(f"{_shown(EXERCISES / name)}: {why}", file=sys.stderr)
         return 1 if stale else 0
     for name, text in stubs.items():
         target = EXERCISES / name
