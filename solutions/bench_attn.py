@@ -82,7 +82,7 @@ def peak_bytes(fn, *args):
     Returns:
         int bytes, or None when CUDA is not available (there is no allocator to ask).
     """
-# BEGIN SOLUTION
+    # BEGIN SOLUTION
     if not torch.cuda.is_available():
         return None
     torch.cuda.synchronize()
@@ -91,8 +91,17 @@ def peak_bytes(fn, *args):
     fn(*args)
     torch.cuda.synchronize()
     return torch.cuda.max_memory_allocated() - base
+    # END SOLUTION
+    # BEGIN STUB
+    # # TODO(bench_attn): roughly 7 lines, as in the lesson's bench_attn.py.
+    # #   Without CUDA return None. Otherwise: synchronize, reset the peak statistics, read
+    # #   memory_allocated() as the base, call fn(*args), synchronize, and return
+    # #   max_memory_allocated() - base.
+    # raise NotImplementedError("TODO(bench_attn): peak_bytes - reset the peak stats, run fn, max_memory_allocated() minus the base")
+    # END STUB
 
 
+# BEGIN SOLUTION
 def time_once_no_sync(fn, *args) -> float:
     """Break It 4a, the first lie: one cold call, host clock, no synchronize.
 
@@ -159,13 +168,6 @@ def time_proper(fn, *args, warmup=5, rep=20, sync=None) -> float:
 
 # END SOLUTION
 # BEGIN STUB
-#     # TODO(bench_attn): roughly 7 lines, as in the lesson's bench_attn.py.
-#     #   Without CUDA return None. Otherwise: synchronize, reset the peak statistics, read
-#     #   memory_allocated() as the base, call fn(*args), synchronize, and return
-#     #   max_memory_allocated() - base.
-#     raise NotImplementedError("TODO(bench_attn): peak_bytes - reset the peak stats, run fn, max_memory_allocated() minus the base")
-#
-#
 # def time_once_no_sync(fn, *args) -> float:
 #     """Break It 4a, the first lie: one cold call, host clock, no synchronize.
 #

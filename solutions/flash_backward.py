@@ -128,7 +128,7 @@ def _flash_fwd(Q, K, V, O, LSE, N, stride_bh, stride_n, qk_scale,
     # END STUB
     q = tl.load(Q + base + rows[:, None] * stride_n + dims[None, :],
                 mask=rows[:, None] < N, other=0.0)
-# BEGIN SOLUTION
+    # BEGIN SOLUTION
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running max (log2 units)
     l_i = tl.zeros([BLOCK_M], tl.float32)                # running sum of exp2(s - m_i)
@@ -155,8 +155,28 @@ def _flash_fwd(Q, K, V, O, LSE, N, stride_bh, stride_n, qk_scale,
     # L = m + log(l), back in natural-log units, for the backward pass
     lse = (m_i + tl.log2(l_i)) * 0.6931471805599453
     tl.store(LSE + pid_bh * N + rows, lse, mask=rows < N)
+    # END SOLUTION
+    # BEGIN STUB
+    # # "Sets m = -inf, l = 0, o = 0 for each of its Br rows."
+    # m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    # l_i = tl.zeros([BLOCK_M], tl.float32)
+    # acc = tl.zeros([BLOCK_M, D], tl.float32)
+    #
+    # # 5. the loop bounds. Non-causal: every key block, the last one masked. Causal ("skips
+    # #    blocks that are fully masked out"): the key blocks wholly left of this query block need
+    # #    no mask; the blocks that cross the diagonal are masked; the loop stops at
+    # #    min((pid_m + 1) * BLOCK_M, N), so blocks above the diagonal are never loaded.
+    # #    Call _fwd_block(..., MASK=False, ...) for the first kind and MASK=True for the second.
+    # ...
+    #
+    # # 6. "divides o by l and writes the Br x d output block", masked on rows < N
+    # # 7. "Also writes one extra number per row": L = m + log(l), natural log (with exp2:
+    # #    (m_i + log2(l_i)) * ln(2)), stored at LSE + pid_bh * N + rows, masked on rows < N
+    # ...
+    # END STUB
 
 
+# BEGIN SOLUTION
 def default_tiles(q, backward=False):
     """(BLOCK_M, BLOCK_N, num_warps, num_stages) for q's device, chosen by its shared memory.
 
@@ -190,24 +210,6 @@ def flash_fwd(q, k, v, causal=False, BLOCK_M=None, BLOCK_N=None, num_warps=None,
     """
 # END SOLUTION
 # BEGIN STUB
-#     # "Sets m = -inf, l = 0, o = 0 for each of its Br rows."
-#     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-#     l_i = tl.zeros([BLOCK_M], tl.float32)
-#     acc = tl.zeros([BLOCK_M, D], tl.float32)
-#
-#     # 5. the loop bounds. Non-causal: every key block, the last one masked. Causal ("skips
-#     #    blocks that are fully masked out"): the key blocks wholly left of this query block need
-#     #    no mask; the blocks that cross the diagonal are masked; the loop stops at
-#     #    min((pid_m + 1) * BLOCK_M, N), so blocks above the diagonal are never loaded.
-#     #    Call _fwd_block(..., MASK=False, ...) for the first kind and MASK=True for the second.
-#     ...
-#
-#     # 6. "divides o by l and writes the Br x d output block", masked on rows < N
-#     # 7. "Also writes one extra number per row": L = m + log(l), natural log (with exp2:
-#     #    (m_i + log2(l_i)) * ln(2)), stored at LSE + pid_bh * N + rows, masked on rows < N
-#     ...
-#
-#
 # def flash_fwd(q, k, v, causal=False, BLOCK_M=64, BLOCK_N=64):
 #     """softmax(q k^T / sqrt(D) [+ causal mask]) v and its logsumexp.
 #
@@ -293,7 +295,7 @@ def _bwd_dkdv(Q, K, V, DO, LSE, Delta, DK, DV, N, stride_bh, stride_n, scale,
                 mask=cols[:, None] < N, other=0.0)
     dk = tl.zeros([BLOCK_N, D], tl.float32)
     dv = tl.zeros([BLOCK_N, D], tl.float32)
-# BEGIN SOLUTION
+    # BEGIN SOLUTION
     qk_scale = scale * 1.4426950408889634
     # causal: query blocks entirely above the diagonal (rows < this block's first key) are skipped
     lo = (pid_n * BLOCK_N) // BLOCK_M * BLOCK_M if CAUSAL else 0
@@ -321,8 +323,20 @@ def _bwd_dkdv(Q, K, V, DO, LSE, Delta, DK, DV, N, stride_bh, stride_n, scale,
              dk.to(DK.dtype.element_ty), mask=cols[:, None] < N)
     tl.store(DV + base + cols[:, None] * stride_n + dims[None, :],
              dv.to(DV.dtype.element_ty), mask=cols[:, None] < N)
+    # END SOLUTION
+    # BEGIN STUB
+    # # 9. loop over the query blocks, BLOCK_M rows at a time (causal: start at the query block
+    # #    that holds this block's first key; the ones before see none of it). For each:
+    # #    load q, do, L and D of those rows (masked); "recompute S = Q K^T for the tile, and
+    # #    rebuild the exact probabilities as P = e^(S - L)" (no running max: L is the answer),
+    # #    P = 0 where the key or row does not exist or (causal) j > i;
+    # #    "dV += P^T dO"; "dP = dO V^T"; "dS = P o (dP - D)"; "dK += dS^T Q"
+    # # 10. "dK += dS^T Q * scale": the scale 1/sqrt(D) once at the end; store dK and dV (masked)
+    # ...
+    # END STUB
 
 
+# BEGIN SOLUTION
 @triton.jit
 def _bwd_dq(Q, K, V, DO, LSE, Delta, DQ, N, stride_bh, stride_n, scale,
             CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -372,16 +386,6 @@ def flash_bwd(q, k, v, o, lse, do, causal=False, BLOCK_M=None, BLOCK_N=None, num
     """
 # END SOLUTION
 # BEGIN STUB
-#     # 9. loop over the query blocks, BLOCK_M rows at a time (causal: start at the query block
-#     #    that holds this block's first key; the ones before see none of it). For each:
-#     #    load q, do, L and D of those rows (masked); "recompute S = Q K^T for the tile, and
-#     #    rebuild the exact probabilities as P = e^(S - L)" (no running max: L is the answer),
-#     #    P = 0 where the key or row does not exist or (causal) j > i;
-#     #    "dV += P^T dO"; "dP = dO V^T"; "dS = P o (dP - D)"; "dK += dS^T Q"
-#     # 10. "dK += dS^T Q * scale": the scale 1/sqrt(D) once at the end; store dK and dV (masked)
-#     ...
-#
-#
 # @triton.jit
 # def _bwd_dq(Q, K, V, DO, LSE, Delta, DQ, N, stride_bh, stride_n, scale,
 #             CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
