@@ -5,7 +5,7 @@
 #   make grade-gpu             every layer, GPU correctness and speed included
 #   make grade-gpu TARGET=gb10 also check each Triton kernel's shared memory against the Spark
 #   make gpuinfo | bench       the GPU's capability and limits; benchmark plots and Measure table
-#   make test                  the repo's own tests (course staff)
+#   make test | stubs          the repo's own tests; exercises/ written from solutions/ (staff)
 #   make release | gradescope  student release, Gradescope zip (course staff)
 SUBMISSION ?= $(if $(IMPL),$(IMPL),exercises)
 REPORTS ?= reports
@@ -16,7 +16,7 @@ RUN_GRADER = $(PY) -I grader/__main__.py --submission $(SUBMISSION) $(if $(TARGE
 GRADER = $(RUN_GRADER) --json $(REPORTS)/grade.json --markdown $(REPORTS)/grade.md
 CPU_LAYERS = cpu,adversarial,interp
 
-.PHONY: setup grade grade-gpu check gpuinfo test bench release gradescope clean help
+.PHONY: setup grade grade-gpu check gpuinfo test stubs bench release gradescope clean help
 help:
 	@sed -n '2,9p' Makefile | sed 's/^# //'
 
@@ -45,6 +45,11 @@ INSTRUCTOR_ONLY = @test -d solutions || { echo "make $@ is for course staff: it 
 test: .python
 	$(INSTRUCTOR_ONLY)
 	@$(PY) -m pytest tests
+
+# exercises/<ex>.py written from the markers in solutions/<ex>.py (tools/stubs.py)
+stubs: .python
+	$(INSTRUCTOR_ONLY)
+	@$(PY) -m tools.stubs
 
 # The lesson's gpuinfo.py (given code): capability, SMs, shared memory per block, L2
 gpuinfo: .python

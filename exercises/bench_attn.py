@@ -184,7 +184,7 @@ def run_sweep(Ns=NS, B=1, H=32, D=128, dtype=torch.float16, device="cuda", impls
     #     - if "mine" is in impls: check it against sdpa first (torch.testing.assert_close,
     #       atol = rtol = 2e-2): a wrong kernel can be extremely fast;
     #     - for each impl: ms = time_proper(lambda: fn(q, k, v)), mem = peak_bytes(fn, q, k, v),
-    #       flops = 4 * B * H * N * N * D, row = dict(N=N, impl=name, ms=ms,
+    #       flops = 4 * B * H * N**2 * D, row = dict(N=N, impl=name, ms=ms,
     #       tflops=flops / ms / 1e9, peak_gb=None if mem is None else mem / 1e9);
     #     - torch.OutOfMemoryError in any step of one impl: its row is _none_row(N, name), call
     #       _free_memory() outside the except clause, and go on with the next impl and N.

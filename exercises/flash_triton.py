@@ -39,21 +39,22 @@ def _flash_fwd(Q, K, V, O, N, stride_bh, stride_n, scale,
     q = tl.load(Q + base + rows[:, None] * stride_n + dims[None, :],
                 mask=rows[:, None] < N, other=0.0)
 
-    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    l_i = tl.zeros([BLOCK_M], tl.float32)
-    acc = tl.zeros([BLOCK_M, D], tl.float32)
+    # Online-softmax state, one entry per query row, in float32 whatever the input dtype.
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running max of the scores
+    l_i = tl.zeros([BLOCK_M], tl.float32)                # running sum of exp(s - m_i)
+    acc = tl.zeros([BLOCK_M, D], tl.float32)             # running sum of exp(s - m_i) * v
 
     for start in range(0, N, BLOCK_N):
         cols = start + offs_n
         # 1. load K tile TRANSPOSED as (D, BLOCK_N):
         #    address = K + base + cols[None, :] * stride_n + dims[:, None]
         #    mask on cols < N, other=0.0                                         (roughly 2 lines)
-        # 2. s = tl.dot(q, k) * scale; then set columns >= N to -inf with tl.where
+        # 2. s = scale * tl.dot(q, k); then set columns >= N to -inf with tl.where
         #                                                                        (roughly 2 lines)
         # 3. m_new = max(m_i, row max of s); p = exp(s - m_new[:, None]); alpha = exp(m_i - m_new)
         #                                                                        (roughly 3 lines)
         # 4. l_i = l_i * alpha + row sum of p                                    (roughly 1 line)
-        # 5. load V tile (BLOCK_N, D), masked; acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        # 5. load V tile (BLOCK_N, D), masked; acc = alpha[:, None] * acc + tl.dot(p.to(v.dtype), v)
         #                                                                        (roughly 3 lines)
         # 6. m_i = m_new                                                         (roughly 1 line)
         ...

@@ -56,10 +56,10 @@ def tiled_attention(Q, K, V, Br=64, Bc=64):
     O = np.empty_like(Q)
     for i in range(0, N, Br):
         q = Q[i:i + Br]
-        m = np.full(q.shape[0], -np.inf)
-        l = np.zeros(q.shape[0])
+        m = np.full(len(q), -np.inf)
+        l = np.zeros(len(q))
         acc = np.zeros_like(q)
-        for j in range(0, N, Bc):
+        for j in range(0, len(K), Bc):
             # TODO(tiled_attention): roughly 8 lines: scores, new max, p, alpha, update l and acc,
             # m = m_new. The lesson's block rule, for the key/value rows j:j + Bc:
             #   s_blk = q K_blk^T * scale               (br, bc): the only tile you build

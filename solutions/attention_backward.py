@@ -1,3 +1,4 @@
+# BEGIN SOLUTION
 """The backward pass of tiled attention in NumPy: recompute instead of remember (reference).
 
 Lesson sections "FlashAttention's forward pass" (step 4: L = m + log(l), for the backward pass),
@@ -13,6 +14,24 @@ Run:
     python solutions/attention_backward.py      # self-check against float64 gradients
     make check EX=attention_backward            # the grader's checks for this exercise
 """
+# END SOLUTION
+# BEGIN STUB
+# """The backward pass of tiled attention in NumPy: recompute instead of remember (exercise).
+#
+# Lesson sections "FlashAttention's forward pass" (step 4: L = m + log(l), for the backward pass),
+# "The backward pass: recompute instead of remember" and FlashAttention-2's skipping of blocks
+# above the diagonal in causal attention. Extension track.
+#
+#     tiled_attention_lse  tiled_attention's forward pass, which also returns L = m + log(l) per
+#                          row and takes causal=: key j is visible to query i only if j <= i
+#     tiled_backward       (dQ, dK, dV) tile by tile: P = e^(S - L) rebuilt from L, the D trick,
+#                          nothing N x N
+#
+# Run:
+#     python exercises/attention_backward.py      # self-check against float64 gradients
+#     make check EX=attention_backward            # the grader's checks for this exercise
+# """
+# END STUB
 import numpy as np
 
 
@@ -46,6 +65,7 @@ def tiled_attention_lse(Q, K, V, Br=64, Bc=64, causal=False):
         l = np.zeros(br)                      # running sum of exp(s - m)
         acc = np.zeros_like(q)                # running sum of exp(s - m) * v
         for j in range(0, N, Bc):
+            # BEGIN SOLUTION
             if causal and j > i + br - 1:     # the whole block is above the diagonal: skip it
                 break
             k, v = K[j:j + Bc], V[j:j + Bc]
@@ -61,8 +81,29 @@ def tiled_attention_lse(Q, K, V, Br=64, Bc=64, causal=False):
             acc *= alpha.astype(acc.dtype)[:, None]
             acc += p @ v
             m = m_new
+            # END SOLUTION
+            # BEGIN STUB
+            # # TODO(attention_backward): roughly 14 lines: tiled_attention's block rule, plus
+            # # causal attention (FlashAttention-2 "skips blocks that are fully masked out"):
+            # #   if causal and the whole key block is above the diagonal (j > i + br - 1): stop,
+            # #       every later block is above it too: skip, do not compute
+            # #   s_blk = q K_blk^T * scale
+            # #   if causal and the block crosses the diagonal: s_blk = -inf where key j' > query i'
+            # #       (_causal_mask does it); query i sees keys j <= i, the diagonal included
+            # #   m_new = max(m, row max of s_blk); p = e^(s_blk - m_new); alpha = e^(m - m_new)
+            # #   l = l * alpha + row sum of p; acc = acc * alpha + p @ V_blk; m = m_new
+            # raise NotImplementedError("TODO(attention_backward): tiled_attention_lse - the block "
+            #                           "rule with causal skipping and masking")
+            # END STUB
         O[i:i + Br] = acc / l.astype(acc.dtype)[:, None]
+        # BEGIN SOLUTION
         L[i:i + Br] = m + np.log(l)           # the logsumexp: for the backward pass
+        # END SOLUTION
+        # BEGIN STUB
+        # # TODO(attention_backward): roughly 1 line. "Also writes one extra number per row, the
+        # # logsumexp ... L = m + log(l), for the backward pass." (natural log)
+        # L[i:i + Br] = ...
+        # END STUB
     return O, L
 
 
@@ -77,6 +118,7 @@ def tiled_backward(Q, K, V, O, L, dO, Br=64, Bc=64, causal=False):
     Returns:
         (dQ, dK, dV), each (N, d).
     """
+    # BEGIN SOLUTION
     N, d = Q.shape
     scale = 1.0 / np.sqrt(d)
     dQ = np.zeros(Q.shape)
@@ -104,6 +146,24 @@ def tiled_backward(Q, K, V, O, L, dO, Br=64, Bc=64, causal=False):
             dK[j:j + Bc] += ds.T @ q * scale  # dK += dS^T Q * scale
         dQ[i:i + Br] = dq
     return dQ, dK, dV
+    # END SOLUTION
+    # BEGIN STUB
+    # # TODO(attention_backward): roughly 25 lines. "In the backward pass, a kernel walks the same
+    # # tiles again: reload Q, K, V tiles, recompute S = Q K^T for the tile, and rebuild the exact
+    # # probabilities as P = e^(S - L). No running max is needed this time."
+    # #   D    = rowsum(dO o O)           one number per query row, computed once, before the loop
+    # #   for each query block i (Br rows) and key block j (Bc rows), skipping and masking the
+    # #   causal blocks exactly as the forward does:
+    # #     S    = Q_i K_j^T * scale       (br, bc): the one tile you build
+    # #     P    = e^(S - L_i)
+    # #     dV_j += P^T dO_i
+    # #     dP   = dO_i V_j^T
+    # #     dS   = P o (dP - D_i)          softmax backward, elementwise (the D trick)
+    # #     dQ_i += dS K_j * scale         dK_j += dS^T Q_i * scale
+    # # Nothing N x N: dQ, dK, dV (N, d) are the only big arrays (the grader measures memory).
+    # raise NotImplementedError("TODO(attention_backward): tiled_backward - recompute P = e^(S - L) "
+    #                           "tile by tile, the D trick, dQ, dK, dV")
+    # END STUB
 
 
 def _reference(Q, K, V, dO, causal=False):

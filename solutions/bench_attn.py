@@ -1,3 +1,4 @@
+# BEGIN SOLUTION
 """Benchmark attention without lying to yourself: naive vs SDPA vs your Triton kernel (reference).
 
 Lesson sections "Benchmarking a kernel without lying to yourself", Build It's bench_attn.py, and
@@ -17,6 +18,29 @@ Run (needs a CUDA GPU, triton, and flash_triton.py next to this file):
     python solutions/bench_attn.py              # writes attn_bench.json, prints the table
     make check EX=bench_attn                    # the grader's checks for this exercise
 """
+# END SOLUTION
+# BEGIN STUB
+# """Benchmark attention without lying to yourself: naive vs SDPA vs your Triton kernel.
+#
+# Lesson sections "Benchmarking a kernel without lying to yourself", Build It's bench_attn.py, and
+# Break It 4 ("Lie with a benchmark"). Three timers, from wrong to right:
+#
+#     time_once_no_sync  one call, no warm-up, no synchronize: measures compilation and queueing
+#     time_warm_no_sync  warm-up, then one call, no synchronize: measures launch overhead only
+#     time_proper        warm-up, synchronize around every timed call, median of many: the real time
+#
+# then probe_backends (which SDPA backends run here, and how fast), and the lesson's Measure loop:
+# peak_bytes and run_sweep (ms, TFLOP/s and peak memory against N, one JSON row per (N, impl)).
+# Write those six; naive and sdpa are given. The lesson's loop times with triton.testing.do_bench
+# (which also flushes L2); here run_sweep takes `ms` from your time_proper, which works on CPU and GPU.
+#
+#     FLOPs = 4 * B * H * N^2 * D   (2 N^2 D for Q K^T, 2 N^2 D for P V, per head; forward only)
+#
+# Run (needs a CUDA GPU, triton, and flash_triton.py next to this file):
+#     python exercises/bench_attn.py              # writes attn_bench.json, prints the table
+#     make check EX=bench_attn                    # the grader's checks for this exercise
+# """
+# END STUB
 import json
 import statistics
 import time
@@ -58,6 +82,7 @@ def peak_bytes(fn, *args):
     Returns:
         int bytes, or None when CUDA is not available (there is no allocator to ask).
     """
+    # BEGIN SOLUTION
     if not torch.cuda.is_available():
         return None
     torch.cuda.synchronize()
@@ -66,8 +91,17 @@ def peak_bytes(fn, *args):
     fn(*args)
     torch.cuda.synchronize()
     return torch.cuda.max_memory_allocated() - base
+    # END SOLUTION
+    # BEGIN STUB
+    # # TODO(bench_attn): roughly 7 lines, as in the lesson's bench_attn.py.
+    # #   Without CUDA return None. Otherwise: synchronize, reset the peak statistics, read
+    # #   memory_allocated() as the base, call fn(*args), synchronize, and return
+    # #   max_memory_allocated() - base.
+    # raise NotImplementedError("TODO(bench_attn): peak_bytes - reset the peak stats, run fn, max_memory_allocated() minus the base")
+    # END STUB
 
 
+# BEGIN SOLUTION
 def time_once_no_sync(fn, *args) -> float:
     """Break It 4a, the first lie: one cold call, host clock, no synchronize.
 
@@ -132,6 +166,70 @@ def time_proper(fn, *args, warmup=5, rep=20, sync=None) -> float:
         times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
 
+# END SOLUTION
+# BEGIN STUB
+# def time_once_no_sync(fn, *args) -> float:
+#     """Break It 4a, the first lie: one cold call, host clock, no synchronize.
+#
+#     On a GPU this includes Triton's compilation (hundreds of ms or more) on the first call, and
+#     otherwise stops the clock when the work is queued, not when it is done.
+#
+#     Args:
+#         fn: the function to time; args: its arguments.
+#     Returns:
+#         float milliseconds of that one call.
+#     """
+#     # TODO(bench_attn): roughly 3 lines. Break It 4a.
+#     #   Read time.perf_counter(), call fn(*args) once, return the elapsed milliseconds.
+#     #   No warm-up and no synchronize, on purpose: write this number down next to the other two.
+#     raise NotImplementedError("TODO(bench_attn): time_once_no_sync - perf_counter around one cold call, no sync, return ms")
+#
+#
+# def time_warm_no_sync(fn, *args, warmup=5) -> float:
+#     """Break It 4b, the second lie: warm up, then one call, still no synchronize.
+#
+#     Compilation is gone, but a launch returns as soon as the kernel is queued, so on a GPU this is
+#     launch overhead (a few microseconds), absurdly fast next to the hardware's real limits.
+#
+#     Args:
+#         fn: the function to time; args: its arguments.
+#         warmup: untimed calls first.
+#     Returns:
+#         float milliseconds of one call after warm-up.
+#     """
+#     # TODO(bench_attn): roughly 5 lines. Break It 4b.
+#     #   Call fn(*args) `warmup` times untimed, then time ONE call with time.perf_counter and
+#     #   return milliseconds. Still no synchronize: see how fast "queued" looks.
+#     raise NotImplementedError("TODO(bench_attn): time_warm_no_sync - warm-up calls, then perf_counter around one call, no sync, return ms")
+#
+#
+# def time_proper(fn, *args, warmup=5, rep=20, sync=None) -> float:
+#     """Break It 4c, the truth: warm up, then `rep` timed calls, each finished before the clock
+#     stops; return the median.
+#
+#     Unlike triton.testing.do_bench this does not flush L2 between calls, so small inputs may be
+#     timed from cache.
+#
+#     Args:
+#         fn: the function to time; args: its arguments.
+#         warmup: untimed calls first (compilation, autotuning, allocator warm-up).
+#         rep: timed calls.
+#         sync: waits for queued device work; default torch.cuda.synchronize when CUDA is available,
+#             else nothing (CPU calls finish before they return).
+#     Returns:
+#         float milliseconds, the median of the `rep` calls (robust to a stray slow call).
+#     """
+#     # TODO(bench_attn): roughly 11 lines. Break It 4c, and rules 1-3 of "Benchmarking a kernel
+#     # without lying to yourself".
+#     #   sync defaults to torch.cuda.synchronize if torch.cuda.is_available(), else a no-op.
+#     #   Call fn(*args) `warmup` times untimed. Then `rep` times:
+#     #       sync(); start the clock; fn(*args); sync(); stop the clock
+#     #   (sync before starting, so earlier queued work is not billed to this call; sync inside
+#     #   the timed region, so the clock stops when the work is done, not when it is queued).
+#     #   Return the median in milliseconds (statistics.median).
+#     raise NotImplementedError("TODO(bench_attn): time_proper - warm-up, then rep timed calls with sync() before and after each, median ms")
+# END STUB
+
 
 def probe_backends(q, k, v) -> dict:
     """Which SDPA backends run on these inputs, and how fast.
@@ -147,6 +245,7 @@ def probe_backends(q, k, v) -> dict:
     """
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
+    # BEGIN SOLUTION
     results = {}
     for backend in [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
                     SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH]:
@@ -156,6 +255,16 @@ def probe_backends(q, k, v) -> dict:
         except RuntimeError:                  # not available here (OutOfMemoryError is one too)
             results[backend.name] = None
     return results
+    # END SOLUTION
+    # BEGIN STUB
+    # # TODO(bench_attn): roughly 7 lines.
+    # #   For each backend in [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
+    # #   SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH]:
+    # #       with sdpa_kernel(backend): time sdpa(q, k, v) with time_proper
+    # #       a backend that cannot run these inputs raises RuntimeError: record None, go on
+    # #   Return {backend.name: ms or None}. It must never crash, on CPU tensors too.
+    # raise NotImplementedError("TODO(bench_attn): probe_backends - time sdpa under each sdpa_kernel(backend), None on RuntimeError")
+    # END STUB
 
 
 def _free_memory():
@@ -184,6 +293,7 @@ def run_sweep(Ns=NS, B=1, H=32, D=128, dtype=torch.float16, device="cuda", impls
         list of dict(N, impl, ms, tflops, peak_gb), one per (N, impl) in order. ms, tflops and
         peak_gb are None for a run that ran out of memory; peak_gb is None without CUDA.
     """
+    # BEGIN SOLUTION
     if impls is None:
         from flash_triton import flash_fwd    # here, not at the top: it needs triton
 
@@ -245,6 +355,22 @@ def run_sweep(Ns=NS, B=1, H=32, D=128, dtype=torch.float16, device="cuda", impls
             json.dump(rows, f, indent=1)
     return rows
 
+    # END SOLUTION
+    # BEGIN STUB
+    # # TODO(bench_attn): roughly 35 lines: the lesson's Measure loop, made robust.
+    # #   impls defaults to {"naive": naive, "sdpa": sdpa, "mine": flash_fwd} (import flash_fwd
+    # #   inside the function: it needs triton). For each N:
+    # #     - q, k, v = torch.randn(B, H, N, D, device=device, dtype=dtype), three times;
+    # #     - if "mine" is in impls: check it against sdpa first (torch.testing.assert_close,
+    # #       atol = rtol = 2e-2): a wrong kernel can be extremely fast;
+    # #     - for each impl: ms = time_proper(lambda: fn(q, k, v)), mem = peak_bytes(fn, q, k, v),
+    # #       flops = 4 * B * H * N**2 * D, row = dict(N=N, impl=name, ms=ms,
+    # #       tflops=flops / ms / 1e9, peak_gb=None if mem is None else mem / 1e9);
+    # #     - torch.OutOfMemoryError in any step of one impl: its row is _none_row(N, name), call
+    # #       _free_memory() outside the except clause, and go on with the next impl and N.
+    # #   Print each row as it is made; write the rows to out_path as JSON (unless None); return them.
+    # raise NotImplementedError("TODO(bench_attn): run_sweep - per N: inputs, check mine, time_proper and peak_bytes per impl, OOM -> None row, JSON")
+    # END STUB
 
 if __name__ == "__main__":
     from flash_triton import flash_fwd

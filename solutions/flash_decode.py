@@ -1,3 +1,4 @@
+# BEGIN SOLUTION
 """Flash-Decoding: one query row against a long, ragged, grouped KV cache (solution).
 
 Lesson: FlashAttention and kernels, the Flash-Decoding paragraph: "In decoding, there is one query
@@ -29,6 +30,36 @@ Run:
   python solutions/flash_decode.py --bench              # GB/s of K and V against SDPA and copy
   python solutions/flash_decode.py --bench --sweep      # also try other tiles, warps, splits
 """
+# END SOLUTION
+# BEGIN STUB
+# """Exercise flash_decode: Flash-Decoding, one query row against a long, ragged, grouped KV cache.
+#
+# Lesson: FlashAttention and kernels, the Flash-Decoding paragraph: "In decoding, there is one query
+# row and a long KV cache. A single query block gives the GPU almost nothing to parallelize, so
+# Flash-Decoding splits the keys across many programs, each producing its own (m, l, o), and then
+# merges them with the rule from the Predict above. Same trick, opposite axis." Extension track.
+#
+# Your job, in this order:
+#   1. merge_state and merge_partials (NumPy): `merge` from online_softmax.py with an output
+#      accumulator next to l. A split that holds no keys is the empty state (-inf, 0, 0), and
+#      merging with it must change nothing: never compute -inf - (-inf) (that is nan).
+#   2. _decode_split (Triton): one program per (split of the keys, KV head, sequence). Its "query
+#      tile" is the GROUP query heads that share its KV head (grouped-query attention); it streams
+#      its split's keys BLOCK_N at a time with the same block rule as flash_triton's _flash_fwd, and
+#      stores its partial state (m, l, acc). No division: that is the merge's job.
+#   3. _decode_merge (Triton): one program per (sequence, query head) merges the num_splits states
+#      with the rule of step 1 and normalises once.
+#   4. pick_num_splits, then delete the `raise NotImplementedError` line in flash_decode.
+# The merge runs in a Triton kernel too: the wrapper only allocates and launches (reading
+# seq_lens.max() to choose a split count is fine; any other torch arithmetic is not).
+#
+# Run:
+#   python exercises/flash_decode.py                      # self-check on a CUDA machine
+#   TRITON_INTERPRET=1 python exercises/flash_decode.py   # on a CPU, with CPU tensors (slow)
+#   python exercises/flash_decode.py --bench              # GB/s of K and V against SDPA and copy
+#   make check EX=flash_decode                            # the grader's checks
+# """
+# END STUB
 
 import math
 import os
@@ -56,6 +87,7 @@ def merge_state(a, b):
     Returns:
         (m, l, acc) of all the keys of a and b, float64.
     """
+    # BEGIN SOLUTION
     m_a, l_a, acc_a = (np.asarray(t, dtype=np.float64) for t in a)
     m_b, l_b, acc_b = (np.asarray(t, dtype=np.float64) for t in b)
     m = np.maximum(m_a, m_b)
@@ -66,6 +98,18 @@ def merge_state(a, b):
     l = l_a * alpha + l_b * beta
     acc = acc_a * alpha[..., None] + acc_b * beta[..., None]
     return m, l, acc
+    # END SOLUTION
+    # BEGIN STUB
+    # # TODO(flash_decode): roughly 6 lines. The merge rule from the Predict, once more:
+    # #   m     = max(m_a, m_b)
+    # #   alpha = exp(m_a - m), beta = exp(m_b - m)        (both <= 1: nothing overflows)
+    # #   l     = l_a * alpha + l_b * beta
+    # #   acc   = acc_a * alpha[..., None] + acc_b * beta[..., None]
+    # #   Where both sides are empty, m is -inf and m_a - m is -inf - (-inf) = nan: subtract 0
+    # #   there instead (np.where(np.isneginf(m), 0.0, m)), so the result stays empty.
+    # raise NotImplementedError("TODO(flash_decode): merge_state - the merge rule with acc, "
+    #                           "the empty state as identity")
+    # END STUB
 
 
 def merge_partials(parts):
@@ -79,6 +123,7 @@ def merge_partials(parts):
         o = acc / l of all the keys, float64, the shape of acc. A row whose every split is empty
         (a sequence of length 0) has no keys to average: its o is 0, never nan.
     """
+    # BEGIN SOLUTION
     m, l, acc = (np.asarray(t, dtype=np.float64) for t in parts[0])
     state = (np.full(m.shape, -np.inf), np.zeros(l.shape), np.zeros(acc.shape))   # empty
     for part in parts:
@@ -87,10 +132,23 @@ def merge_partials(parts):
     # Normalise once, at the end. l = 0 only where every split was empty: o = 0 there.
     safe_l = np.where(l > 0, l, 1.0)
     return np.where((l > 0)[..., None], acc / safe_l[..., None], 0.0)
+    # END SOLUTION
+    # BEGIN STUB
+    # # TODO(flash_decode): roughly 6 lines.
+    # #   start from the empty state (-inf, 0, 0) shaped like parts[0], merge_state every part
+    # #   into it, then o = acc / l[..., None], and 0 where l == 0.
+    # raise NotImplementedError("TODO(flash_decode): merge_partials - merge every split's "
+    #                           "(m, l, acc), then divide by l once")
+    # END STUB
 
 
 # --------------------------------------------------------------------------------------------
+# BEGIN SOLUTION
 # Reference: plain PyTorch decode attention with a ragged, grouped cache.
+# END SOLUTION
+# BEGIN STUB
+# # Reference (given): plain PyTorch decode attention with a ragged, grouped cache.
+# END STUB
 # --------------------------------------------------------------------------------------------
 
 
@@ -116,9 +174,14 @@ def decode_reference(q, k_cache, v_cache, seq_lens):
 # --------------------------------------------------------------------------------------------
 # Kernel 1: one program per (split, KV head, sequence). It owns the GROUP query heads that share
 # this KV head (a (BLOCK_H, D) "query tile", rows past GROUP are padding) and the keys
+# BEGIN SOLUTION
 # [lo, min(lo + SPLIT, seq_len)) of its sequence, BLOCK_N at a time. It writes the partial state
 # (m, l, acc) of each of its query heads: no division, that is the merge's job.
 # Per program: read GROUP*D of q, at most SPLIT*D of K and of V, write GROUP*(D + 2) floats.
+# END SOLUTION
+# BEGIN STUB
+# # [lo, min(lo + split_size, seq_len)) of its sequence, BLOCK_N at a time.
+# END STUB
 # --------------------------------------------------------------------------------------------
 
 
@@ -137,8 +200,11 @@ def _decode_split(Q, K, V, SeqLens, MidM, MidL, MidAcc,
     dims = tl.arange(0, D)
     offs_n = tl.arange(0, BLOCK_N)
 
+    # BEGIN SOLUTION
     # The query heads of this KV head: GQA's heads pid_kv*GROUP .. pid_kv*GROUP + GROUP - 1.
+    # END SOLUTION
     offs_h = tl.arange(0, BLOCK_H)
+    # BEGIN SOLUTION
     heads = pid_kv * GROUP + offs_h
     head_ok = offs_h < GROUP
     q = tl.load(Q + pid_b * stride_qb + heads[:, None] * stride_qh + dims[None, :],
@@ -150,10 +216,15 @@ def _decode_split(Q, K, V, SeqLens, MidM, MidL, MidAcc,
     seq_len = tl.load(SeqLens + pid_b)
     lo = pid_s * split_size
     hi = tl.minimum(lo + split_size, seq_len)
+    # END SOLUTION
+    # BEGIN STUB
+    # head_ok = offs_h < GROUP            # rows past GROUP are padding (tl.dot needs 16 rows)
+    # END STUB
     # int64: a (8, 32, 128K, 128) cache is 2^32 elements, past what int32 offsets can reach
     k_base = K + pid_b.to(tl.int64) * stride_kb + pid_kv.to(tl.int64) * stride_kh
     v_base = V + pid_b.to(tl.int64) * stride_vb + pid_kv.to(tl.int64) * stride_vh
 
+    # BEGIN SOLUTION
     m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)   # running max of the scores
     l_i = tl.zeros([BLOCK_H], tl.float32)                 # running sum of exp(s - m_i)
     acc = tl.zeros([BLOCK_H, D], tl.float32)              # running sum of exp(s - m_i) * v
@@ -180,12 +251,31 @@ def _decode_split(Q, K, V, SeqLens, MidM, MidL, MidAcc,
     tl.store(MidM + row, m_i, mask=head_ok)
     tl.store(MidL + row, l_i, mask=head_ok)
     tl.store(MidAcc + row[:, None] * D + dims[None, :], acc, mask=head_ok[:, None])
+    # END SOLUTION
+    # BEGIN STUB
+    # # 0. heads (BLOCK_H,): the GROUP query heads that read KV head pid_kv (query head h reads
+    # #    KV head h // GROUP: which h are those?); q = their rows of Q, (BLOCK_H, D), masked on
+    # #    head_ok, other=0.0                                                   (roughly 3 lines)
+    # # 1. seq_len = this sequence's length (load it from SeqLens); this split's keys are
+    # #    lo = pid_s * split_size up to hi = min(lo + split_size, seq_len). A split past the end
+    # #    has lo >= hi: the loop below does not run and the state stays empty.  (roughly 3 lines)
+    # # 2. m_i = -inf, l_i = 0 (BLOCK_H,) and acc = 0 (BLOCK_H, D), all float32  (roughly 3 lines)
+    # # 3. for start in range(lo, hi, BLOCK_N): the block rule of _flash_fwd, with
+    # #    valid = cols < seq_len for the K and V load masks and for the -inf on padded scores
+    # #                                                                         (roughly 13 lines)
+    # # 4. store m_i, l_i and acc of each real query head (mask head_ok) at its row
+    # #    (pid_b * Hq + heads) * num_splits + pid_s of MidM, MidL (B, Hq, num_splits) and
+    # #    MidAcc (B, Hq, num_splits, D), all float32                           (roughly 4 lines)
+    # ...
+    # END STUB
 
 
 # --------------------------------------------------------------------------------------------
 # Kernel 2: one program per (sequence, query head) merges its num_splits partial states with
 # the rule from the Predict, BLOCK_S states at a time, then normalises once.
+# BEGIN SOLUTION
 # Per program: read num_splits * (D + 2) floats, write D elements: tiny next to kernel 1.
+# END SOLUTION
 # --------------------------------------------------------------------------------------------
 
 
@@ -198,6 +288,7 @@ def _decode_merge(MidM, MidL, MidAcc, O, stride_ob, stride_oh, num_splits, Hq,
     dims = tl.arange(0, D)
     offs_s = tl.arange(0, BLOCK_S)
 
+    # BEGIN SOLUTION
     m_run = tl.max(tl.full([BLOCK_S], float("-inf"), tl.float32), axis=0)   # the empty state
     l_run = tl.sum(tl.zeros([BLOCK_S], tl.float32), axis=0)
     acc_run = tl.zeros([D], tl.float32)
@@ -222,6 +313,20 @@ def _decode_merge(MidM, MidL, MidAcc, O, stride_ob, stride_oh, num_splits, Hq,
     # Normalise once. l_run = 0 only for a sequence of length 0: its output is 0, not nan.
     o = tl.where(l_run > 0, acc_run / tl.where(l_run > 0, l_run, 1.0), 0.0)
     tl.store(O + b * stride_ob + h * stride_oh + dims, o.to(O.dtype.element_ty))
+    # END SOLUTION
+    # BEGIN STUB
+    # # 1. the empty state: m_run = -inf, l_run = 0 (float32 scalars, e.g.
+    # #    tl.max(tl.full([BLOCK_S], float("-inf"), tl.float32), axis=0)), acc_run = 0 (D,)
+    # #                                                                         (roughly 3 lines)
+    # # 2. for s0 in range(0, num_splits, BLOCK_S): load BLOCK_S states (masked: m other=-inf,
+    # #    l and acc other=0), then merge_state's rule on vectors: m_new = max(m_run, max of m),
+    # #    shift = 0 where m_new is -inf else m_new, alpha = exp(m_run - shift),
+    # #    w = exp(m - shift), l_run = l_run*alpha + sum(l*w), acc_run likewise, m_run = m_new
+    # #                                                                         (roughly 12 lines)
+    # # 3. o = acc_run / l_run (0 where l_run == 0), stored in O's dtype at
+    # #    O + b * stride_ob + h * stride_oh + dims                             (roughly 2 lines)
+    # ...
+    # END STUB
 
 
 # --------------------------------------------------------------------------------------------
@@ -255,11 +360,20 @@ def pick_num_splits(B, Hkv, L_max, BLOCK_N, device):
     """Splits of the keys per (sequence, KV head): enough programs to fill every SM several
     times over (a single long sequence with few KV heads needs many splits; a big batch needs
     few), but never splits shorter than MIN_KEYS_PER_SPLIT keys."""
+    # BEGIN SOLUTION
     sms = torch.cuda.get_device_properties(device).multi_processor_count \
         if device.type == "cuda" else 4
     wanted = triton.cdiv(PROGRAMS_PER_SM * sms, B * Hkv)
     most = max(1, triton.cdiv(L_max, max(MIN_KEYS_PER_SPLIT, BLOCK_N)))
     return max(1, min(wanted, most, MAX_SPLITS))
+    # END SOLUTION
+    # BEGIN STUB
+    # # TODO(flash_decode): roughly 4 lines.
+    # #   sms = torch.cuda.get_device_properties(device).multi_processor_count on CUDA, else 4
+    # #   wanted = cdiv(PROGRAMS_PER_SM * sms, B * Hkv) programs' worth of splits,
+    # #   at most cdiv(L_max, max(MIN_KEYS_PER_SPLIT, BLOCK_N)) and MAX_SPLITS, at least 1
+    # raise NotImplementedError("TODO(flash_decode): pick_num_splits - enough splits to fill the SMs")
+    # END STUB
 
 
 def flash_decode(q, k_cache, v_cache, seq_lens, num_splits=None, BLOCK_N=None, num_warps=None,
@@ -281,6 +395,10 @@ def flash_decode(q, k_cache, v_cache, seq_lens, num_splits=None, BLOCK_N=None, n
     Returns:
         o: (B, Hq, D), the dtype of q: softmax(q k^T / sqrt(D)) v per (sequence, head).
     """
+    # BEGIN STUB
+    # raise NotImplementedError("TODO(flash_decode): _decode_split, _decode_merge and "
+    #                           "pick_num_splits; then delete this line")
+    # END STUB
     B, Hq, D = q.shape
     Hkv, L_max = k_cache.shape[1], k_cache.shape[2]
     assert k_cache.shape == (B, Hkv, L_max, D) and v_cache.shape == k_cache.shape, \
@@ -524,5 +642,10 @@ if __name__ == "__main__":
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
         sys.exit("No GPU found: run on the CPU with TRITON_INTERPRET=1 "
+                 # BEGIN SOLUTION
                  "python solutions/flash_decode.py")
+                 # END SOLUTION
+                 # BEGIN STUB
+                 # "python exercises/flash_decode.py")
+                 # END STUB
     _self_check(device)

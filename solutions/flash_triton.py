@@ -1,3 +1,4 @@
+# BEGIN SOLUTION
 """FlashAttention forward pass in Triton (solution).
 
 Lesson: FlashAttention and kernels, sections "Online softmax", "From a sum to an output row",
@@ -16,6 +17,26 @@ Run:
   python solutions/flash_triton.py                      # on a CUDA machine
   TRITON_INTERPRET=1 python solutions/flash_triton.py   # on a CPU, with CPU tensors (slow)
 """
+# END SOLUTION
+# BEGIN STUB
+# """Exercise flash_triton: the FlashAttention forward pass as one Triton kernel.
+#
+# Lesson: FlashAttention and kernels, sections "Online softmax", "From a sum to an output row",
+# "FlashAttention's forward pass", "Writing a kernel: Triton" and "Build It" (flash_triton.py).
+# "Break It" 3 (masks) and 5 (too much SRAM) are about this kernel.
+#
+# Your job: fill in the loop body of `_flash_fwd` (the numbered TODOs), then delete the
+# `raise NotImplementedError` line at the top of `flash_fwd`. Each program owns BLOCK_M query rows
+# of one (batch, head): it loads its Q tile once, streams K and V past it BLOCK_N rows at a time,
+# keeps the running max m_i, the running sum l_i and the unnormalised output acc, and writes
+# acc / l_i at the end. Nothing N x N is ever stored.
+#
+# Run:
+#   TRITON_INTERPRET=1 python exercises/flash_triton.py   # on a CPU, with CPU tensors (slow)
+#   python exercises/flash_triton.py                      # on a CUDA machine
+#   make check EX=flash_triton                            # the grader's checks
+# """
+# END STUB
 
 import os
 import sys
@@ -24,6 +45,7 @@ import time
 import torch
 import triton
 import triton.language as tl
+# BEGIN SOLUTION
 
 
 # --------------------------------------------------------------------------------------------
@@ -44,6 +66,7 @@ def attention_eager(q, k, v):
 # Per program: read a (BLOCK_M, D) Q tile once, all of K and V for its head once, write one
 # (BLOCK_M, D) O tile. Scores and probabilities live in (BLOCK_M, BLOCK_N) tiles on the chip.
 # --------------------------------------------------------------------------------------------
+# END SOLUTION
 
 
 @triton.jit
@@ -56,7 +79,12 @@ def _flash_fwd(Q, K, V, O, N, stride_bh, stride_n, scale,
     dims = tl.arange(0, D)
     offs_n = tl.arange(0, BLOCK_N)
 
+    # BEGIN SOLUTION
     # Q tile: (BLOCK_M, D), loaded once. Rows past N read as 0; their results are never stored.
+    # END SOLUTION
+    # BEGIN STUB
+    # # Q tile: (BLOCK_M, D), loaded once
+    # END STUB
     q = tl.load(Q + base + rows[:, None] * stride_n + dims[None, :],
                 mask=rows[:, None] < N, other=0.0)
 
@@ -67,6 +95,7 @@ def _flash_fwd(Q, K, V, O, N, stride_bh, stride_n, scale,
 
     for start in range(0, N, BLOCK_N):
         cols = start + offs_n
+    # BEGIN SOLUTION
         # 1. K tile, loaded transposed as (D, BLOCK_N) so tl.dot(q, k) is Q K^T. Keys past N
         #    are not read (Break It 3: without the mask you read whatever lies past the end).
         k = tl.load(K + base + cols[None, :] * stride_n + dims[:, None],
@@ -97,11 +126,28 @@ def _flash_fwd(Q, K, V, O, N, stride_bh, stride_n, scale,
         m_i = m_new
 
     # Normalise once, at the end (FlashAttention-2: one division per row, not one per block).
+    # END SOLUTION
+        # BEGIN STUB
+        # # 1. load K tile TRANSPOSED as (D, BLOCK_N):
+        # #    address = K + base + cols[None, :] * stride_n + dims[:, None]
+        # #    mask on cols < N, other=0.0                                         (roughly 2 lines)
+        # # 2. s = scale * tl.dot(q, k); then set columns >= N to -inf with tl.where
+        # #                                                                        (roughly 2 lines)
+        # # 3. m_new = max(m_i, row max of s); p = exp(s - m_new[:, None]); alpha = exp(m_i - m_new)
+        # #                                                                        (roughly 3 lines)
+        # # 4. l_i = l_i * alpha + row sum of p                                    (roughly 1 line)
+        # # 5. load V tile (BLOCK_N, D), masked; acc = alpha[:, None] * acc + tl.dot(p.to(v.dtype), v)
+        # #                                                                        (roughly 3 lines)
+        # # 6. m_i = m_new                                                         (roughly 1 line)
+        # ...
+        # END STUB
+
     acc = acc / l_i[:, None]
     tl.store(O + base + rows[:, None] * stride_n + dims[None, :],
              acc.to(O.dtype.element_ty), mask=rows[:, None] < N)
 
 
+# BEGIN SOLUTION
 # --------------------------------------------------------------------------------------------
 # Host wrapper.
 # --------------------------------------------------------------------------------------------
@@ -123,20 +169,65 @@ def flash_fwd(q, k, v, BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3):
     Returns:
         (B, H, N, D), the dtype of q.
     """
+# END SOLUTION
+# BEGIN STUB
+# def flash_fwd(q, k, v, BLOCK_M=64, BLOCK_N=64):
+#     """Non-causal attention softmax(q k^T / sqrt(D)) v, one fused Triton kernel.
+#
+#     Args:
+#         q, k, v: (B, H, N, D) float16 or bfloat16 on CUDA (or CPU tensors under
+#             TRITON_INTERPRET=1); float32 works too. D is a power of two >= 16.
+#         BLOCK_M, BLOCK_N: query rows and key rows per tile, powers of two >= 16.
+#
+#     Returns:
+#         (B, H, N, D), the dtype of q.
+#     """
+#     raise NotImplementedError("TODO(flash_triton): _flash_fwd - load K and V tiles, scores, "
+#                               "running max, rescale by alpha, accumulate; "
+#                               "then delete this line")
+# END STUB
+    # BEGIN SOLUTION
     B, H, N, D = q.shape
     assert k.shape == q.shape and v.shape == q.shape, "q, k and v must all be (B, H, N, D)"
     assert D >= 16 and D & (D - 1) == 0, f"D must be a power of two >= 16 for tl.dot, got {D}"
     q, k, v = (t.reshape(B * H, N, D).contiguous() for t in (q, k, v))  # (B*H, N, D)
+    # END SOLUTION
+    # BEGIN STUB
+    # B, H, N, D = q.shape
+    # q, k, v = (t.reshape(B * H, N, D).contiguous() for t in (q, k, v))
+    # END STUB
     o = torch.empty_like(q)
     grid = (triton.cdiv(N, BLOCK_M), B * H)
     _flash_fwd[grid](q, k, v, o, N, q.stride(0), q.stride(1), 1.0 / D ** 0.5,
+                     # BEGIN SOLUTION
                      BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, D=D,
                      num_warps=num_warps, num_stages=num_stages)
+                     # END SOLUTION
+                     # BEGIN STUB
+                     # BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, D=D)
+                     # END STUB
     return o.reshape(B, H, N, D)
 
 
 # --------------------------------------------------------------------------------------------
+# BEGIN SOLUTION
 # Self-check on awkward sizes against a float64 reference.
+# END SOLUTION
+# BEGIN STUB
+# # Reference (given): the three lines everyone writes first; S and P go through HBM.
+# # --------------------------------------------------------------------------------------------
+#
+#
+# def attention_eager(q, k, v):
+#     """q, k, v: (B, H, N, D). Returns (B, H, N, D). Memory: two (B, H, N, N) intermediates."""
+#     s = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)  # (B, H, N, N)
+#     p = torch.softmax(s, dim=-1)                           # (B, H, N, N)
+#     return p @ v
+#
+#
+# # --------------------------------------------------------------------------------------------
+# # Self-check on awkward sizes against a float64 reference (the grader checks more).
+# END STUB
 # --------------------------------------------------------------------------------------------
 
 # Flash-attention's rule: the kernel's error against float64 may be at most twice that of a
@@ -175,7 +266,12 @@ if __name__ == "__main__":
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
         sys.exit("No GPU found: run on the CPU with TRITON_INTERPRET=1 "
+                 # BEGIN SOLUTION
                  "python solutions/flash_triton.py")
+                 # END SOLUTION
+                 # BEGIN STUB
+                 # "python exercises/flash_triton.py")
+                 # END STUB
     torch.manual_seed(0)
 
     def randn(*shape, dtype, scale=1.0):

@@ -1,3 +1,4 @@
+# BEGIN SOLUTION
 """Online softmax: the running max and running sum that FlashAttention is built on (reference).
 
 Lesson sections "Softmax, the safe way" and "Online softmax: keep a running max and a running sum";
@@ -12,9 +13,27 @@ Run:
     python solutions/online_softmax.py          # the lesson's demo, on this file
     make check EX=online_softmax                # the grader's checks for this exercise
 """
+# END SOLUTION
+# BEGIN STUB
+# """Online softmax: the running max and running sum that FlashAttention is built on.
+#
+# Lesson sections "Softmax, the safe way" and "Online softmax: keep a running max and a running sum";
+# this is the first Build It file, online_softmax.py. Write four functions:
+#
+#     softmax_safe    three passes over the row: max, sum of exp(x - max), divide
+#     online_max_sum  max and sum in ONE pass, one element at a time (Milakov and Gimelshein, 2018)
+#     softmax_online  online_max_sum, then one more pass for the outputs
+#     merge           combine two partial (m, l) states: what a tile, or a second worker, hands back
+#
+# Run:
+#     python exercises/online_softmax.py          # the lesson's demo (raises until you fill it in)
+#     make check EX=online_softmax                # the grader's checks for this exercise
+# """
+# END STUB
 import math
 
 import numpy as np
+# BEGIN SOLUTION
 
 
 def _work_dtype(x: np.ndarray) -> np.dtype:
@@ -24,6 +43,7 @@ def _work_dtype(x: np.ndarray) -> np.dtype:
     digits, so fp16 rows are read in fp16 but reduced in fp32. float32 and float64 keep their own.
     """
     return np.promote_types(x.dtype, np.float32)
+# END SOLUTION
 
 
 def softmax_safe(x: np.ndarray) -> np.ndarray:
@@ -34,6 +54,7 @@ def softmax_safe(x: np.ndarray) -> np.ndarray:
     Returns:
         (n,) same dtype as x: exp(x - max(x)) / sum(exp(x - max(x))), entries in [0, 1], sum 1.
     """
+    # BEGIN SOLUTION
     x = np.asarray(x)
     xw = x.astype(_work_dtype(x))
     m = xw.max()              # pass 1: read n
@@ -41,8 +62,19 @@ def softmax_safe(x: np.ndarray) -> np.ndarray:
     l = e.sum()
     return (e / l).astype(x.dtype)  # pass 3: read n, write n
 
+    # END SOLUTION
+    # BEGIN STUB
+    # # TODO(online_softmax): roughly 4 lines.
+    # #   pass 1: m = max of x
+    # #   pass 2: l = sum of exp(x - m)   (every exponent <= 0, so nothing overflows)
+    # #   pass 3: exp(x - m) / l
+    # #   For float16 input, do the arithmetic in float32 and cast the result back to x.dtype.
+    # raise NotImplementedError("TODO(online_softmax): softmax_safe - three passes: max, sum of exp(x - max), divide")
+    # END STUB
+
 
 def online_max_sum(x: np.ndarray) -> tuple[float, float]:
+    # BEGIN SOLUTION
     """One pass over x, one element at a time. Return (m, l) where l = sum(exp(x - m)).
 
     Args:
@@ -61,6 +93,26 @@ def online_max_sum(x: np.ndarray) -> tuple[float, float]:
         l = l * math.exp(m - m_new) + math.exp(xi - m_new)
         m = m_new
     return m, l
+    # END SOLUTION
+    # BEGIN STUB
+    # """One pass over x, one element at a time. Return (m, l) where l = sum(exp(x - m)).
+    #
+    # The grader checks the one pass: x.max() followed by exp(x - m).sum() reads x twice.
+    #
+    # Args:
+    #     x: (n,) float16, float32 or float64; n = 0 gives the empty state (-inf, 0.0).
+    # Returns:
+    #     (m, l) as Python floats: m = max(x), l = sum(exp(x - m)), the safe-softmax denominator.
+    # """
+    # # TODO(online_softmax): roughly 6 lines.
+    # #   start:  m = -inf, l = 0.0
+    # #   for each element x_i:
+    # #       m_new = max(m, x_i)
+    # #       l     = l * exp(m - m_new) + exp(x_i - m_new)   # rescale the old sum, add the new term
+    # #       m     = m_new
+    # #   Use Python floats (math.exp) and return (m, l) as floats.
+    # raise NotImplementedError("TODO(online_softmax): online_max_sum - one pass keeping a running max m and sum l")
+    # END STUB
 
 
 def softmax_online(x: np.ndarray) -> np.ndarray:
@@ -71,10 +123,18 @@ def softmax_online(x: np.ndarray) -> np.ndarray:
     Returns:
         (n,) same dtype as x, equal to softmax_safe(x) up to rounding.
     """
+    # BEGIN SOLUTION
     x = np.asarray(x)
     m, l = online_max_sum(x)                            # pass 1: max and sum together
     e = np.exp(x.astype(_work_dtype(x)) - m)            # pass 2: the outputs
     return (e / l).astype(x.dtype)
+
+    # END SOLUTION
+    # BEGIN STUB
+    # # TODO(online_softmax): roughly 2 lines.
+    # #   (m, l) from online_max_sum(x), then exp(x - m) / l, cast back to x.dtype.
+    # raise NotImplementedError("TODO(online_softmax): softmax_online - (m, l) from online_max_sum, then exp(x - m) / l")
+    # END STUB
 
 
 def merge(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
@@ -86,6 +146,7 @@ def merge(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]
     Returns:
         (m, l) as Python floats, the state of the two pieces seen as one.
     """
+    # BEGIN SOLUTION
     (m_a, l_a), (m_b, l_b) = (map(float, a)), (map(float, b))
     m = max(m_a, m_b)
     if m == -math.inf:
@@ -94,6 +155,13 @@ def merge(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]
     # Each sum was measured against its own max; rescale both to the larger one and add.
     # An empty side has m = -inf, so its factor is e^(-inf) = 0 and it drops out cleanly.
     return m, l_a * math.exp(m_a - m) + l_b * math.exp(m_b - m)
+    # END SOLUTION
+    # BEGIN STUB
+    # # TODO(online_softmax): roughly 4 lines.
+    # #   m = the larger of the two maxes; rescale each sum to it with exp(m_side - m) and add.
+    # #   Careful with two empty states: exp(-inf - -inf) is nan. Return (-inf, 0.0) then.
+    # raise NotImplementedError("TODO(online_softmax): merge - rescale both sums to the larger max and add them")
+    # END STUB
 
 
 if __name__ == "__main__":

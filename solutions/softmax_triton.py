@@ -1,3 +1,4 @@
+# BEGIN SOLUTION
 """Row softmax as one fused Triton kernel (solution).
 
 Lesson: FlashAttention and kernels, sections "Softmax, the safe way", "Writing a kernel: Triton"
@@ -14,6 +15,24 @@ Run:
   python solutions/softmax_triton.py                      # on a CUDA machine
   TRITON_INTERPRET=1 python solutions/softmax_triton.py   # on a CPU, with CPU tensors (slow)
 """
+# END SOLUTION
+# BEGIN STUB
+# """Exercise softmax_triton: row softmax as one fused Triton kernel.
+#
+# Lesson: FlashAttention and kernels, sections "Softmax, the safe way", "Writing a kernel: Triton"
+# and "Build It" (softmax_triton.py). "Break It" 1 is about this kernel.
+#
+# Your job: fill in the body of `softmax_kernel` (the numbered TODOs), then delete the
+# `raise NotImplementedError` line at the top of `softmax`. One program handles one row: load the
+# whole row into one tile, subtract its max, exponentiate, sum, divide, store. `softmax_eager` is
+# given: it is the unfused version you are racing.
+#
+# Run:
+#   TRITON_INTERPRET=1 python exercises/softmax_triton.py   # on a CPU, with CPU tensors (slow)
+#   python exercises/softmax_triton.py                      # on a CUDA machine
+#   make check EX=softmax_triton                            # the grader's checks
+# """
+# END STUB
 
 import os
 import sys
@@ -21,6 +40,7 @@ import sys
 import torch
 import triton
 import triton.language as tl
+# BEGIN SOLUTION
 
 
 # --------------------------------------------------------------------------------------------
@@ -42,6 +62,7 @@ def softmax_eager(x):
 # Kernel: one program per row. The whole row fits in one tile of BLOCK >= n_cols lanes.
 # Memory traffic: read MN elements, write MN elements, the minimum possible.
 # --------------------------------------------------------------------------------------------
+# END SOLUTION
 
 
 @triton.jit
@@ -54,6 +75,7 @@ def softmax_kernel(out_ptr, in_ptr, row_stride, n_cols, BLOCK: tl.constexpr,
     # output's own, because a row-strided input (a column slice) gets a contiguous output.
     if out_row_stride is None:
         out_row_stride = row_stride
+    # BEGIN SOLUTION
 
     # 1. Load the row. Lanes past n_cols get -inf: they must not win the max (0 would, for an
     #    all-negative row) and exp(-inf - max) = 0 adds nothing to the sum.
@@ -70,11 +92,22 @@ def softmax_kernel(out_ptr, in_ptr, row_stride, n_cols, BLOCK: tl.constexpr,
 
     # 3. Store with the same mask, converting back to the output's dtype.
     tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+    # END SOLUTION
+    # BEGIN STUB
+    # # 1. load this row: in_ptr + row * row_stride + cols, masked, other=-inf
+    # #    (why -inf and not 0? think about the max and the exp)            (roughly 2 lines)
+    # # 2. subtract the max, exponentiate, sum, divide (in float32)          (roughly 4 lines)
+    # # 3. store to out_ptr + row * out_row_stride + cols with the same mask,
+    # #    converted to out_ptr.dtype.element_ty                             (roughly 1 line)
+    # ...
+    # END STUB
+# BEGIN SOLUTION
 
 
 # --------------------------------------------------------------------------------------------
 # Host wrapper.
 # --------------------------------------------------------------------------------------------
+# END SOLUTION
 
 
 def softmax(x: torch.Tensor) -> torch.Tensor:
@@ -87,6 +120,10 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     Returns:
         (n_rows, n_cols), same dtype, a fresh contiguous tensor.
     """
+    # BEGIN STUB
+    # raise NotImplementedError("TODO(softmax_triton): softmax_kernel - load, subtract the max, "
+    #                           "exp, sum, divide, store; then delete this line")
+    # END STUB
     n_rows, n_cols = x.shape
     if x.stride(1) != 1:  # the kernel reads each row as consecutive elements
         x = x.contiguous()
@@ -98,8 +135,22 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+# BEGIN STUB
+# def softmax_eager(x):
+#     """The unfused version: several separate kernels, several HBM round trips."""
+#     m = x.max(dim=1, keepdim=True).values
+#     e = torch.exp(x - m)
+#     return e / e.sum(dim=1, keepdim=True)
+#
+#
+# END STUB
 # --------------------------------------------------------------------------------------------
+# BEGIN SOLUTION
 # Self-check on awkward sizes against a float64 reference.
+# END SOLUTION
+# BEGIN STUB
+# # Self-check on awkward sizes against a float64 reference (the grader checks more).
+# END STUB
 # --------------------------------------------------------------------------------------------
 
 # Max abs error allowed on probabilities (all in [0, 1]): the kernel computes in fp32, so the
@@ -126,7 +177,12 @@ if __name__ == "__main__":
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
         sys.exit("No GPU found: run on the CPU with TRITON_INTERPRET=1 "
+                 # BEGIN SOLUTION
                  "python solutions/softmax_triton.py")
+                 # END SOLUTION
+                 # BEGIN STUB
+                 # "python exercises/softmax_triton.py")
+                 # END STUB
     torch.manual_seed(0)
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
         for n_rows, n_cols in [(5, 781), (3, 1), (4, 1024), (7, 130)]:

@@ -1,3 +1,4 @@
+# BEGIN SOLUTION
 """Tiled attention in NumPy: FlashAttention's forward pass without the GPU (reference).
 
 Lesson sections "From a sum to an output row" and "FlashAttention's forward pass"; this is the
@@ -12,6 +13,23 @@ Run:
     make check EX=tiled_attention               # the grader's checks for this exercise
 """
 import time
+# END SOLUTION
+# BEGIN STUB
+# """Tiled attention in NumPy: FlashAttention's forward pass without the GPU.
+#
+# Lesson sections "From a sum to an output row" and "FlashAttention's forward pass"; this is the
+# second Build It file, tiled_attention.py. Write two functions:
+#
+#     naive_attention  builds the full N x N score matrix, safe softmax, @ V: memory grows as N^2
+#     tiled_attention  the same answer one Br x Bc tile of scores at a time, with a running max m,
+#                      sum l and unnormalised output acc per query row: memory grows as N
+#
+# Run:
+#     python exercises/tiled_attention.py         # self-check and memory table (raises until done)
+#     make check EX=tiled_attention               # the grader's checks for this exercise
+# """
+# import time
+# END STUB
 import tracemalloc
 
 import numpy as np
@@ -27,6 +45,7 @@ def naive_attention(Q, K, V):
     Returns:
         (N, d) same dtype as Q: softmax(Q K^T / sqrt(d)) V, row by row.
     """
+    # BEGIN SOLUTION
     d = Q.shape[1]
     S = Q @ K.T                               # (N, N): the matrix tiled_attention never builds
     S *= 1.0 / np.sqrt(d)                     # in place: a second N x N array would double the peak
@@ -35,8 +54,18 @@ def naive_attention(Q, K, V):
     S /= S.sum(axis=1, keepdims=True)         # S now holds P, the probabilities
     return (S @ V).astype(Q.dtype, copy=False)
 
+    # END SOLUTION
+    # BEGIN STUB
+    # # TODO(tiled_attention): roughly 4 lines.
+    # #   S = Q K^T / sqrt(d)                     (N, N)
+    # #   subtract each row's max, exponentiate, divide by each row's sum   (the safe softmax)
+    # #   return P @ V, in Q's dtype
+    # raise NotImplementedError("TODO(tiled_attention): naive_attention - full N x N scores, safe softmax per row, @ V")
+    # END STUB
+
 
 def tiled_attention(Q, K, V, Br=64, Bc=64):
+    # BEGIN SOLUTION
     """Same result, never building anything bigger than Br x Bc.
     Outer loop over query blocks of Br rows; inner loop over key/value blocks of Bc rows.
     Keep m (Br,), l (Br,), acc (Br, d) for the current query block.
@@ -81,6 +110,48 @@ def tiled_attention(Q, K, V, Br=64, Bc=64):
         # Normalise once per row, at the end (as FA-2 does), not once per block.
         O[i:i + Br] = acc / l.astype(acc.dtype)[:, None]
     return O
+
+
+    # END SOLUTION
+    # BEGIN STUB
+    # """Same result, never building anything bigger than Br x Bc.
+    # Outer loop over query blocks of Br rows; inner loop over key/value blocks of Bc rows.
+    # Keep m (Br,), l (Br,), acc (Br, d) for the current query block.
+    #
+    # Args:
+    #     Q: (N, d) float32 or float64, the queries; any N >= 1 (need not be a multiple of Br, Bc).
+    #     K: (N, d) same dtype, the keys.
+    #     V: (N, d) same dtype, the values.
+    #     Br: rows per query block (one GPU program's share of Q).
+    #     Bc: rows per key/value block (one step of the inner loop).
+    # Returns:
+    #     (N, d) same dtype as Q, equal to naive_attention(Q, K, V) up to rounding. The largest
+    #     temporary may be one (Br, Bc) score tile; the only N-sized array is the output: no copy
+    #     of Q, K or V, no row of N scores (the grader measures peak memory with tracemalloc and
+    #     the worker's resident memory, at N much larger than Br and Bc).
+    # """
+    # N, d = Q.shape
+    # scale = 1.0 / np.sqrt(d)
+    # O = np.empty_like(Q)
+    # for i in range(0, N, Br):
+    #     q = Q[i:i + Br]
+    #     m = np.full(len(q), -np.inf)
+    #     l = np.zeros(len(q))
+    #     acc = np.zeros_like(q)
+    #     for j in range(0, len(K), Bc):
+    #         # TODO(tiled_attention): roughly 8 lines: scores, new max, p, alpha, update l and acc,
+    #         # m = m_new. The lesson's block rule, for the key/value rows j:j + Bc:
+    #         #   s_blk = q K_blk^T * scale               (br, bc): the only tile you build
+    #         #   m_new = max(m, row max of s_blk)
+    #         #   p     = e^(s_blk - m_new)               one column of m_new per row
+    #         #   alpha = e^(m - m_new)                   the rescale factor, (br,)
+    #         #   l     = l * alpha + row sum of p
+    #         #   acc   = acc * alpha + p @ V_blk         (Break It 2: forget alpha here)
+    #         # The last block may be shorter than Bc, and q shorter than Br: slice, don't assume.
+    #         raise NotImplementedError("TODO(tiled_attention): tiled_attention - inner loop body: scores, new max, p, alpha, update l and acc, m = m_new")
+    #     O[i:i + Br] = ...  # TODO(tiled_attention): roughly 1 line: normalise acc by l, row by row
+    # return O
+    # END STUB
 
 
 def _inputs(rng, N, d, dtype=np.float32):
