@@ -3,17 +3,16 @@
 The committed stubs are what the generator makes from the marked solutions; every solution's
 markers are balanced and strip out of its stub; a marker that is missing, unbalanced, nested,
 misspelt or inside a string fails with file:line; and the marker lines leave every edit that
-tests/mutants and the corpora make to solutions/ applicable (each `find` still there once).
+tests/exercises/<ex>/ (mutants and corpora) make to solutions/ applicable (each `find` still there once).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
-import pkgutil
 
 import pytest
 
+from tests.cases import mutants
 from tests.helpers import EXERCISES, ROOT, SOLUTIONS
 from tools import stubs
 from tools.stubs import MARKER, MarkerError, stub_of
@@ -101,22 +100,9 @@ def test_bad_markers_fail_with_file_and_line(source, where):
         stub_of(source, "sol.py")
 
 
-def _mutants() -> list:
-    """Every Mutant of the repo's tests. tests.cases.mutants() reads the per-exercise layout
-    (tests/exercises/<ex>/mutants.py); until that layout is merged, tests/mutants/<ex>.py."""
-    try:
-        from tests.cases import mutants
-    except ImportError:
-        import tests.mutants as package
-
-        return [m for info in pkgutil.iter_modules(package.__path__)
-                for m in importlib.import_module(f"{package.__name__}.{info.name}").MUTANTS]
-    return mutants()
-
-
 def _edits_of_solutions():
     """(label, exercise, find) for every edit the repo's tests apply to a solution file."""
-    for m in _mutants():
+    for m in mutants():
         for find, _ in ((m.find, m.replace), *m.also):
             yield f"mutant {m.name}", m.exercise, find
     for spec_path in sorted(ROOT.glob("tests/**/*.edits.json")):
