@@ -14,7 +14,12 @@ if [ "$(uname -s)" = "Linux" ]; then need="$need, triton"; fi
 warn_versions() {
     "$1" -c '
 import re, sys
-pins = dict(re.findall(r"^(torch|triton)==([\w.]+)", open("requirements.txt").read(), re.M))
+here = "%d.%d" % sys.version_info[:2]
+pins = {}   # the pin whose marker fits this Python (triton: 3.8.0 on 3.10, 3.9.0 from 3.11)
+for name, want, low, high in re.findall(r"^(torch|triton)==([\w.]+)(?:.*python_version >= \"([\d.]+)\")?(?:.*python_version < \"([\d.]+)\")?", open("requirements.txt").read(), re.M):
+    version = tuple(map(int, here.split(".")))
+    if (not low or version >= tuple(map(int, low.split(".")))) and (not high or version < tuple(map(int, high.split(".")))):
+        pins[name] = want
 for name, want in pins.items():
     try:
         have = __import__(name).__version__

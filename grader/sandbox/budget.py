@@ -1,5 +1,6 @@
-"""How much memory this grade may use: the smallest of the machine's memory and the limits of
-the cgroups the grader runs in (v1 and v2), read once.
+"""How much memory this grade may use: the smallest limit of the cgroups the grader runs in (v1
+and v2), read once. Not MemTotal: a VM whose memory grows as it is used (the H200 machines
+here) starts with a small MemTotal and no real limit, and a container's MemTotal is the host's.
 
 A worker with torch and Triton loaded holds about 240 MB, and a grade can have six of them alive
 (one per exercise and mode, kept for the next check). Gradescope's default container has 768 MB:
@@ -51,19 +52,12 @@ def cgroup_limits(proc_cgroup: str | None = None, root: Path = CGROUP) -> list[i
     return limits
 
 
-def machine_bytes() -> int | None:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        return None
-
-
 @functools.lru_cache(maxsize=1)
 def memory_bytes() -> int | None:
     """What this grade may use, in bytes (GRADER_MEMORY_MB overrides); None if unknown."""
     if os.environ.get("GRADER_MEMORY_MB", "").isdigit():
         return int(os.environ["GRADER_MEMORY_MB"]) << 20
-    known = [v for v in [machine_bytes(), *cgroup_limits()] if v]
+    known = [v for v in cgroup_limits() if v]
     return min(known) if known else None
 
 
