@@ -52,13 +52,13 @@ def _launch_args(head_dim=128, n=256):
 
 
 def _traced(kernel, blocks: dict, num_warps: int, num_stages: int, spec: dict | None) -> dict:
-    """One launch through the worker's probe (_trace with a target): the kernel is compiled for
+    """One launch through the worker's probe (trace with a target): the kernel is compiled for
     this 'device' (warmup: no launch) and, by the probe, for the target."""
     from grader.worker import probes
     from triton.runtime.jit import JITFunction
 
     extras: dict = {}
-    with probes._trace(extras, spec):
+    with probes.trace(extras, spec):
         JITFunction.run(kernel, *_launch_args(), grid=(1,), warmup=True, **blocks, D=128,
                         num_warps=num_warps, num_stages=num_stages)
     return extras
@@ -101,7 +101,7 @@ def test_the_extension_forward_is_checked_the_same_way(compiler):
     q = torch.randn(2, 256, 128, dtype=torch.float16)
     lse = torch.empty(2, 256, dtype=torch.float32)
     extras: dict = {}
-    with probes._trace(extras, target.spec(devices.GB10)):
+    with probes.trace(extras, target.spec(devices.GB10)):
         JITFunction.run(module._flash_fwd, q, q, q, torch.empty_like(q), lse, 256, q.stride(0),
                         q.stride(1), 0.1, grid=(1,), warmup=True, BLOCK_M=128, BLOCK_N=128, D=128,
                         CAUSAL=False, num_warps=8, num_stages=3)
@@ -172,7 +172,7 @@ def test_the_interpreter_compiles_nothing_and_records_nothing(monkeypatch):
     y = torch.zeros(8)
     extras: dict = {}
     monkeypatch.setattr(triton.knobs.runtime, "interpret", True, raising=False)
-    with probes._trace(extras, target.spec(devices.GB10)):
+    with probes.trace(extras, target.spec(devices.GB10)):
         kernel[(1,)](x, y, N=8)
     assert extras["launches"] == 1 and "compiled" not in extras
     assert torch.equal(x, y)
