@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from grader.judge import target   # a grading target's spec and tiles (--target gb10)
-from grader.judge.kernel_use import EXTRA_OPS, KERNELS   # what each kernel-use gate expects
+from grader.judge import kernel_use   # the kernel-use gate
 from grader.plugin import PLUGIN_KEY
 from grader.results import Credit
 from grader.registry import EXERCISES
@@ -45,9 +45,7 @@ class Gated:
 
     def __init__(self, sub, exercise: str, target=None, check_id: str = ""):
         self._sub = sub
-        self._uses_kernel = f"{exercise}.uses_kernel"
-        self._kernels = KERNELS.get(exercise, {})
-        self._extra_ops = EXTRA_OPS.get(exercise, frozenset())
+        self._kernels = kernel_use.KERNELS.get(exercise, {})
         # grader.judge.target.Evidence when a target was asked for: on CUDA every gated call
         # also compiles its kernels for the target, and the records go there (advice, no points)
         self._target = target
@@ -55,19 +53,18 @@ class Gated:
         self._check_id = check_id
 
     def __getattr__(self, name: str):
-        if name in ("_sub", "_kernels", "_extra_ops", "_uses_kernel", "_target", "_exercise",
-                    "_check_id"):
+        if name in ("_sub", "_kernels", "_target", "_exercise", "_check_id"):
             raise AttributeError(name)
         if name in self._kernels:
             return lambda *args, **kwargs: self.call(name, *args, **kwargs).value
         return getattr(self._sub, name)
 
     def call(self, fn: str, *args, opts: dict | None = None, **kwargs):
-        gate = self._kernels.get(fn)
+        gated = fn in self._kernels
         # the perf layer's requests (grader.worker.probes.run: `runs`, `fetch`) are verified by
         # checksums and timed; a profiler there would be timed too
         timed = bool(opts and (opts.get("runs") or opts.get("fetch")))
-        if gate is None or timed:
+        if not gated or timed:
             return self._sub.call(fn, *args, opts=opts, **kwargs)
         opts = dict(opts or {}, trace=True)
         cuda = self._sub.mode == "cuda"
@@ -77,17 +74,8 @@ class Gated:
         r = self._sub.call(fn, *args, opts=opts, **kwargs)
         if cuda and self._target is not None:
             self._target.add(self._exercise, self._check_id, r.extras)
-        from grader.judge.compare import CheckFailed
-        from grader.judge.kernel_use import assert_gpu_alone, assert_kernel_computed
-
-        try:
-            assert_kernel_computed(r.extras, *gate, allowed=self._extra_ops)
-            if cuda:
-                assert_gpu_alone(self._sub.worker_pid, gate[0])
-        except CheckFailed as e:
-            # the gate's evidence: whatever check made this call failed for uses_kernel's idea
-            e.follows = (self._uses_kernel,)
-            raise
+        kernel_use.gate(r.extras, self._exercise, fn,
+                        gpu_pid=self._sub.worker_pid if cuda else None)
         return r
 
 

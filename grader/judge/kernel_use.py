@@ -75,6 +75,25 @@ def assert_kernel_computed(extras: dict, call: str, launch: str, work: str,
                                    f"cuDNN, cuBLAS, flash or PyTorch kernels earn nothing.")
 
 
+def gate(extras: dict, exercise: str, fn: str, call: str | None = None,
+         gpu_pid: int | None = None) -> None:
+    """The kernel-use gate, the one every graded call of a Triton exercise passes (the fixtures'
+    Gated proxy, the sanitizer's call, the hidden checks, the perf layer's traced call): the
+    registry's (call, launch, work) for `fn` (Exercise.kernels) and the ops its wrapper may run
+    (Exercise.extra_ops); on CUDA (`gpu_pid`, the worker's pid) no helper process on the GPU.
+    `call` names this call in the message (a case, a seed). A failure follows
+    <exercise>.uses_kernel: whatever check made the call failed for that check's idea."""
+    want, launch, work = KERNELS[exercise][fn]
+    try:
+        assert_kernel_computed(extras, call or want, launch, work,
+                               allowed=EXTRA_OPS.get(exercise, frozenset()))
+        if gpu_pid is not None:
+            assert_gpu_alone(gpu_pid, call or want)
+    except CheckFailed as e:
+        e.follows = (f"{exercise}.uses_kernel",)
+        raise
+
+
 def foreign_kernels(kernels: list, triton_names: list) -> list:
     """The device kernels that are neither the student's Triton kernels nor copies/fills."""
     out = []

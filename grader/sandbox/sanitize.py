@@ -148,17 +148,11 @@ def gated_call(sub, exercise: str, fn: str, *args, **kwargs):
     """The checked call, traced like every gated call (a Triton launch, no computing torch op):
     the sanitizer's points need the answer from the student's own kernel too. The profiler does
     not run under compute-sanitizer, so this gate is the trace's alone."""
-    from grader.judge.compare import CheckFailed
-    from grader.judge.kernel_use import EXTRA_OPS, KERNELS, assert_kernel_computed
+    from grader.judge import kernel_use
 
     r = sub.call(fn, *args, timeout=TIMEOUT_S, opts={"sync": sub.mode == "cuda", "trace": True},
                  **kwargs)
-    try:
-        assert_kernel_computed(r.extras, *KERNELS[exercise][fn],
-                               allowed=EXTRA_OPS.get(exercise, frozenset()))
-    except CheckFailed as e:
-        e.follows = (f"{exercise}.uses_kernel",)
-        raise
+    kernel_use.gate(r.extras, exercise, fn)
     return r.value
 
 

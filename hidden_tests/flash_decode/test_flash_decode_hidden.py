@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.exercises.flash_decode.judging import assert_kernels
 from grader.exercises.flash_decode.reference import (CACHE_GUARD_ROWS, attention_rows,
                                                      decode_reference, state_of)
 from grader.judge.compare import assert_close
@@ -37,7 +36,6 @@ def test_hidden_shapes(student, rng):
                     f"call {call} of 2 with this shape)")
             r = sub.call("flash_decode", *args, **({} if splits is None else {"num_splits": splits}),
                          opts={"trace": True, "poison_empty": True, "return_args": True})
-            assert_kernels(r.extras, f"{what} [seed {rng.seed}]")
             names = ["q", "k_cache", "v_cache", "seq_lens"]
             assert_untouched([q, k, v, lens], r.extras.get("args_after", []), names, what, rng.seed)
             assert_guards_untouched(r.extras.get("guards_after", [])[:3], names[:3], what, rng.seed)

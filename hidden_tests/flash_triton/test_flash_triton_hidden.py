@@ -28,8 +28,8 @@ def _flash(sub, q, k, v, blocks, case, seed):
             f"BLOCK_N={blocks['BLOCK_N']}, float16, {case})")
     guard = max(blocks.values()) * D
     args = [tensor(t, "float16", guard=guard) for t in (q, k, v)]
-    return kernel_call(sub, "flash_fwd", args, {"q": q, "k": k, "v": v},
-                       ("_flash_fwd[grid](...)", "the attention"), what, seed, **blocks), what
+    return kernel_call(sub, "flash_fwd", args, {"q": q, "k": k, "v": v}, what, seed,
+                       **blocks), what
 
 
 @pytest.mark.check("flash_triton.hidden_shapes")

@@ -20,18 +20,12 @@ import weakref
 from grader import errors
 from grader.exercises.flash_backward.judging import LSE_TOL, assert_forward_gpu, unpack
 from grader.exercises.flash_backward.reference import given_o_lse, gpu_case
+from grader.judge.baselines import attention_flops
 from grader.judge.compare import CheckFailed
 
 PERF_N = (4096, 8192)
 B_PERF, H_PERF, D_PERF = 1, 32, 128
 GRAD_SLACK = 8.0                       # checksum tolerance of the gradients (timing.Requests)
-
-
-def flops(B: int, H: int, N: int, D: int, causal: bool, backward: bool) -> float:
-    """4*B*H*N^2*D for the forward (two matmuls of 2*N^2*D each per head; half of it causal);
-    the backward 2.5x its forward (five matmuls, the recomputation of S included)."""
-    f = 4 * B * H * N * N * D * (0.5 if causal else 1.0)
-    return 2.5 * f if backward else f
 
 
 class Perf:
@@ -65,32 +59,12 @@ def measure(student, rng, gpu, workers) -> Perf:
 
 def sdpa_ms(q, k, v, do, causal: bool) -> dict:
     """{"fwd": (ms, backend), "bwd": (ms, backend)}: the fastest SDPA backend that runs here for
-    each pass, timed in this process in the same harness as the student's calls (an input
-    refilled before each call, a checksum of the outputs after)."""
-    import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    each pass (grader.judge.baselines), timed in this process in the same harness as the
+    student's calls (an input refilled before each call, a checksum of the outputs after)."""
+    from grader.judge import baselines
 
-    from grader.judge import timing
-
-    best = {"fwd": (float("inf"), "none"), "bwd": (float("inf"), "none")}
-    for backend in (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION,
-                    SDPBackend.EFFICIENT_ATTENTION):
-        try:
-            with sdpa_kernel(backend):
-                fwd = timing.per_call_ms(timing.local_request(
-                    lambda x: F.scaled_dot_product_attention(x, k, v, is_causal=causal), [q.clone()]))
-                leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-                out = F.scaled_dot_product_attention(*leaves, is_causal=causal)
-                bwd = timing.per_call_ms(timing.local_request(
-                    lambda g: torch.autograd.grad(out, leaves, g, retain_graph=True), [do.clone()]))
-                del out, leaves
-        except RuntimeError:
-            continue
-        best["fwd"] = min(best["fwd"], (fwd, backend.name))
-        best["bwd"] = min(best["bwd"], (bwd, backend.name))
-    torch.cuda.empty_cache()
-    return best
+    best = baselines.sdpa_ms(q, k, v, causal=causal, do=do)
+    return {"fwd": best["fwd"], "bwd": best["bwd"]}
 
 
 def _measure_all(sub, rng, gpu, workers) -> Perf:
@@ -184,7 +158,7 @@ def _time(perf: Perf, sub, rng, gpu, inputs, configs, given) -> None:
                 reqs = _requests(sub, rng, name, N, causal, markers, tensors, given)
                 ms = timing.per_call_ms(reqs)
                 reqs.verify()
-                work = flops(B_PERF, H_PERF, N, D_PERF, causal, name == "bwd")
+                work = attention_flops(B_PERF, H_PERF, N, D_PERF, causal, name == "bwd")
                 impossible = timing.below_floor(ms, work / gpu.ceiling("matmul_tflops") / 1e9,
                                                 reqs.what)
                 if impossible:

@@ -17,7 +17,7 @@ from grader.exercises.flash_backward.reference import forward_reference, qkv
 from grader.judge import reference
 from grader.judge.compare import CheckFailed, assert_shape, values
 from grader.judge.inputs import randn, round_to, tensor
-from grader.judge.kernel_use import assert_in_bounds, assert_kernel_computed, assert_kernel_wrote
+from grader.judge.kernel_use import assert_in_bounds, assert_kernel_wrote
 
 VALUE_CHECKS = ("flash_backward.forward_matches_float64", "flash_backward.lse_includes_m",
                 "flash_backward.causal_mask", "flash_backward.backward_matches_float64",
@@ -102,12 +102,10 @@ def test_uses_kernel(student, rng):
     q, k, v = qkv(rng, shape)
     opts = {"trace": True, "poison_empty": True}
     r = sub.call("flash_fwd", *(tensor(t, "float16") for t in (q, k, v)), opts=opts)
-    assert_kernel_computed(r.extras, *FWD_GATE)
     o, L, _ = forward_reference(q, k, v)
     do = randn(rng, shape, "float16")
     r2 = sub.call("flash_bwd", *(tensor(t, "float16") for t in (q, k, v, o)), tensor(L, "float32"),
                   tensor(do, "float16"), opts=opts)
-    assert_kernel_computed(r2.extras, *BWD_GATE)
     try:
         wrote(r, FWD_GATE[0], "_flash_fwd", 2)
         wrote(r2, BWD_GATE[0], "_bwd_dkdv and _bwd_dq", 3)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from grader.exercises.flash_backward.measure import (B_PERF, D_PERF, H_PERF, PERF_N, Perf, flops,
+from grader.exercises.flash_backward.measure import (B_PERF, D_PERF, H_PERF, PERF_N, Perf,
                                                      measure)
+from grader.judge.baselines import attention_flops
 from grader.judge.compare import CheckFailed
 
 CAUSAL_FULL, CAUSAL_ZERO = 0.6, 0.9    # causal time / non-causal time: full and zero credit
@@ -30,7 +31,7 @@ def _speed(perf: Perf, name: str, credit, gpu) -> None:
                                   f"here, so there is no baseline to compare with; no speed points")
             ratio = ms / base_ms
             fractions.append(linear_credit(ratio, prof.flash_full_ratio, prof.flash_zero_ratio))
-            tflops = flops(B_PERF, H_PERF, N, D_PERF, causal, name == "bwd") / ms / 1e9
+            tflops = attention_flops(B_PERF, H_PERF, N, D_PERF, causal, name == "bwd") / ms / 1e9
             lines.append(f"N={N}{' causal' if causal else ''}: {ms:.3f} ms ({tflops:.0f} TFLOP/s) "
                          f"vs SDPA {backend} {base_ms:.3f} ms = {ratio:.2f}x")
     fn = "flash_fwd" if name == "fwd" else "flash_bwd"
