@@ -125,4 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     except report.ReportPathError as e:
         print(f"grader: {e}", file=sys.stderr)
         return 3
+    if result.grading_failed:   # the reports say so too; run_autograder and batch: not graded
+        print(f"grader: grading failed: {result.grading_failed}", file=sys.stderr)
+        return 3
     return 0

@@ -118,9 +118,12 @@ class GradePlugin:
                           failure_follows=getattr(e, "follows", None))
         if excinfo is not None and excinfo.typename == "Failed" and "Timeout" in str(e):
             return Result(check, "timeout", 0.0, f"the check ran past the grader's limit: {e}")
-        # anything else is a defect in the grader itself: say so plainly, never a traceback
+        # the grader's machinery (errors.GraderError: no sandbox, a worker that could not start)
+        # or a defect in the grader itself: say so plainly, never a traceback, never a hint
+        cause = str(e) if isinstance(e, errors.GraderError) else f"{type(e).__name__}: {e}"
         return Result(check, "error", 0.0,
-                      f"grader error ({type(e).__name__}: {e}); please report this to the course staff")
+                      f"grader error ({cause}); this is not your code's fault: please report it to "
+                      f"the course staff", grader_error=True)
 
     def _drain_outputs(self) -> str:
         texts = []

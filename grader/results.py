@@ -21,11 +21,15 @@ class Result:
     failure_hint: str = ""    # the hint this failure's evidence gave (CheckFailed.hint), if any
     # the checks this failure's evidence says explain it (CheckFailed.follows); None: Check.follows
     failure_follows: tuple | None = None
+    # the grader's own machinery failed (a worker that could not start, no sandbox, a defect):
+    # not the student's doing, so no lesson hint, and the grade as a whole is not a grade
+    grader_error: bool = False
 
     @property
     def hint(self) -> str:
-        """What to revisit: the failure's own hint, else the registry's; none for a pass."""
-        if self.status in ("passed", "not_run"):
+        """What to revisit: the failure's own hint, else the registry's; none for a pass or a
+        failure of the grader's own."""
+        if self.status in ("passed", "not_run") or self.grader_error:
             return ""
         return self.failure_hint or self.check.hint
 
@@ -74,6 +78,15 @@ class GradeReport:
     @property
     def score(self) -> float:
         return round(sum(r.score for r in self.results), 3)
+
+    @property
+    def grading_failed(self) -> str:
+        """Why this is not a grade ("" when it is): the first failure of the grader's own."""
+        failed = [r for r in self.results if r.grader_error]
+        if not failed:
+            return ""
+        cause = failed[0].message.removeprefix("grader error (").split("); this is not your")[0]
+        return f"on {len(failed)} checks, the first {failed[0].check.id}: {cause[:400]}"
 
     @property
     def max_score(self) -> float:

@@ -38,13 +38,15 @@ def autograder(tmp_path_factory):
     return root, names
 
 
-def run_autograder(root, upload: dict, python: str = sys.executable, args: str = ARGS) -> dict:
-    """Put `upload` {relative path: source file} in submission/, run run_autograder there."""
+def run_autograder(root, upload: dict, python: str = sys.executable, args: str = ARGS,
+                   env: dict | None = None) -> dict:
+    """Put `upload` {relative path: source file} in submission/, run run_autograder there
+    (in `env`, os.environ by default)."""
     shutil.rmtree(root / "submission", ignore_errors=True)
     for rel, src in upload.items():
         (root / "submission" / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(src, root / "submission" / rel)
-    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "PYTHON": python, "GRADER_ARGS": args}
+    env = {**(env or os.environ), "AUTOGRADER_ROOT": str(root), "PYTHON": python, "GRADER_ARGS": args}
     env.pop("PYTHONPATH", None)   # the zip's grader, not the repo's
     proc = subprocess.run([str(root / "run_autograder")], cwd=root, env=env, capture_output=True,
                           text=True, timeout=600)

@@ -54,9 +54,20 @@ id labstudent > /dev/null 2>&1 || useradd --system --no-create-home --home-dir /
 command -v unshare > /dev/null || apt-get install -y -qq util-linux > /dev/null
 """
 
-# gradescope_log.py, run_autograder's log (results/stdout): what ran, how, how long; no scores
+# gradescope_log.py, run_autograder's log (results/stdout): what ran, how, how long; no scores.
+# With --failed, the results.json of a run that is not a grade, with the grader's reason if its
+# report says one (no sandbox here, a worker that could not start), never a score of 0 in silence
 LOG = r"""
-import json, sys
+import json, os, sys
+if sys.argv[1] == "--failed":
+    try:
+        why = json.load(open(sys.argv[2])).get("grading_failed") or ""
+    except (OSError, ValueError):
+        why = ""
+    why = why or f"the autograder did not complete (exit {os.environ.get('GRADER_EXIT', '?')})"
+    print(json.dumps({"score": 0, "tests": [], "output": f"Grading failed: {why}. This result is "
+                      "not a grade: please tell the course staff."}))
+    sys.exit(0)
 r = json.load(open(sys.argv[1]))
 print("isolation:", r.get("isolation") or "unknown")
 print("layers run:", ", ".join(f"{k} {v:.0f} s" for k, v in r.get("layer_seconds", {}).items()) or "none")
@@ -114,7 +125,9 @@ if [ "$status" -eq 0 ] && [ -f "$private/complete" ] && [ ! -L "$private/results
     mv -f "$private/results.json" "$RESULTS"
 else
     echo "run_autograder: the grader did not complete (exit $status): writing a failed result" >&2
-    printf '%s\\n' '{{"score": 0, "output": "Grading failed: the autograder did not complete, so this result is not a grade. Please tell the course staff.", "tests": []}}' > "$RESULTS"
+    GRADER_EXIT=$status "$PYTHON" -I gradescope_log.py --failed "$private/report.json" > "$RESULTS" 2> /dev/null \\
+        && [ -s "$RESULTS" ] \\
+        || printf '%s\\n' '{{"score": 0, "output": "Grading failed: the autograder did not complete, so this result is not a grade. Please tell the course staff.", "tests": []}}' > "$RESULTS"
 fi
 rm -rf "$work" "$private"
 [ -f "$RESULTS" ] || {{ echo "run_autograder: no results.json was written" >&2; exit 1; }}

@@ -24,6 +24,7 @@ def to_json(report: GradeReport) -> dict:
         "device": report.device,
         "target": summary.target_of(report) or None,   # grader.judge.target: advice, not points
         "isolation": summary.isolation(report),
+        "grading_failed": report.grading_failed,   # non-empty: not a grade (the CLI exits 3)
         "elapsed_s": report.elapsed_s,
         "layers_run": report.layers_run,
         "layers_not_run": report.layers_not_run,

@@ -98,7 +98,11 @@ HIDDEN_ONLY_FOR_STAFF = "hidden checks only in instructors' runs"
 def total_line(report: GradeReport, hidden_note: str = HIDDEN_ONLY_FOR_STAFF) -> str:
     """E.g. "Total: 0 / 76 public points on this machine; 24 more on a GPU (`make grade-gpu`);
     hidden checks only in instructors' runs". `hidden_note` ends the line when no hidden check
-    is counted in `report` (Gradescope's public line says when they show instead)."""
+    is counted in `report` (Gradescope's public line says when they show instead). When the
+    grader itself failed, the line says that this is not a grade."""
+    if report.grading_failed:
+        return (f"Not a grade: the grader failed, not your code ({report.grading_failed}); "
+                f"please tell the course staff")
     t = totals(report)
     shown = exercises_shown(report)
     scope = "" if len(shown) == len(EXERCISES) else f" of {', '.join(shown)}"
