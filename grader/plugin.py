@@ -32,6 +32,7 @@ class GradePlugin:
     """Fixtures reach it through `config.stash[PLUGIN_KEY]`."""
 
     def __init__(self, checks: dict[str, Check], selection: Selection, env: Environment, workers):
+        self.stopped = False   # pytest ended early (interrupted): grader.run says so per check
         self.checks = checks
         self.selection = selection
         self.env = env

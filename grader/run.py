@@ -111,6 +111,7 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
             code = pytest.main(args, plugins=plugins)
         if code not in (0, 1, 5):   # 2-4: interrupted, internal or usage error
             notes.append(f"pytest stopped early (exit {int(code)}): {log.getvalue()[-800:]}")
+            plugin.stopped = True
     finally:
         workers.close()
         if autoload is None:
@@ -154,8 +155,10 @@ def _missing(check, selection: Selection, env: Environment, plugin: GradePlugin)
     reason = plugin.reason_not_run(check)
     if reason:
         return Result(check, "not_run", 0.0, reason)
-    return Result(check, "error", 0.0, "grader error: this check did not run (no test found or "
-                                       "collection failed); please report this to the course staff")
+    why = ("the grading run stopped before this check ran" if plugin.stopped
+           else "this check did not run (no test found or collection failed)")
+    return Result(check, "error", 0.0, f"grader error ({why}); this is not your code's fault: "
+                                       f"please report it to the course staff", grader_error=True)
 
 
 def _relative(path: Path) -> Path:
