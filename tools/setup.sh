@@ -15,7 +15,7 @@ warn_versions() {
     "$1" -c '
 import re, sys
 here = "%d.%d" % sys.version_info[:2]
-pins = {}   # the pin whose marker fits this Python (triton: 3.8.0 on 3.10, 3.9.0 from 3.11)
+pins = {}   # the == pins whose marker (if any) fits this Python
 for name, want, low, high in re.findall(r"^(torch|triton)==([\w.]+)(?:.*python_version >= \"([\d.]+)\")?(?:.*python_version < \"([\d.]+)\")?", open("requirements.txt").read(), re.M):
     version = tuple(map(int, here.split(".")))
     if (not low or version >= tuple(map(int, low.split(".")))) and (not high or version < tuple(map(int, high.split(".")))):
