@@ -48,6 +48,7 @@ CASES = {
     "hang_reply": (False, {"timeout"}),
     "flood": (False, {"error", "not_implemented", "crashed"}),
     "codec_bomb": (False, {"error"}),
+    "library_import": (False, None),
 }
 
 
@@ -155,7 +156,14 @@ def hanging_reply_times_out_and_counts(data: dict, elapsed: float) -> None:
 
 
 # what some cases must show besides gaining nothing
+def library_files_are_not_imported(data, elapsed):
+    """torch imports opt_einsum by itself: the one beside the exercise file was never copied
+    into the sandbox, and the submission folder is last on sys.path anyway."""
+    assert MARKER not in json.dumps(data), "the submission's opt_einsum.py ran"
+
+
 SHOWS = {"flood": flood_costs_little_memory, "codec_bomb": codec_bombs_are_named,
+         "library_import": library_files_are_not_imported,
          "hang_reply": hanging_reply_times_out_and_counts}
 
 
@@ -175,9 +183,9 @@ def test_attack_gains_nothing(case, repo, tmp_path):
     shutil.copytree(repo / "solutions", classmate)      # a classmate with full marks
     report = tmp_path / "reports" / "report.json"
     report.parent.mkdir()
-    text = (ATTACKS / case / "online_softmax.py").read_text()
-    text = text.replace("__REPO__", str(repo)).replace("__REPORT__", str(report)).replace("__SUBS__", str(subs))
-    (attacker / "online_softmax.py").write_text(text)
+    for source in sorted((ATTACKS / case).glob("*.py")):   # the exercise file, and any beside it
+        text = source.read_text().replace("__REPO__", str(repo)).replace("__REPORT__", str(report))
+        (attacker / source.name).write_text(text.replace("__SUBS__", str(subs)))
     before = tree_hash(repo)
     for p in ("/dev/shm/lab_planted.py", "/tmp/lab_planted.py"):
         Path(p).unlink(missing_ok=True)

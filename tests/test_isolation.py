@@ -130,3 +130,29 @@ def test_printed_output_is_captured_and_shortened(tmp_path):
     assert safe["status"] == "passed", safe
     assert "debug: softmax_safe got" in safe["output"] and "to stderr" in safe["output"]
     assert "characters cut" in safe["output"] and len(safe["output"]) <= 2000
+
+
+def test_a_virtualenv_reached_through_a_symlink_runs_the_workers(tmp_path):
+    """repo/.venv -> elsewhere (issue 18): the sandbox binds the venv at its real place and the
+    workers start the venv's python there; before, every worker exited 70 at the os level and
+    the solutions scored 0 with the lesson's hints."""
+    import subprocess
+    import sys
+
+    venv = Path(sys.prefix)
+    if sys.prefix == sys.base_prefix:
+        pytest.skip("the tests do not run from a virtualenv here")
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT, repo, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "dist", "reports", "__pycache__", ".python", "tests"))
+    (repo / ".venv").symlink_to(venv.resolve())
+    python = repo / ".venv" / "bin" / Path(sys.executable).name
+    out = tmp_path / "r.json"
+    proc = subprocess.run([str(python), "-I", str(repo / "grader" / "__main__.py"), "--submission",
+                           str(repo / "solutions"), "--exercises", "online_softmax", "--layers", "cpu",
+                           "--no-hidden", "--quiet", "--json", str(out)],
+                          cwd=repo, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["score"] == report["max_score"] > 0, report["summary"]
+    assert report["isolation"].startswith("os") or os.geteuid() != 0, report["isolation"]

@@ -289,6 +289,14 @@ def _works(cmd: list) -> bool:
 # ------------------------------------------------------------------------------ the allow-list
 
 
+def interpreter() -> str:
+    """sys.executable with its folder's symlinks resolved and its file name kept: a virtualenv
+    reached through a symlink (repo/.venv -> /elsewhere/venv) is bound at its real place, and its
+    python still finds the pyvenv.cfg beside it (the fully resolved file would be the base
+    interpreter, without the venv's packages)."""
+    return os.path.join(os.path.realpath(os.path.dirname(sys.executable)), os.path.basename(sys.executable))
+
+
 def read_only_paths(repo: str, exclude: list[str]) -> list[str]:
     """Host paths bound read-only at the same place: what Python and its packages need.
 
@@ -326,7 +334,7 @@ def environment(mode: str, home: str) -> dict:
                LOGNAME="student", LANG=env.get("LANG", "C.UTF-8"), PYTHONDONTWRITEBYTECODE="1",
                PYTHONNOUSERSITE="1", TRITON_CACHE_DIR=os.path.join(home, ".triton"),
                MPLCONFIGDIR=os.path.join(home, ".matplotlib"), XDG_CACHE_HOME=os.path.join(home, ".cache"))
-    bindir = os.path.dirname(sys.executable)
+    bindir = os.path.dirname(interpreter())
     env["PATH"] = f"{bindir}:{env['PATH']}"
     if mode == "interp":
         env["TRITON_INTERPRET"] = "1"

@@ -16,12 +16,12 @@ import signal
 import socket
 import stat
 import subprocess
-import sys
 import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from grader.registry import EXERCISES
 from grader.sandbox import isolation
 from grader.wire import codec
 
@@ -41,12 +41,15 @@ BOOT = "import sys; sys.path.insert(0, {lib!r}); from grader.worker.worker impor
 
 
 def copy_sources(directory: Path, dest: Path) -> Path:
-    """The submission's top-level `.py` files (plain files only: no symlinks, no bytecode),
-    copied to `dest`, read-only and owned by the grader. Workers import from there."""
+    """The submission's exercise files, `<exercise>.py` for each exercise of the registry (plain
+    files only: no symlinks, no bytecode), copied to `dest`, read-only and owned by the grader.
+    Workers import from there. Nothing else of the folder is copied: a file a library imports
+    by itself (torch tries `opt_einsum`, `dill`, `tqdm`, `pydot`, `pynvml`) never reaches it."""
     dest.mkdir(parents=True, exist_ok=True)
+    names = {f"{exercise}.py" for exercise in EXERCISES}
     if Path(directory).is_dir():
         for entry in os.scandir(directory):
-            if not entry.name.endswith(".py") or not entry.is_file(follow_symlinks=False):
+            if entry.name not in names or not entry.is_file(follow_symlinks=False):
                 continue
             try:
                 fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW)
@@ -243,7 +246,7 @@ def launch(exercise: str, mode: str, sources: Path, scratch: Path, level: isolat
             (lib_dir / "grader").symlink_to(GRADER_DIR)
         lib = str(lib_dir)
     worker_env = {**isolation.environment(mode, cfg["scratch"]), **(env or {})}
-    worker_argv = [sys.executable, "-I", "-B", "-c", BOOT.format(lib=lib), json.dumps(cfg)]
+    worker_argv = [isolation.interpreter(), "-I", "-B", "-c", BOOT.format(lib=lib), json.dumps(cfg)]
     if tool and (tool_as_student or not isolated):
         worker_argv, tool = [*tool, *worker_argv], None
     if isolated:
@@ -256,7 +259,8 @@ def launch(exercise: str, mode: str, sources: Path, scratch: Path, level: isolat
                 "read_only": isolation.read_only_paths(str(REPO), [str(base), str(sources)]),
                 "argv": worker_argv, "env": worker_env, "tool": tool or [],
                 "writable": [list(w) for w in writable or []]}
-        argv = [*level.unshare, "--", sys.executable, "-I", "-S", isolation.__file__, json.dumps(spec)]
+        argv = [*level.unshare, "--", isolation.interpreter(), "-I", "-S", isolation.__file__,
+                json.dumps(spec)]
         popen_env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
         cgroup = isolation.WorkerCgroup.make(f"grader-{os.getpid()}-{time.monotonic_ns()}")
         if cgroup is not None:

@@ -145,6 +145,12 @@ class Submission:
                                   tool_as_student=self.tool_as_student)
         except OSError as e:
             raise errors.GraderError(f"could not start a worker: {e}") from None
+        try:   # before any student code runs: a failure here is the sandbox's, not the student's
+            self._request({"op": "ping"}, LOAD_TIMEOUT_S, "ping")
+        except errors.StudentProblem as e:
+            self._kill()
+            self._load_error = errors.GraderError(f"the worker could not start: {e}")
+            raise self._load_error from None
         try:
             reply = self._request({"op": "load"}, LOAD_TIMEOUT_S, "import")
         except errors.StudentProblem as e:
@@ -187,6 +193,8 @@ class Submission:
             worker.close_files(keep_capture=True)
 
     def _what(self, fn: str) -> str:
+        if fn == "ping":
+            return "its start, before any of the submission's code"
         return f"the import of {self.exercise}.py" if fn == "import" else f"{self.exercise}.{fn}()"
 
     # ------------------------------------------------------------------ errors and output
