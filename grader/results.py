@@ -24,6 +24,9 @@ class Result:
     # the grader's own machinery failed (a worker that could not start, no sandbox, a defect):
     # not the student's doing, so no lesson hint, and the grade as a whole is not a grade
     grader_error: bool = False
+    # failed only because another check's idea failed in the same call (CheckFailed.secondary):
+    # the report groups it under that check and never groups anything under it
+    secondary: bool = False
 
     @property
     def hint(self) -> str:

@@ -67,12 +67,32 @@ class CheckFailed(AssertionError):
     registry's general hint, which is only the fallback.
     follows: the check ids whose failure explains this one, from this failure's evidence (a
     tiled check failed because the call held the N x N scores: memory_is_tiled's idea); None
-    keeps the registry's `Check.follows`, () makes this failure a lead of its own."""
+    keeps the registry's `Check.follows`, () makes this failure a lead of its own.
+    secondary: the check failed only because another check's idea failed in its call (a
+    property on a wrong answer): no other failure is grouped under it."""
 
-    def __init__(self, message: str = "", hint: str = "", follows: tuple | None = None):
+    def __init__(self, message: str = "", hint: str = "", follows: tuple | None = None,
+                 secondary: bool = False):
         super().__init__(message)
         self.hint = hint
         self.follows = follows
+        self.secondary = secondary
+
+
+def assert_right_answer(got, expected, *, prop: str, follows: tuple, what: str, dtype: str,
+                        case: str = "", seed=None) -> None:
+    """A property (every lane in bounds, every element written, the kernel launched) earns points
+    only on a call whose answer is right: this call's answer is compared in full, as the
+    correctness checks compare it. A wrong one fails the property's check as a secondary failure
+    grouped under the correctness check that explains it (`follows`, the first that failed)."""
+    try:
+        assert_close(got, expected, what=what, dtype=dtype, case=case, seed=seed)
+    except CheckFailed as e:
+        raise CheckFailed(f"{e} The call {prop}, but its answer is wrong, so {prop.split(',')[0]} "
+                          f"earns nothing.",
+                          hint=f"The answer is wrong, so the call's properties earn nothing: fix "
+                               f"what {' or '.join(follows[:2])} says first.",
+                          follows=follows, secondary=True) from None
 
 
 def dtype_name(x) -> str:

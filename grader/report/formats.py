@@ -37,6 +37,7 @@ def to_json(report: GradeReport) -> dict:
              "layer": r.check.layer, "score": r.score, "max_score": r.max_score,
              "status": r.status, "message": clean(r.message),
              "hint": r.hint, "hint_from_failure": bool(r.failure_hint),
+             "secondary": r.secondary,   # a property check that failed on a wrong answer
              "hidden": r.check.hidden, "output": output_of(r), "duration_s": round(r.duration_s, 3)}
             for r in report.results
         ],

@@ -183,7 +183,8 @@ def failures(report: GradeReport) -> list[dict]:
         if follows is None:
             follows = getattr(failing[cid].check, "follows", ())
         for other in follows or ():
-            if other in failing and other != cid and other not in seen:
+            if (other in failing and other != cid and other not in seen
+                    and not getattr(failing[other], "secondary", False)):
                 return lead_of(other, seen + (cid,))
         return cid
 

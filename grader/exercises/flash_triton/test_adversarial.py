@@ -13,11 +13,17 @@ import pytest
 
 from grader.exercises.flash_triton.judging import describe, flash_call, flash_case
 from grader.exercises.flash_triton.reference import qkv
-from grader.judge import diagnose
+from grader.judge import diagnose, reference
 from grader.judge.cases import run_cases
-from grader.judge.compare import assert_shape
+from grader.judge.compare import assert_right_answer, assert_shape
 from grader.judge.inputs import randn, round_to
 from grader.judge.kernel_use import assert_in_bounds, assert_kernel_wrote
+
+# the checks whose ideas explain a wrong answer in a property check's call, in the order the
+# report should name the first that failed (compare.assert_right_answer)
+ANSWER_CHECKS = ("flash_triton.matches_reference", "flash_triton.max_in_last_block",
+                 "flash_triton.large_scores", "flash_triton.padded_keys_masked",
+                 "flash_triton.ragged_n")
 
 MASK_HINTS = {
     "tl.load": "Break It 3: mask the K and V loads of the last key block on cols < N (and the Q "
@@ -43,8 +49,11 @@ def test_guard_bands(student, rng):
         r = flash_call(sub, q, k, v, **blocks)
         what = f"flash_fwd(q, k, v) ({describe(q, 'float16', case='', **blocks)}) [seed {rng.seed}]"
         assert_in_bounds(r.extras, ["q", "k", "v"], what, MASK_HINTS)
-        # staying in bounds by storing nothing (a stub) earns nothing
+        # staying in bounds by storing nothing (a stub), or zeros, earns nothing
         assert_kernel_wrote(r.extras, r.value, q.size, what, "_flash_fwd")
+        assert_right_answer(r.value, reference.attention(q, k, v), prop="stayed in bounds",
+                            follows=ANSWER_CHECKS, what="flash_fwd(q, k, v)", dtype="float16",
+                            case=describe(q, "float16", case="", **blocks), seed=rng.seed)
 
 
 @pytest.mark.check("flash_triton.padded_keys_masked")
@@ -137,3 +146,6 @@ def test_uses_kernel(student, rng):
     r = flash_call(sub, q, k, v, BLOCK_M=32, BLOCK_N=32)
     assert_kernel_wrote(r.extras, r.value, q.size, "flash_fwd(q, k, v)", "_flash_fwd")
     assert_shape(r.value, q.shape, what="flash_fwd(q, k, v)", dtype="float16")
+    assert_right_answer(r.value, reference.attention(q, k, v), prop="launched the kernel",
+                        follows=ANSWER_CHECKS, what="flash_fwd(q, k, v)", dtype="float16",
+                        case="B=1, H=2, N=64, D=16, BLOCK_M=BLOCK_N=32", seed=rng.seed)

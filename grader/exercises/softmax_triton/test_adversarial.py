@@ -18,10 +18,16 @@ import numpy as np
 import pytest
 
 from grader.exercises.softmax_triton.judging import block_of, call_softmax, run_softmax, softmax_case
+from grader.judge import reference
 from grader.judge.cases import run_cases
-from grader.judge.compare import assert_shape
+from grader.judge.compare import assert_right_answer, assert_shape
 from grader.judge.inputs import randn, round_to
 from grader.judge.kernel_use import assert_in_bounds, assert_kernel_wrote
+
+# the checks whose ideas explain a wrong answer in a property check's call (the first that
+# failed leads; compare.assert_right_answer)
+ANSWER_CHECKS = ("softmax_triton.matches_float64", "softmax_triton.all_negative_rows",
+                 "softmax_triton.fp16_scaled_rows")
 
 MASK_HINTS = {
     "tl.load": "Mask the row's load: tl.load(in_ptr + row * row_stride + cols, mask=cols < "
@@ -41,8 +47,11 @@ def test_masked_accesses(student, rng):
         r = call_softmax(sub, x, "float16")
         case = f"softmax(x) (float16 ({n_rows}, {n_cols}), BLOCK {block_of(n_cols)}) [seed {rng.seed}]"
         assert_in_bounds(r.extras, ["x"], case, MASK_HINTS)
-        # staying in bounds by storing nothing (a stub) earns nothing
+        # staying in bounds by storing nothing (a stub), or a uniform row, earns nothing
         assert_kernel_wrote(r.extras, r.value, x.size, case, "softmax_kernel")
+        assert_right_answer(r.value, reference.softmax(x), prop="stayed in bounds",
+                            follows=ANSWER_CHECKS, what="softmax(x)", dtype="float16",
+                            case=f"float16 ({n_rows}, {n_cols})", seed=rng.seed)
 
 
 @pytest.mark.check("softmax_triton.fp16_scaled_rows")
@@ -94,3 +103,6 @@ def test_uses_kernel(student, rng):
     r = call_softmax(sub, x, "float16")
     assert_kernel_wrote(r.extras, r.value, x.size, "softmax(x)", "softmax_kernel")
     assert_shape(r.value, x.shape, what="softmax(x)", dtype="float16")
+    assert_right_answer(r.value, reference.softmax(x), prop="launched the kernel",
+                        follows=ANSWER_CHECKS, what="softmax(x)", dtype="float16",
+                        case="float16 (3, 256)", seed=rng.seed)
