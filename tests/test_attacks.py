@@ -59,9 +59,9 @@ def _level() -> str:
 
 
 def _pids_cgroup():
-    from grader.sandbox import isolation
+    from grader.sandbox import cgroups
 
-    return isolation._cgroup_base("pids")
+    return cgroups.cgroup_base("pids")
 
 
 ATTACKED: list[str] = []   # the cases graded so far in this run, in the module's copy of the repo

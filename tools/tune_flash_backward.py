@@ -15,6 +15,7 @@ import argparse
 import importlib.util
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,101 +37,135 @@ def load_solution():
     return mod
 
 
-def main() -> None:
+def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "reports/tune"))
     ap.add_argument("--n", type=int, nargs="+", default=[4096, 8192])
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     import torch
-    import torch.nn.functional as F
-    import triton
-    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     fb = load_solution()
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     B, H, D = 1, 32, 128
     rows, raw = [], []
-
-    def bench(fn):
-        return triton.testing.do_bench(fn, warmup=25, rep=100)
-
     for N in args.n:
         torch.manual_seed(0)
         q, k, v, do = (torch.randn(B, H, N, D, device="cuda", dtype=torch.float16) for _ in range(4))
         for causal in (False, True):
-            f = 4 * B * H * N * N * D * (0.5 if causal else 1.0)
-            tag = f"N={N}{' causal' if causal else ''}"
-            # SDPA, each backend, forward and backward
-            for backend in (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION,
-                            SDPBackend.EFFICIENT_ATTENTION):
-                try:
-                    with sdpa_kernel(backend):
-                        ms_f = bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
-                        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
-                        o = F.scaled_dot_product_attention(*leaves, is_causal=causal)
-                        ms_b = bench(lambda: torch.autograd.grad(o, leaves, do, retain_graph=True))
-                except RuntimeError as e:
-                    raw.append({"tag": tag, "sdpa": backend.name, "error": str(e)[:200]})
-                    continue
-                raw.append({"tag": tag, "sdpa": backend.name, "fwd_ms": ms_f, "bwd_ms": ms_b})
-                rows.append(f"| {tag} | SDPA {backend.name} | fwd {ms_f:.3f} ms {f / ms_f / 1e9:.0f} TF | "
-                            f"bwd {ms_b:.3f} ms {2.5 * f / ms_b / 1e9:.0f} TF |")
-            # the solution's forward, each tile
-            ref_o, ref_lse = fb.flash_fwd(q, k, v, causal=causal, BLOCK_M=64, BLOCK_N=64)
-            for bm, bn, w, s in FWD[:3] if args.quick else FWD:
-                try:
-                    o, lse = fb.flash_fwd(q, k, v, causal=causal, BLOCK_M=bm, BLOCK_N=bn,
-                                          num_warps=w, num_stages=s)
-                    err = float((o.float() - ref_o.float()).abs().max())
-                    ms = bench(lambda: fb.flash_fwd(q, k, v, causal=causal, BLOCK_M=bm, BLOCK_N=bn,
-                                                    num_warps=w, num_stages=s))
-                except Exception as e:  # noqa: BLE001 - out of resources etc.: recorded
-                    raw.append({"tag": tag, "fwd": [bm, bn, w, s], "error": str(e)[:200]})
-                    continue
-                raw.append({"tag": tag, "fwd": [bm, bn, w, s], "ms": ms, "err": err})
-                rows.append(f"| {tag} | fwd {bm}x{bn} w{w} s{s} | {ms:.3f} ms {f / ms / 1e9:.0f} TF | err {err:.1e} |")
-            # the backward kernels, each tile, with the defaults' answer as reference
-            o, lse = ref_o, ref_lse
-            ref = fb.flash_bwd(q, k, v, o, lse, do, causal=causal)
-            qq, kk, vv, oo, dd = (t.reshape(B * H, N, D) for t in (q, k, v, o, do))
-            ll = lse.reshape(B * H, N)
-            delta = torch.empty_like(ll)
-            fb._bwd_preprocess[(triton.cdiv(N, 64), B * H)](oo, dd, delta, N, oo.stride(0), oo.stride(1),
-                                                             BLOCK_M=64, D=D)
-            dq, dk, dv = (torch.empty_like(qq) for _ in range(3))
-            scale = D ** -0.5
-            for label, configs, kernel, grid_of, outs in (
-                    ("dkdv", DKDV, fb._bwd_dkdv, lambda bm, bn: (triton.cdiv(N, bn), B * H), (dk, dv)),
-                    ("dq", DQ, fb._bwd_dq, lambda bm, bn: (triton.cdiv(N, bm), B * H), (dq,))):
-                for bm, bn, w, s in configs[:3] if args.quick else configs:
-                    def launch():
-                        kernel[grid_of(bm, bn)](qq, kk, vv, dd, ll, delta, *outs, N, qq.stride(0),
-                                                qq.stride(1), scale, CAUSAL=causal, BLOCK_M=bm,
-                                                BLOCK_N=bn, D=D, num_warps=w, num_stages=s)
-                    try:
-                        launch()
-                        torch.cuda.synchronize()
-                        want = (ref[1], ref[2]) if label == "dkdv" else (ref[0],)
-                        err = max(float((a.reshape(want[i].shape).float() - want[i].float()).abs().max())
-                                  for i, a in enumerate(outs))
-                        ms = bench(launch)
-                    except Exception as e:  # noqa: BLE001
-                        raw.append({"tag": tag, label: [bm, bn, w, s], "error": str(e)[:200]})
-                        continue
-                    raw.append({"tag": tag, label: [bm, bn, w, s], "ms": ms, "err": err})
-                    rows.append(f"| {tag} | {label} {bm}x{bn} w{w} s{s} | {ms:.3f} ms | err {err:.1e} |")
-            pre = bench(lambda: fb._bwd_preprocess[(triton.cdiv(N, 64), B * H)](
-                oo, dd, delta, N, oo.stride(0), oo.stride(1), BLOCK_M=64, D=D))
-            raw.append({"tag": tag, "preprocess_ms": pre})
-            rows.append(f"| {tag} | preprocess | {pre:.3f} ms | |")
-            ms = bench(lambda: fb.flash_bwd(q, k, v, o, lse, do, causal=causal))
-            raw.append({"tag": tag, "flash_bwd_default_ms": ms})
-            rows.append(f"| {tag} | flash_bwd defaults | {ms:.3f} ms {2.5 * f / ms / 1e9:.0f} TF | |")
+            case = Case(f"N={N}{' causal' if causal else ''}", 4 * B * H * N * N * D * (0.5 if causal else 1.0),
+                        causal, args.quick, rows, raw)
+            sdpa_rows(case, q, k, v, do)
+            o, lse = forward_rows(case, fb, q, k, v)
+            backward_rows(case, fb, q, k, v, o, lse, do)
             print("\n".join(rows[-40:]), flush=True)
     (out_dir / "tune.md").write_text("| case | what | time | |\n|---|---|---|---|\n" + "\n".join(rows) + "\n")
     (out_dir / "tune.json").write_text(json.dumps(raw, indent=1))
+
+
+@dataclass
+class Case:
+    """One (N, causal) of the sweep: its label, its forward FLOPs, and where rows go."""
+    tag: str
+    flops: float
+    causal: bool
+    quick: bool
+    rows: list
+    raw: list
+
+
+def bench(fn) -> float:
+    import triton
+
+    return triton.testing.do_bench(fn, warmup=25, rep=100)
+
+
+def sdpa_rows(c: Case, q, k, v, do) -> None:
+    """Each SDPA backend, forward and backward."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    for backend in (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION,
+                    SDPBackend.EFFICIENT_ATTENTION):
+        try:
+            with sdpa_kernel(backend):
+                ms_f = bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=c.causal))
+                leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+                o = F.scaled_dot_product_attention(*leaves, is_causal=c.causal)
+                ms_b = bench(lambda: torch.autograd.grad(o, leaves, do, retain_graph=True))
+        except RuntimeError as e:
+            c.raw.append({"tag": c.tag, "sdpa": backend.name, "error": str(e)[:200]})
+            continue
+        c.raw.append({"tag": c.tag, "sdpa": backend.name, "fwd_ms": ms_f, "bwd_ms": ms_b})
+        c.rows.append(f"| {c.tag} | SDPA {backend.name} | fwd {ms_f:.3f} ms {c.flops / ms_f / 1e9:.0f} TF | "
+                      f"bwd {ms_b:.3f} ms {2.5 * c.flops / ms_b / 1e9:.0f} TF |")
+
+
+def forward_rows(c: Case, fb, q, k, v):
+    """The solution's forward at each tile; returns the defaults' (o, lse) as the reference."""
+    ref_o, ref_lse = fb.flash_fwd(q, k, v, causal=c.causal, BLOCK_M=64, BLOCK_N=64)
+    for bm, bn, w, s in FWD[:3] if c.quick else FWD:
+        try:
+            o, lse = fb.flash_fwd(q, k, v, causal=c.causal, BLOCK_M=bm, BLOCK_N=bn,
+                                  num_warps=w, num_stages=s)
+            err = float((o.float() - ref_o.float()).abs().max())
+            ms = bench(lambda: fb.flash_fwd(q, k, v, causal=c.causal, BLOCK_M=bm, BLOCK_N=bn,
+                                            num_warps=w, num_stages=s))
+        except Exception as e:  # noqa: BLE001 - out of resources etc.: recorded
+            c.raw.append({"tag": c.tag, "fwd": [bm, bn, w, s], "error": str(e)[:200]})
+            continue
+        c.raw.append({"tag": c.tag, "fwd": [bm, bn, w, s], "ms": ms, "err": err})
+        c.rows.append(f"| {c.tag} | fwd {bm}x{bn} w{w} s{s} | {ms:.3f} ms {c.flops / ms / 1e9:.0f} TF | err {err:.1e} |")
+    return ref_o, ref_lse
+
+
+def backward_rows(c: Case, fb, q, k, v, o, lse, do) -> None:
+    """The backward kernels at each tile, the defaults' answer as the reference; then the
+    preprocess kernel and flash_bwd with its defaults."""
+    import torch
+    import triton
+
+    B, H, N, D = q.shape
+    ref = fb.flash_bwd(q, k, v, o, lse, do, causal=c.causal)
+    qq, kk, vv, oo, dd = (t.reshape(B * H, N, D) for t in (q, k, v, o, do))
+    ll = lse.reshape(B * H, N)
+    delta = torch.empty_like(ll)
+
+    def preprocess():
+        fb._bwd_preprocess[(triton.cdiv(N, 64), B * H)](oo, dd, delta, N, oo.stride(0), oo.stride(1),
+                                                         BLOCK_M=64, D=D)
+
+    preprocess()
+    dq, dk, dv = (torch.empty_like(qq) for _ in range(3))
+    scale = D ** -0.5
+    for label, configs, kernel, grid_of, outs in (
+            ("dkdv", DKDV, fb._bwd_dkdv, lambda bm, bn: (triton.cdiv(N, bn), B * H), (dk, dv)),
+            ("dq", DQ, fb._bwd_dq, lambda bm, bn: (triton.cdiv(N, bm), B * H), (dq,))):
+        want = (ref[1], ref[2]) if label == "dkdv" else (ref[0],)
+        for bm, bn, w, s in configs[:3] if c.quick else configs:
+            def launch():
+                kernel[grid_of(bm, bn)](qq, kk, vv, dd, ll, delta, *outs, N, qq.stride(0),
+                                        qq.stride(1), scale, CAUSAL=c.causal, BLOCK_M=bm,
+                                        BLOCK_N=bn, D=D, num_warps=w, num_stages=s)
+            try:
+                launch()
+                torch.cuda.synchronize()
+                err = max(float((a.reshape(want[i].shape).float() - want[i].float()).abs().max())
+                          for i, a in enumerate(outs))
+                ms = bench(launch)
+            except Exception as e:  # noqa: BLE001
+                c.raw.append({"tag": c.tag, label: [bm, bn, w, s], "error": str(e)[:200]})
+                continue
+            c.raw.append({"tag": c.tag, label: [bm, bn, w, s], "ms": ms, "err": err})
+            c.rows.append(f"| {c.tag} | {label} {bm}x{bn} w{w} s{s} | {ms:.3f} ms | err {err:.1e} |")
+    pre = bench(preprocess)
+    c.raw.append({"tag": c.tag, "preprocess_ms": pre})
+    c.rows.append(f"| {c.tag} | preprocess | {pre:.3f} ms | |")
+    ms = bench(lambda: fb.flash_bwd(q, k, v, o, lse, do, causal=c.causal))
+    c.raw.append({"tag": c.tag, "flash_bwd_default_ms": ms})
+    c.rows.append(f"| {c.tag} | flash_bwd defaults | {ms:.3f} ms {2.5 * c.flops / ms / 1e9:.0f} TF | |")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from grader.registry import EXERCISES
-from grader.sandbox import isolation
+from grader.sandbox import cgroups, isolation
 from grader.wire import codec
 
 GRADER_DIR = Path(__file__).resolve().parents[1]     # the `grader` package
@@ -262,7 +262,7 @@ def launch(exercise: str, mode: str, sources: Path, scratch: Path, level: isolat
         argv = [*level.unshare, "--", isolation.interpreter(), "-I", "-S", isolation.__file__,
                 json.dumps(spec)]
         popen_env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-        cgroup = isolation.WorkerCgroup.make(f"grader-{os.getpid()}-{time.monotonic_ns()}")
+        cgroup = cgroups.WorkerCgroup.make(f"grader-{os.getpid()}-{time.monotonic_ns()}")
         if cgroup is not None:
             argv = cgroup.wrap(argv)
     else:
