@@ -23,6 +23,7 @@ The tolerance and dtype policy (docs/ARCHITECTURE.md, "Tolerances and dtypes", p
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -79,20 +80,27 @@ class CheckFailed(AssertionError):
         self.secondary = secondary
 
 
-def assert_right_answer(got, expected, *, prop: str, follows: tuple, what: str, dtype: str,
-                        case: str = "", seed=None) -> None:
-    """A property (every lane in bounds, every element written, the kernel launched) earns points
-    only on a call whose answer is right: this call's answer is compared in full, as the
-    correctness checks compare it. A wrong one fails the property's check as a secondary failure
+@contextlib.contextmanager
+def answer_must_be_right(prop: str, follows: tuple):
+    """Around the judging of a property check's own call: a property (every lane in bounds,
+    every element written, the kernel launched) earns points only on a call whose answer is
+    right. A CheckFailed from the judging becomes a secondary failure of the property's check,
     grouped under the correctness check that explains it (`follows`, the first that failed)."""
     try:
-        assert_close(got, expected, what=what, dtype=dtype, case=case, seed=seed)
+        yield
     except CheckFailed as e:
-        raise CheckFailed(f"{e} The call {prop}, but its answer is wrong, so {prop.split(',')[0]} "
-                          f"earns nothing.",
+        raise CheckFailed(f"{e} The call {prop}, but its answer is wrong, so that earns nothing.",
                           hint=f"The answer is wrong, so the call's properties earn nothing: fix "
                                f"what {' or '.join(follows[:2])} says first.",
                           follows=follows, secondary=True) from None
+
+
+def assert_right_answer(got, expected, *, prop: str, follows: tuple, what: str, dtype: str,
+                        case: str = "", seed=None) -> None:
+    """answer_must_be_right around this call's answer compared in full, as the correctness
+    checks compare it."""
+    with answer_must_be_right(prop, follows):
+        assert_close(got, expected, what=what, dtype=dtype, case=case, seed=seed)
 
 
 def dtype_name(x) -> str:

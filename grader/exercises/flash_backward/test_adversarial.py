@@ -10,18 +10,22 @@ import pytest
 
 from grader import errors
 from grader.exercises.flash_backward.hints import DS_PRECISION_HINT, MASK_HINTS
-from grader.exercises.flash_backward.judging import (BWD_GATE, FWD_GATE, call_bwd, call_fwd,
-                                                     check_backward, check_forward, describe,
-                                                     unpack)
+from grader.exercises.flash_backward.judging import (BWD_GATE, FWD_GATE, assert_grads, call_bwd,
+                                                     call_fwd, check_backward, check_forward,
+                                                     describe, judge_forward, unpack)
 from grader.exercises.flash_backward.reference import forward_reference, qkv
 from grader.judge import reference
-from grader.judge.compare import CheckFailed, assert_shape, values
+from grader.judge.compare import CheckFailed, answer_must_be_right, assert_shape, values
 from grader.judge.inputs import randn, round_to, tensor
 from grader.judge.kernel_use import assert_in_bounds, assert_kernel_wrote
 
 VALUE_CHECKS = ("flash_backward.forward_matches_float64", "flash_backward.lse_includes_m",
                 "flash_backward.causal_mask", "flash_backward.backward_matches_float64",
                 "flash_backward.backward_causal")
+# the checks whose ideas explain a wrong answer in a property check's call (the first that
+# failed leads; compare.answer_must_be_right)
+FORWARD_CHECKS = VALUE_CHECKS[:3]
+BACKWARD_CHECKS = VALUE_CHECKS[3:]
 
 
 @pytest.mark.check("flash_backward.lse_includes_m")
@@ -78,13 +82,18 @@ def test_masked_accesses(student, rng):
         what = f"flash_fwd(q, k, v, causal={causal}) ({describe(shape, 'float16', causal, blocks)})"
         assert_in_bounds(r.extras, ["q", "k", "v"], what, MASK_HINTS)
         wrote(r, what, "_flash_fwd", 2)
+        context = describe(shape, "float16", causal, blocks)
+        with answer_must_be_right("stayed in bounds", FORWARD_CHECKS):
+            judge_forward(r.value, q, k, v, "float16", causal, context, rng.seed)
         o, L, _ = forward_reference(q, k, v, causal)
         do = randn(rng, shape, "float16")
         r = call_bwd(sub, q, k, v, o, L, do, "float16", causal, blocks)
-        what = (f"flash_bwd(q, k, v, o, lse, do, causal={causal}) "
-                f"({describe(shape, 'float16', causal, blocks)})")
+        what = f"flash_bwd(q, k, v, o, lse, do, causal={causal}) ({context})"
         assert_in_bounds(r.extras, ["q", "k", "v", "o", "lse", "do"], what, MASK_HINTS)
         wrote(r, what, "_bwd_dkdv and _bwd_dq", 3)
+        with answer_must_be_right("stayed in bounds", BACKWARD_CHECKS):
+            assert_grads(unpack(r.value, what), q, k, v, do, "float16", causal,
+                         f"flash_bwd(q, k, v, o, lse, do, causal={causal})", context, rng.seed)
 
 
 def wrote(r, what: str, launch: str, n: int) -> None:
@@ -114,6 +123,12 @@ def test_uses_kernel(student, rng):
         # business when they fail too
         e.follows = VALUE_CHECKS
         raise
-    r = r2
-    # the values are the other checks' business; here only the dtype the wrapper allocates
-    assert_shape(unpack(r.value, BWD_GATE[0])[2], shape, what=BWD_GATE[0], dtype="float16")
+    # the dtype the wrapper allocates, and answers right: launching kernels that compute
+    # something else earns nothing either
+    assert_shape(unpack(r2.value, BWD_GATE[0])[2], shape, what=BWD_GATE[0], dtype="float16")
+    context = describe(shape, "float16", False, {})
+    with answer_must_be_right("launched its kernels", FORWARD_CHECKS):
+        judge_forward(r.value, q, k, v, "float16", False, context, rng.seed)
+    with answer_must_be_right("launched its kernels", BACKWARD_CHECKS):
+        assert_grads(unpack(r2.value, BWD_GATE[0]), q, k, v, do, "float16", False, BWD_GATE[0],
+                     context, rng.seed)

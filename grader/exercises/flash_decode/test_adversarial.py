@@ -14,11 +14,17 @@ import numpy as np
 import pytest
 
 from grader.exercises.flash_decode.judging import assert_decode, assert_merge
-from grader.exercises.flash_decode.reference import (attention_rows, decode_inputs, fill_past,
-                                                     state_of)
+from grader.exercises.flash_decode.reference import (attention_rows, decode_inputs,
+                                                     decode_reference, fill_past, state_of)
 from grader.judge import diagnose
-from grader.judge.compare import assert_shape
+from grader.judge.compare import assert_right_answer, assert_shape
 from grader.judge.inputs import chunks, randn, round_to, tensor
+
+# the checks whose ideas explain a wrong answer in a property check's call (the first that
+# failed leads; compare.assert_right_answer)
+ANSWER_CHECKS = ("flash_decode.matches_reference", "flash_decode.ragged_lengths",
+                 "flash_decode.gqa_heads", "flash_decode.padded_keys_masked",
+                 "flash_decode.max_in_last_split")
 
 
 @pytest.mark.check("flash_decode.merge_empty_split")
@@ -157,8 +163,13 @@ def test_large_scores(student, rng):
 def test_uses_kernel(student, rng):
     sub = student()
     q, k, v = decode_inputs(rng, 2, 2, 2, 40, 64)
+    lens = np.array([40, 23], np.int32)
     r = sub.call("flash_decode", *(tensor(t, "float16") for t in (q, k, v)),
-                 tensor(np.array([40, 23], np.int32), "int32", poison=0.0), opts={"trace": True})
-    # the values are the other checks' business; here only that a tensor came back
+                 tensor(lens, "int32", poison=0.0), opts={"trace": True})
     assert_shape(r.value, q.shape, what="flash_decode(q, k_cache, v_cache, seq_lens)",
                  dtype="float16")
+    # launching kernels that compute something else earns nothing either
+    assert_right_answer(r.value, decode_reference(q, k, v, lens), prop="launched its kernels",
+                        follows=ANSWER_CHECKS, what="flash_decode(q, k_cache, v_cache, seq_lens)",
+                        dtype="float16", case="B=2, Hq=2, Hkv=2, L=40, D=64, seq_lens [40, 23]",
+                        seed=rng.seed)
