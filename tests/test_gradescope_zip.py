@@ -184,3 +184,16 @@ def test_an_incomplete_grade_says_grading_failed(autograder, tmp_path, case):
     results = run_autograder(root, {f"{p.name}": p for p in SOLUTIONS.glob("*.py")}, python, args)
     assert results["score"] == 0 and results["tests"] == [], results
     assert "Grading failed" in results["output"]
+
+
+def test_no_sandbox_says_grading_failed_with_the_reason(autograder, tmp_path):
+    """Namespaces refused (tests/test_grader_failure.py): results.json says why, never a 0."""
+    from tests.test_grader_failure import no_namespaces_env
+
+    no_namespaces = no_namespaces_env(tmp_path)
+    root, _ = autograder
+    results = run_autograder(root, {"online_softmax.py": SOLUTIONS / "online_softmax.py"},
+                             args="--exercises online_softmax --layers cpu", env=no_namespaces)
+    assert results["tests"] == [] and results["score"] == 0
+    assert results["output"].startswith("Grading failed: on ") and "unavailable" in results["output"]
+    assert "not a grade" in results["output"]

@@ -77,8 +77,8 @@ def assert_kernel_computed(extras: dict, call: str, launch: str, work: str,
 
 def gate(extras: dict, exercise: str, fn: str, call: str | None = None,
          gpu_pid: int | None = None) -> None:
-    """The kernel-use gate, the one every graded call of a Triton exercise passes (the fixtures'
-    Gated proxy, the sanitizer's call, the hidden checks, the perf layer's traced call): the
+    """The kernel-use gate, the one every graded call of a Triton exercise passes (the checks'
+    `student()` proxy, fixtures.Gated, for every untimed call; the sanitizer's call): the
     registry's (call, launch, work) for `fn` (Exercise.kernels) and the ops its wrapper may run
     (Exercise.extra_ops); on CUDA (`gpu_pid`, the worker's pid) no helper process on the GPU.
     `call` names this call in the message (a case, a seed). A failure follows

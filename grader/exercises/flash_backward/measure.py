@@ -20,6 +20,7 @@ import weakref
 from grader import errors
 from grader.exercises.flash_backward.judging import LSE_TOL, assert_forward_gpu, unpack
 from grader.exercises.flash_backward.reference import given_o_lse, gpu_case
+from grader.judge import baselines
 from grader.judge.baselines import attention_flops
 from grader.judge.compare import CheckFailed
 
@@ -57,16 +58,6 @@ def measure(student, rng, gpu, workers) -> Perf:
     return runs[key]
 
 
-def sdpa_ms(q, k, v, do, causal: bool) -> dict:
-    """{"fwd": (ms, backend), "bwd": (ms, backend)}: the fastest SDPA backend that runs here for
-    each pass (grader.judge.baselines), timed in this process in the same harness as the
-    student's calls (an input refilled before each call, a checksum of the outputs after)."""
-    from grader.judge import baselines
-
-    best = baselines.sdpa_ms(q, k, v, causal=causal, do=do)
-    return {"fwd": best["fwd"], "bwd": best["bwd"]}
-
-
 def _measure_all(sub, rng, gpu, workers) -> Perf:
     from grader.judge import gpu as g
     from grader.judge import timing
@@ -85,7 +76,8 @@ def _measure_all(sub, rng, gpu, workers) -> Perf:
     # 2. the baselines, with nothing of the student's alive (timing.quiet_gpu)
     perf.note = timing.quiet_gpu(workers, "flash_backward perf")
     for N, causal in configs:
-        perf.base[(N, causal)] = sdpa_ms(*inputs[N][1], causal)
+        q, k, v, do = inputs[N][1]   # the fastest SDPA backend per pass (judge/baselines)
+        perf.base[(N, causal)] = baselines.sdpa_ms(q, k, v, causal=causal, do=do)
     _time(perf, sub, rng, gpu, inputs, configs, given)
     sub.close()
     return perf
