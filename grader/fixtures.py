@@ -25,6 +25,7 @@ import pytest
 
 from grader.judge import target   # a grading target's spec and tiles (--target gb10)
 from grader.judge import kernel_use   # the kernel-use gate
+from grader.judge import provenance   # the replay behind it
 from grader.plugin import PLUGIN_KEY
 from grader.results import Credit
 from grader.registry import EXERCISES
@@ -43,8 +44,11 @@ class Gated:
     process on the GPU. Under the interpreter, loads and stores are bounds-checked
     (grader/worker/bounds.py); the check that owns the masks judges what they recorded."""
 
-    def __init__(self, sub, exercise: str, target=None, check_id: str = ""):
+    def __init__(self, sub, exercise: str, target=None, check_id: str = "", replayer=None):
         self._sub = sub
+        # () -> (replay worker, compile worker, sources): every gated call is replayed from the
+        # kernels alone (grader.judge.provenance)
+        self._replayer = replayer
         self._kernels = kernel_use.KERNELS.get(exercise, {})
         # grader.judge.target.Evidence when a target was asked for: on CUDA every gated call
         # also compiles its kernels for the target, and the records go there (advice, no points)
@@ -53,7 +57,7 @@ class Gated:
         self._check_id = check_id
 
     def __getattr__(self, name: str):
-        if name in ("_sub", "_kernels", "_target", "_exercise", "_check_id"):
+        if name in ("_sub", "_kernels", "_target", "_exercise", "_check_id", "_replayer"):
             raise AttributeError(name)
         if name in self._kernels:
             return lambda *args, **kwargs: self.call(name, *args, **kwargs).value
@@ -66,7 +70,7 @@ class Gated:
         timed = bool(opts and (opts.get("runs") or opts.get("fetch")))
         if not gated or timed:
             return self._sub.call(fn, *args, opts=opts, **kwargs)
-        opts = dict(opts or {}, trace=True)
+        opts = dict(opts or {}, trace=True, program=self._replayer is not None)
         cuda = self._sub.mode == "cuda"
         opts["kernels" if cuda else "bounds"] = True
         if cuda and self._target is not None:
@@ -74,8 +78,13 @@ class Gated:
         r = self._sub.call(fn, *args, opts=opts, **kwargs)
         if cuda and self._target is not None:
             self._target.add(self._exercise, self._check_id, r.extras)
+        replayed = None
+        if self._replayer is not None:
+            replayer, compiler, sources = self._replayer()
+            replayed = provenance.Call(replayer, sources, [*args, *kwargs.values()], r.value, opts,
+                                       compiler)
         kernel_use.gate(r.extras, self._exercise, fn,
-                        gpu_pid=self._sub.worker_pid if cuda else None)
+                        gpu_pid=self._sub.worker_pid if cuda else None, replayed=replayed)
         return r
 
 
@@ -107,8 +116,16 @@ def student(request):
         exercise = exercise or check.exercise
         mode = mode or LAYER_MODE.get(check.layer, EXERCISES[exercise].mode)
         audited(plugin, exercise)
-        return Gated(plugin.workers.get(exercise, mode), exercise,
-                     target=getattr(plugin, "target", None), check_id=check.id)
+        workers = plugin.workers
+
+        def replayer():   # the replay worker, the front end's worker (interp only), the sources
+            sources = workers.sources
+            filtered = provenance.replay_sources(sources)
+            compiler = workers.replayer(exercise, "cpu", filtered) if mode == "interp" else None
+            return workers.replayer(exercise, mode, filtered), compiler, sources
+
+        return Gated(workers.get(exercise, mode), exercise, target=getattr(plugin, "target", None),
+                     check_id=check.id, replayer=replayer)
 
     return get
 

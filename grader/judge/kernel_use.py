@@ -76,14 +76,19 @@ def assert_kernel_computed(extras: dict, call: str, launch: str, work: str,
 
 
 def gate(extras: dict, exercise: str, fn: str, call: str | None = None,
-         gpu_pid: int | None = None) -> None:
+         gpu_pid: int | None = None, replayed=None) -> None:
     """The kernel-use gate, the one every graded call of a Triton exercise passes (the checks'
     `student()` proxy, fixtures.Gated, for every untimed call; the sanitizer's call): the
     registry's (call, launch, work) for `fn` (Exercise.kernels) and the ops its wrapper may run
     (Exercise.extra_ops); on CUDA (`gpu_pid`, the worker's pid) no helper process on the GPU.
-    `call` names this call in the message (a case, a seed). A failure follows
-    <exercise>.uses_kernel: whatever check made the call failed for that check's idea."""
+    `call` names this call in the message (a case, a seed). `replayed` (a provenance.Call):
+    the call's recorded program is replayed from the kernels alone and must give the same
+    answer (grader.judge.provenance). A failure follows <exercise>.uses_kernel: whatever check
+    made the call failed for that check's idea."""
+    from grader.judge import provenance
+
     want, launch, work = KERNELS[exercise][fn]
+    allowed = ALLOWED_OPS | EXTRA_OPS.get(exercise, frozenset())
     try:
         assert_kernel_computed(extras, call or want, launch, work,
                                allowed=EXTRA_OPS.get(exercise, frozenset()))
@@ -92,6 +97,8 @@ def gate(extras: dict, exercise: str, fn: str, call: str | None = None,
     except CheckFailed as e:
         e.follows = (f"{exercise}.uses_kernel",)
         raise
+    if replayed is not None:
+        provenance.check(extras, exercise, call or want, allowed, replayed)
 
 
 def foreign_kernels(kernels: list, triton_names: list) -> list:

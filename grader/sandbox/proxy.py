@@ -112,6 +112,18 @@ class Submission:
         extras = reply.get("extras")
         return CallResult(reply.get("value"), out, wall, extras if isinstance(extras, dict) else {})
 
+    def replay(self, args: list, program: dict, opts: dict):
+        """A replay worker's answer to `program` (grader.worker.replay) on inputs built from
+        `args` (the original call's markers): its decoded value."""
+        self._ensure_started()
+        self._worker.truncate_capture()
+        reply = self._request({"op": "replay", "args": list(args), "program": program,
+                               "opts": opts}, self.timeout_s, "replay")
+        out = self._read_capture(keep=False)
+        if not isinstance(reply, dict) or not reply.get("ok"):
+            raise self._problem(reply if isinstance(reply, dict) else {}, "replay", out)
+        return reply.get("value")
+
     def close(self, wait_s: float = 2.0) -> int | None:
         """Stop the worker; its exit status (None if it had to be killed)."""
         worker, self._worker = self._worker, None
@@ -265,6 +277,16 @@ class Workers:
         if key not in self._subs:
             self._subs[key] = Submission(exercise, self.directory, mode,
                                          self.scratch / f"{exercise}-{mode}", self.sources, self.level)
+        return self._subs[key]
+
+    def replayer(self, exercise: str, mode: str, sources: Path) -> Submission:
+        """The replay worker of (exercise, mode): imports `sources`, the filtered copy of the
+        submission (grader.judge.provenance), reused across calls like every worker."""
+        key = (exercise, f"{mode}:replay")
+        if key not in self._subs:
+            self._subs[key] = Submission(exercise, self.directory, mode,
+                                         self.scratch / f"{exercise}-{mode}-replay", sources,
+                                         self.level)
         return self._subs[key]
 
     def all(self) -> list[Submission]:

@@ -47,12 +47,19 @@ import numpy as np
 
 from grader.wire import checksum, codec
 from grader.wire.seeded import torch_randn
-from grader.worker import recorders, resources, workloads   # imported here, never inside a measured
+from grader.worker import program, recorders, resources, workloads   # imported here, never inside a measured
 # call, nor after student code ran (it may have set sys.modules["grader..."] = None)
 
 # state of the call being decoded/run (the worker runs one call at a time)
 _built_tensors: list = []   # (view, guard) for each TensorArg, in argument order
 _trusted: dict = {}         # key -> object from grader.worker.workloads
+_program: list = [None]     # the program.Program of the gated call being traced, if asked for
+
+
+def built_inputs() -> list:
+    """The tensors built from the call's TensorArg markers, in argument order (the replay
+    worker rebuilds the same ones: grader.worker.replay)."""
+    return [view for view, _ in _built_tensors]
 
 
 def build_marker(marker):
@@ -107,7 +114,8 @@ def around_call(opts: dict, args: list, kwargs: dict):
             stack.enter_context(_cuda_kernels(extras))
         if opts.get("trace") or opts.get("kernels"):
             target = opts.get("target")
-            stack.enter_context(trace(extras, target if isinstance(target, dict) else None))
+            stack.enter_context(trace(extras, target if isinstance(target, dict) else None,
+                                      record=bool(opts.get("program"))))
         if opts.get("bounds"):
             from grader.worker import bounds
 
@@ -150,6 +158,13 @@ def run(fn, args: list, kwargs: dict, opts: dict):
     if opts.get("fetch"):
         value, _retained[0] = _retained[0], None
         return value
+    value = _run(fn, args, kwargs, opts)
+    if _program[0] is not None:   # the tensors of the answer, as refs of the call's program
+        _program[0].set_outputs(value)
+    return value
+
+
+def _run(fn, args: list, kwargs: dict, opts: dict):
     if opts.get("backward"):
         n = int(opts["backward"]["grad_arg"])
         inputs = [a.requires_grad_(True) for a in args[:n]]
@@ -240,15 +255,20 @@ def _poison_empty():
 
 
 @contextlib.contextmanager
-def trace(extras: dict, target: dict | None = None):
+def trace(extras: dict, target: dict | None = None, record: bool = False):
     """Record the aten ops that ran, count Triton kernel launches and describe what each
-    launched kernel compiled to (for this device, and for `target` if asked)."""
+    launched kernel compiled to (for this device, and for `target` if asked). With `record`,
+    also the call's program (grader.worker.program: every storage and the steps that made it)
+    → extras["program"]: the ops outside any launch (those the interpreter runs inside one are
+    the launch's own) and every launch with its arguments."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     ops: list[str] = []
     launches = [0]
     names: list[str] = []
     compiled: dict = {}
+    prog = program.Program(built_inputs()) if record else None
+    inside = [0]   # > 0 while a launch (or an autotuner's benchmark) runs
 
     class Recorder(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -259,14 +279,21 @@ def trace(extras: dict, target: dict | None = None):
             if name in ("_to_copy", "copy_") and _crosses_devices(args, out):
                 name = "copy_between_devices"
             ops.append(name)
+            if prog is not None and not inside[0]:
+                prog.op(func, args, kwargs, out)
             return out
 
+    _program[0] = prog
     try:
-        with _count_triton_launches(launches, names, compiled, target), Recorder():
+        with _count_triton_launches(launches, names, compiled, target, prog, inside), Recorder():
             yield
     finally:
+        _program[0] = None
         if compiled:   # nothing under the interpreter: no kernel is compiled there
             extras["compiled"] = list(compiled.values())
+        if prog is not None:
+            extras["program"] = prog.record()
+            prog.keep.clear()
     extras["ops"] = sorted(set(ops))
     extras["launches"] = launches[0]
     extras["triton_kernels"] = sorted(set(names))
@@ -279,11 +306,14 @@ def _crosses_devices(args, out) -> bool:
 
 @contextlib.contextmanager
 def _count_triton_launches(counter: list, names: list | None = None, compiled: dict | None = None,
-                           target: dict | None = None):
+                           target: dict | None = None, prog=None, inside: list | None = None):
     """Wrap Triton's launch entry points (compiled and interpreted) to count launches; with
     `compiled`, describe each compiled launch there (resources.describe), one record per kernel
     specialisation, marked `autotuned` when an autotuner made the launch (it benchmarks every
-    config, and on another chip would skip one that does not fit rather than fail)."""
+    config, and on another chip would skip one that does not fit rather than fail). With `prog`,
+    every launch outside an autotuner's benchmark is a step of the program; `inside` counts the
+    launches and benchmarks running (their torch ops are not steps)."""
+    inside = inside if inside is not None else [0]
     patched = []
     autotuning = [0]
     try:
@@ -301,7 +331,13 @@ def _count_triton_launches(counter: list, names: list | None = None, compiled: d
                 if names is not None:
                     fn = getattr(self, "fn", None)
                     names.append(str(getattr(fn, "__name__", "?")))
-                kernel = __original(self, *a, **kw)
+                if prog is not None and not inside[0]:
+                    prog.launch(self, a, kw)
+                inside[0] += 1
+                try:
+                    kernel = __original(self, *a, **kw)
+                finally:
+                    inside[0] -= 1
                 if __describe and len(compiled) < resources.MAX_RECORDS:
                     key = (id(self), getattr(kernel, "hash", None) or id(kernel), bool(autotuning[0]))
                     if key not in compiled:
@@ -328,6 +364,17 @@ def _count_triton_launches(counter: list, names: list | None = None, compiled: d
 
                     autotuner.Autotuner.run = tuning
                     patched.append((autotuner.Autotuner, "run", original))
+                bench = getattr(autotuner.Autotuner, "_bench", None)
+                if bench is not None:   # the benchmark's launches and ops are not the answer's:
+                    def benchmarking(self, *a, __original=bench, **kw):   # the chosen config's is
+                        inside[0] += 1
+                        try:
+                            return __original(self, *a, **kw)
+                        finally:
+                            inside[0] -= 1
+
+                    autotuner.Autotuner._bench = benchmarking
+                    patched.append((autotuner.Autotuner, "_bench", bench))
     except ImportError:
         pass
     try:

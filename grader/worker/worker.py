@@ -23,7 +23,7 @@ import sys
 import time
 import traceback
 
-from grader.worker import probes
+from grader.worker import probes, replay
 from grader.wire import codec
 
 
@@ -110,6 +110,8 @@ class Worker:
                 return
             if op == "ping":   # the loop runs: the sandbox is set up, no student code has run
                 reply = {"ok": True}
+            elif op == "replay":   # a replay worker (grader.worker.replay): no student call
+                reply = self.replay(msg)
             else:
                 reply = self.load() if op == "load" else self.call(msg)
             try:
@@ -140,6 +142,20 @@ class Worker:
                 return failure(e, at="import", student_file=path)
         self.module = module
         return {"ok": True}
+
+    # ------------------------------------------------------------------------------ replay
+
+    def replay(self, msg: dict) -> dict:
+        """Run a gated call's program again (grader.worker.replay), on inputs built from the
+        same markers, with the probes `opts` asks for (bounds, NaN-filled empties)."""
+        with captured(self.capture_fd), probes.around_call(msg.get("opts", {}), [], {}) as extras:
+            try:
+                value = replay.run(self.module, msg["program"], probes.built_inputs(),
+                                   self.cfg["mode"], check=self.cfg["mode"] != "interp",
+                                   execute=self.cfg["mode"] != "cpu")
+            except BaseException as e:  # noqa: BLE001
+                return failure(e, at="replay", student_file=self.cfg["path"])
+        return {"ok": True, "value": value, "extras": extras}
 
     # ------------------------------------------------------------------------------ call
 

@@ -1,0 +1,302 @@
+"""Every answer of a Triton exercise is judged by where it came from: REPLAY.
+
+The kernel-use trace (grader.judge.kernel_use) lives in the student's process and can be
+switched off; this check does not need the recording to be honest. Every gated call records its
+PROGRAM in the worker (grader.worker.program: each storage it touched, each allowed torch op
+and each Triton launch with its arguments, grid and constexprs as the launch used them). Here:
+
+  1. validate it: bounded size; only ALLOWED_OPS (and the exercise's extra_ops); every tensor a
+     step reads is a call input, a storage an earlier step made, never one of unknown origin;
+     only kernels of the submission's file; little scalar information per call (SCALARS), so
+     the answer cannot ride in launch arguments;
+  2. replay it in a clean worker of the same mode (grader.worker.replay) that holds only the
+     submission's @triton.jit functions (grader.judge.kernel_source): the inputs rebuilt from
+     the same markers, each kernel first compiled by Triton's own front end;
+  3. compare the replayed outputs with what the call returned: exactly (NaN equal to NaN: same
+     kernels, same inputs, same device), or, when a kernel uses atomics, within ATOMIC_TOL.
+
+A failure is CheckFailed that follows <exercise>.uses_kernel, like the kernel-use gate's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from grader.judge import kernel_source
+from grader.judge.compare import CheckFailed
+
+MAX_STEPS = 4096
+MAX_LAUNCHES = 256
+# scalar information per call: distinct numbers among launch scalars, constexprs, grids and
+# fill values. Honest wrappers pass a scale, sizes, strides and block sizes: a few of each.
+SCALARS = {"float": 16, "int": 64}
+MAX_STR = 32
+FILL_OPS = frozenset({"full", "full_like", "new_full", "fill_"})
+# atomics on a GPU add in any order: float sums then differ by rounding (relative to the
+# tensor's largest value); the interpreter runs programs in order and stays exact
+ATOMIC_TOL = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 1e-5, "float64": 1e-12}
+
+
+@dataclass
+class Call:
+    """A gated call as provenance replays it: the replay worker (a grader.sandbox.proxy
+    Submission importing `replay_sources(sources)`), the call's argument markers in the order
+    the worker built them (positional, then keyword), its decoded value and its opts; under the
+    interpreter `compiler`, a replay worker of mode "cpu" (no interpreter) that runs Triton's
+    front end on the launched kernels (grader.worker.replay.run)."""
+    replayer: object
+    sources: Path
+    args: list
+    value: object
+    opts: dict
+    compiler: object = None
+
+    def replay(self, program: dict, opts: dict):
+        if self.compiler is not None:
+            problems = self.compiler.replay([], program, {})
+            if not isinstance(problems, dict) or problems.get("compile"):
+                return problems
+        return self.replayer.replay(self.args, program, opts)
+
+
+def replay_sources(sources: Path) -> Path:
+    """The filtered copy of a sources folder (next to it, made once): every exercise file
+    reduced to imports, kernels and literal constants."""
+    dest = Path(sources).parent / f"{Path(sources).name}-replay"
+    if dest.is_dir():
+        return dest
+    tmp = dest.with_name(dest.name + ".tmp")
+    tmp.mkdir(parents=True, exist_ok=True)
+    for f in sorted(Path(sources).glob("*.py")):
+        text, _ = kernel_source.filtered(f.read_text(errors="replace"))
+        (tmp / f.name).write_text(text)
+        (tmp / f.name).chmod(0o444)
+    tmp.chmod(0o555)
+    tmp.rename(dest)
+    return dest
+
+
+def kernels_of(sources: Path, exercise: str) -> kernel_source.Filtered:
+    path = Path(sources) / f"{exercise}.py"
+    try:
+        return kernel_source.filtered(path.read_text(errors="replace"))[1]
+    except OSError:
+        return kernel_source.Filtered()
+
+
+def check(extras: dict, exercise: str, call: str, allowed: frozenset, replayed: Call) -> None:
+    """Validate the call's program, replay it and compare with the call's value. Raises
+    CheckFailed (follows <exercise>.uses_kernel)."""
+    from grader import errors
+
+    try:
+        program = extras.get("program")
+        kernels = kernels_of(replayed.sources, exercise)
+        validate(program, call, allowed, kernels)
+        try:
+            got = replayed.replay(program, {"bounds": bool(replayed.opts.get("bounds")),
+                                            "poison_empty": True})
+        except errors.StudentProblem as e:   # the filtered file or a step failed there
+            raise _fail(call, f"its recorded launches could not be replayed from the kernels "
+                              f"alone: {str(e)[:800]}") from None
+        compare(got, replayed.value, call, kernels.atomics)
+    except CheckFailed as e:
+        e.follows = (f"{exercise}.uses_kernel",)
+        raise
+
+
+# ---------------------------------------------------------------------------------- validate
+
+
+def _fail(call: str, what: str) -> CheckFailed:
+    return CheckFailed(f"{call}: {what}", hint="The answer must be what your Triton kernels "
+                       "computed from the call's inputs: the wrapper only allocates, views, "
+                       "copies and launches.")
+
+
+def validate(program, call: str, allowed: frozenset, kernels: kernel_source.Filtered) -> None:
+    if not isinstance(program, dict) or not isinstance(program.get("steps"), list):
+        raise _fail(call, "the grader got no record of the call's kernel launches (the trace was "
+                          "switched off or replaced), so no answer can be credited")
+    if program.get("overflow"):
+        raise _fail(call, f"the call made {program['overflow']}; a wrapper allocates and "
+                          f"launches a few kernels")
+    steps = program["steps"]
+    if len(steps) > MAX_STEPS:
+        raise _fail(call, f"{len(steps)} steps recorded, more than {MAX_STEPS}")
+    unknown = {int(u.get("sid", -1)): str(u.get("where", "")) for u in program.get("unknown", [])}
+    known = {int(sid) for sid, _ in program.get("inputs", [])}
+    numbers = {"float": set(), "int": set()}
+    launches = 0
+    for n, step in enumerate(steps):
+        if "launch" in step:
+            launches += 1
+            _check_launch(step, call, kernels, numbers)
+        else:
+            _check_op(step, call, allowed, numbers)
+        for sid in _sids(step.get("args")) | _sids(step.get("kwargs")):
+            if sid not in known:
+                raise _fail(call, _unknown_message(sid, unknown, step))
+        known |= _sids(step.get("out"))
+    if launches == 0:
+        raise _fail(call, "no Triton launch was recorded")
+    if launches > MAX_LAUNCHES:
+        raise _fail(call, f"{launches} launches in one call, more than {MAX_LAUNCHES}")
+    for kind, limit in SCALARS.items():
+        if len(numbers[kind]) > limit:
+            raise _fail(call, f"its launches and fills carry {len(numbers[kind])} distinct "
+                              f"{kind} values, more than {limit}: an answer cannot travel in "
+                              f"launch arguments")
+    for ref in program.get("outputs", []):
+        sid = _sids(ref)
+        if not sid or not sid <= known:
+            raise _fail(call, "the returned tensor was not made by the call's recorded steps ("
+                              "computed outside the kernels: in NumPy, a thread, or with the "
+                              "trace switched off)")
+
+
+def _unknown_message(sid: int, unknown: dict, step: dict) -> str:
+    where = unknown.get(sid) or (f"launch of {step['launch']}" if "launch" in step else step.get("op"))
+    return (f"{where} used a tensor that is neither an input of the call nor made by its "
+            f"recorded steps (computed in NumPy, in a thread, before the call, or with the "
+            f"trace switched off)")
+
+
+def _check_op(step: dict, call: str, allowed: frozenset, numbers: dict) -> None:
+    name = str(step.get("op", ""))
+    parts = name.split(".")
+    if len(parts) != 3 or parts[0] != "aten" or parts[1] not in allowed:
+        raise _fail(call, f"torch op {name} ran in the wrapper: only allocations, views and "
+                          f"copies may run there")
+    _plain(step.get("args"), call, name)
+    _plain(step.get("kwargs"), call, name)
+    if parts[1].rstrip("_") in {f.rstrip("_") for f in FILL_OPS}:
+        _count(step.get("args"), numbers, refs=False)
+
+
+def _check_launch(step: dict, call: str, kernels: kernel_source.Filtered, numbers: dict) -> None:
+    name = str(step.get("launch"))
+    if "error" in step:
+        raise _fail(call, f"the launch of {name} could not be recorded: {step['error']}")
+    if name not in kernels.kernels:
+        raise _fail(call, f"{name} was launched, which is not a module-level @triton.jit "
+                          f"function of the exercise's file")
+    if name in kernels.refused:
+        raise _fail(call, f"the body of {name} is not Triton: {kernels.refused[name]}. Under "
+                          f"the interpreter a kernel runs as Python, but it must compile")
+    grid = step.get("grid")
+    if not (isinstance(grid, list) and len(grid) == 3 and all(isinstance(g, int) for g in grid)):
+        raise _fail(call, f"the grid of {name} could not be resolved to three integers")
+    _plain(step.get("args"), call, name)
+    _plain(step.get("options"), call, name)
+    _count(step.get("args"), numbers)
+    _count(grid, numbers)
+
+
+def _plain(v, call: str, where: str, depth: int = 0) -> None:
+    """Only ints, floats, bools, None, short strings, tensor refs and torch enums; lists short."""
+    if v is None or isinstance(v, (bool, int, float)):
+        return
+    if isinstance(v, str):
+        if len(v) > MAX_STR:
+            raise _fail(call, f"{where} got a string of {len(v)} characters")
+        return
+    if isinstance(v, (list, tuple)):
+        if len(v) > 16 or depth > 2:
+            raise _fail(call, f"{where} got a sequence of {len(v)} values")
+        for x in v:
+            _plain(x, call, where, depth + 1)
+        return
+    if isinstance(v, dict):
+        if "?" in v:
+            raise _fail(call, f"{where} got a {v['?']}, which the grader cannot replay")
+        if "t" in v or set(v) <= {"dtype", "device", "layout", "memory_format"}:
+            return   # a tensor ref (its storage is checked apart) or a torch enum
+        if depth == 0:
+            for x in v.values():
+                _plain(x, call, where, depth + 1)
+            return
+    raise _fail(call, f"{where} got a value the grader cannot replay")
+
+
+def _count(v, numbers: dict, refs: bool = True) -> None:
+    if isinstance(v, bool) or v is None:
+        return
+    if isinstance(v, int):
+        numbers["int"].add(v)
+    elif isinstance(v, float):
+        numbers["float"].add(v)
+    elif isinstance(v, (list, tuple)):
+        for x in v:
+            _count(x, numbers, refs)
+    elif isinstance(v, dict) and "t" not in v:
+        for x in v.values():
+            _count(x, numbers, refs)
+
+
+def _sids(v) -> set:
+    if isinstance(v, dict):
+        if "t" in v and isinstance(v["t"], (list, tuple)) and v["t"]:
+            return {int(v["t"][0])}
+        return set().union(*(_sids(x) for x in v.values())) if v else set()
+    if isinstance(v, (list, tuple)):
+        return set().union(*(_sids(x) for x in v)) if v else set()
+    return set()
+
+
+# ---------------------------------------------------------------------------------- compare
+
+
+def tensors_of(value, depth: int = 0) -> list:
+    """The tensors of a decoded value in the order grader.worker.program lists them."""
+    if hasattr(value, "array") and hasattr(value, "stride"):
+        return [value]
+    if depth >= 4:
+        return []
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in tensors_of(v, depth + 1)]
+    return []
+
+
+def compare(replayed, value, call: str, atomics: bool) -> None:
+    if not isinstance(replayed, dict):
+        raise CheckFailed(f"{call}: the replay sent back nothing readable")
+    for problem in replayed.get("compile") or []:
+        raise _fail(call, f"kernel {problem.get('kernel')} does not compile with Triton's front "
+                          f"end, so what it computed under the interpreter does not count:\n"
+                          f"{str(problem.get('error'))[:1200]}")
+    if replayed.get("error"):
+        raise _fail(call, f"replaying its recorded steps failed: {replayed['error']}")
+    got, want = tensors_of(replayed.get("outputs")), tensors_of(value)
+    if len(got) != len(want):
+        raise _fail(call, f"the replay made {len(got)} output tensors, the call returned "
+                          f"{len(want)}")
+    for i, (g, w) in enumerate(zip(got, want)):
+        _same(np.asarray(g.array), np.asarray(w.array), w.dtype, call, i, atomics)
+
+
+def _same(replayed, returned, dtype: str, call: str, i: int, atomics: bool) -> None:
+    what = f"output {i}" if i else "the output"
+    if replayed.shape != returned.shape:
+        raise _fail(call, f"replayed, {what} has shape {replayed.shape}, the call returned "
+                          f"{returned.shape}")
+    a, b = replayed.astype(np.float64), returned.astype(np.float64)
+    both_nan = np.isnan(a) & np.isnan(b)
+    if atomics and dtype in ATOMIC_TOL:
+        scale = max(float(np.nanmax(np.abs(b), initial=0.0)), 1.0)
+        close = np.abs(a - b) <= ATOMIC_TOL[dtype] * scale
+    else:
+        close = a == b
+    differs = ~(close | both_nan)
+    if differs.any():
+        idx = tuple(int(j) for j in np.unravel_index(int(np.argmax(differs)), b.shape))
+        raise _fail(call, f"{what} is not what its kernels compute: replaying the recorded "
+                          f"launches on the same inputs gives {a[idx]:.6g} at {list(idx)}, the "
+                          f"call returned {b[idx]:.6g} ({int(differs.sum())} of {b.size} elements "
+                          f"differ). The answer was written by something other than the "
+                          f"kernels (PyTorch, NumPy, a thread, memory set before the launch)")
