@@ -68,9 +68,13 @@ class Cheat:
     zero_on: str | tuple = "all"
     cpu: bool = True          # False: honest on the CPU, a cheat only on a GPU (not graded here)
     gpu: bool = False         # graded on the gpu and perf layers too, by tools/gpu_cheats.py
+    # graded with the static audit switched off (tests.helpers.grader_without_audit): a cheat
+    # that only the run-time defences (provenance's replay, the sandbox) may catch
+    without_audit: bool = False
 
 
 CHEAT_KEYS = {"says", "audit", "zero_on", "cpu", "gpu"}
+CHEAT_OPTIONAL = {"without_audit"}
 
 
 def exercise_dirs() -> list[Path]:
@@ -120,7 +124,9 @@ def cheats() -> list[Cheat]:
     out = []
     for folder in cases("cheats"):
         expect = json.loads((folder / "expect.json").read_text())
-        assert set(expect) == CHEAT_KEYS, f"{folder}/expect.json: keys {sorted(expect)}, want {CHEAT_KEYS}"
+        assert CHEAT_KEYS <= set(expect) <= CHEAT_KEYS | CHEAT_OPTIONAL, (
+            f"{folder}/expect.json: keys {sorted(expect)}, want {CHEAT_KEYS} (and maybe "
+            f"{CHEAT_OPTIONAL})")
         zero_on = expect["zero_on"] if expect["zero_on"] == "all" else tuple(expect["zero_on"])
         out.append(Cheat(folder.name, exercise_of(folder), folder, **{**expect, "zero_on": zero_on}))
     return out

@@ -26,13 +26,14 @@ def cpu_layers(exercise: str) -> str:
 
 
 def grade_exercise(tmp_path: Path, exercise: str, files: dict[str, str], layers: str | None = None,
-                   hidden: bool = True) -> dict:
-    """solutions/ with `files` ({file name: text}) put in its place, graded on `exercise` only."""
+                   hidden: bool = True, audit: bool = True) -> dict:
+    """solutions/ with `files` ({file name: text}) put in its place, graded on `exercise` only
+    (`audit=False`: with the static audit off, tests.helpers.grader_without_audit)."""
     sub = copy_solutions(tmp_path / "sub", files)
     args = ["--exercises", exercise, "--layers", layers or cpu_layers(exercise)]
     if not hidden:
         args.append("--no-hidden")
-    return grade(sub, *args)
+    return grade(sub, *args, audit=audit)
 
 
 def checks_of(report: dict, exercise: str) -> list[dict]:

@@ -5,7 +5,9 @@ expect.json: tests.cases.Cheat) dropped into a copy of solutions/, graded on its
 every CPU layer the exercise has, hidden checks included. Every check scores 0 (for the two cheats
 whose other answers are computed by their own code in the graded call, hard-coded lengths and a
 cache by shape: the checks built to catch them, `Cheat.zero_on`). A cheat the static audit must
-flag says so in a message that names the file and the line. side_stream and sdpa_on_cuda need a
+flag says so in a message that names the file and the line; one marked `without_audit` is graded
+with the audit switched off, so what catches it is a run-time defence (provenance's replay,
+grader.judge.provenance). side_stream and sdpa_on_cuda need a
 GPU: their tests are skipped here, and tools/gpu_cheats.py grades every cheat marked "gpu" on the
 GPU layers.
 """
@@ -44,7 +46,8 @@ def test_every_cheat_folder_is_listed():
 
 @pytest.mark.parametrize("cheat", [c for c in CHEATS if c.cpu], ids=lambda c: c.name)
 def test_cheat_earns_nothing(cheat: Cheat, tmp_path):
-    report = grade_exercise(tmp_path, cheat.exercise, folder_files(cheat.folder))
+    report = grade_exercise(tmp_path, cheat.exercise, folder_files(cheat.folder),
+                            audit=not cheat.without_audit)
     ran = checks_of(report, cheat.exercise)
     assert ran, f"{cheat.name}: no check of {cheat.exercise} ran"
     graded = [t for t in ran if cheat.zero_on == "all" or t["name"] in cheat.zero_on]

@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import contextlib
+
 import numpy as np
 
 from grader.judge import kernel_source
@@ -77,6 +79,26 @@ def replay_sources(sources: Path) -> Path:
     tmp.chmod(0o555)
     tmp.rename(dest)
     return dest
+
+
+@contextlib.contextmanager
+def replayers(sub):
+    """(replay worker, compile worker or None) for one proxy Submission outside a Workers set
+    (the sanitizer's): started on first use, stopped when the block ends."""
+    from grader.sandbox import proxy
+
+    filtered = replay_sources(sub.sources)
+    base = Path(sub.scratch).parent
+    made = [proxy.Submission(sub.exercise, sub.directory, sub.mode, base / "replay", filtered,
+                             sub.level)]
+    if sub.mode == "interp":
+        made.append(proxy.Submission(sub.exercise, sub.directory, "cpu", base / "replay-compile",
+                                     filtered, sub.level))
+    try:
+        yield made[0], (made[1] if len(made) > 1 else None)
+    finally:
+        for s in made:
+            s.close()
 
 
 def kernels_of(sources: Path, exercise: str) -> kernel_source.Filtered:

@@ -145,14 +145,17 @@ def target_of(exercise: str) -> Target:
 
 
 def gated_call(sub, exercise: str, fn: str, *args, **kwargs):
-    """The checked call, traced like every gated call (a Triton launch, no computing torch op):
-    the sanitizer's points need the answer from the student's own kernel too. The profiler does
-    not run under compute-sanitizer, so this gate is the trace's alone."""
-    from grader.judge import kernel_use
+    """The checked call, through the one kernel-use gate (a Triton launch, no computing torch
+    op, and its program replayed from the kernels alone: grader.judge.provenance): the
+    sanitizer's points need the answer from the student's own kernel too. The profiler does
+    not run under compute-sanitizer; the replay runs in a worker of its own, without the tool."""
+    from grader.judge import kernel_use, provenance
 
-    r = sub.call(fn, *args, timeout=TIMEOUT_S, opts={"sync": sub.mode == "cuda", "trace": True},
-                 **kwargs)
-    kernel_use.gate(r.extras, exercise, fn)
+    opts = {"sync": sub.mode == "cuda", "trace": True, "program": True}
+    r = sub.call(fn, *args, timeout=TIMEOUT_S, opts=opts, **kwargs)
+    with provenance.replayers(sub) as (replayer, compiler):
+        kernel_use.gate(r.extras, exercise, fn, replayed=provenance.Call(
+            replayer, sub.sources, [*args, *kwargs.values()], r.value, opts, compiler))
     return r.value
 
 

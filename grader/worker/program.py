@@ -17,7 +17,9 @@ or names a tensor it did not make, replays to a different answer.
      "overflow": "..."}                               set when the call made too many steps
 
 A tensor is a ref {"t": [sid, storage_offset, shape, stride, dtype]}; other values are plain
-(int, float, bool, None, str) or tagged ({"dtype": "float16"}, {"device": "cpu"}, {"?": type}).
+(int, float, bool, None, str) or tagged ({"dtype": "float16"}, {"device": "cpu"}, a host-side
+TensorDescriptor as {"desc": {"base": ref, "shape", "strides", "block_shape", ...}}, and
+{"?": type} for anything else, which the trusted side refuses).
 """
 
 from __future__ import annotations
@@ -89,6 +91,11 @@ class Program:
             return {"memory_format": str(v).replace("torch.", "")}
         if name == "constexpr":
             return self.value(getattr(v, "value", None), where, depth)
+        if name == "TensorDescriptor":   # triton.tools.tensor_descriptor: a tensor and its tiling
+            fields = ("shape", "strides", "block_shape", "padding", "round_f32_to_tf32")
+            return {"desc": {"base": self.value(getattr(v, "base", None), where, depth + 1),
+                             **{f: self.value(getattr(v, f, None), where, depth + 1)
+                                for f in fields if hasattr(v, f)}}}
         return {"?": name[:40]}
 
     # ------------------------------------------------------------------ steps

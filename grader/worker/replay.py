@@ -18,10 +18,6 @@ included) and its program (grader.worker.program); this module
 
 from __future__ import annotations
 
-DTYPE_CODE = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64",
-              "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8",
-              "bool": "i1"}
-
 _compile_cache: dict = {}   # (kernel, signature, constexprs) -> error text ("" = compiles)
 
 
@@ -79,6 +75,11 @@ def _value(torch, v, storages: dict):
             return getattr(torch, v["layout"])
         if "memory_format" in v:
             return getattr(torch, v["memory_format"])
+        if "desc" in v:
+            from triton.tools.tensor_descriptor import TensorDescriptor
+
+            fields = {k: _value(torch, x, storages) for k, x in v["desc"].items()}
+            return TensorDescriptor(**fields)
         raise ValueError(f"a value the replay cannot rebuild: {v}")
     return v
 
@@ -144,29 +145,43 @@ def _check_one(compiled, step: dict, mode: str, problems: list) -> None:
 
 
 def _signature(fn, args: dict) -> tuple[dict, dict]:
+    """The launch's signature as Triton's launcher would specialise it (triton's mangle_type of
+    a stand-in for each argument: an empty tensor of the recorded dtype, a descriptor over one,
+    the scalar itself), constexprs by position."""
+    import torch
+    from triton.runtime.jit import mangle_type
+
     signature, constexprs = {}, {}
     for p in fn.params:
         v = args[p.name]
-        if p.is_constexpr or v is None or isinstance(v, str):
+        if p.is_constexpr or v is None or isinstance(v, str) or (isinstance(v, dict) and "dtype" in v):
             signature[p.name] = "constexpr"
-            constexprs[(p.num,)] = v
-        elif isinstance(v, dict) and "t" in v:
-            signature[p.name] = "*" + DTYPE_CODE[v["t"][4]]
-        elif isinstance(v, bool):
-            signature[p.name] = "i1"
-        elif isinstance(v, int):
-            signature[p.name] = "i32" if -2**31 <= v < 2**31 else "i64"
-        elif isinstance(v, float):
-            signature[p.name] = "fp32"
-        elif isinstance(v, dict) and "dtype" in v:
-            import triton.language as tl
-
-            signature[p.name] = "constexpr"
-            constexprs[(p.num,)] = getattr(tl, "int1" if v["dtype"] == "bool" else v["dtype"])
-        else:
-            raise TypeError(f"argument {p.name!r} of {fn.fn.__name__}: a value Triton cannot "
-                            f"take ({v!r:.80})")
+            constexprs[(p.num,)] = _constexpr(v)
+            continue
+        signature[p.name] = mangle_type(_stand_in(torch, v))
     return signature, constexprs
+
+
+def _constexpr(v):
+    if isinstance(v, dict) and "dtype" in v:
+        import triton.language as tl
+
+        return getattr(tl, "int1" if v["dtype"] == "bool" else v["dtype"])
+    return v
+
+
+def _stand_in(torch, v):
+    """An argument with the recorded argument's type: an empty tensor of its dtype for a ref,
+    a descriptor over a 16-byte aligned one for a descriptor, the value itself otherwise."""
+    if isinstance(v, dict) and "t" in v:
+        return torch.empty(0, dtype=getattr(torch, v["t"][4]))
+    if isinstance(v, dict) and "desc" in v:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        d = dict(v["desc"])
+        base = torch.empty(64, dtype=getattr(torch, d.pop("base")["t"][4]))
+        return TensorDescriptor(base, **d)
+    return v
 
 
 def _make_ir(fn, signature: dict, constexprs: dict, mode: str) -> str:
