@@ -9,8 +9,10 @@ Every submission file is audited first (grader.judge.audit, in this process, bef
 runs): a flagged construct fails every check of its exercise. For the Triton exercises, `student`
 returns a `Gated` proxy: every call to the graded function proves kernel use (a launch, no
 computing torch op; on CUDA no foreign device kernel and no helper process on the GPU; under the
-interpreter every load/store is bounds-checked), so no check can earn points for an answer the
-student's kernel did not compute.
+interpreter every load/store is bounds-checked) and provenance (its recorded program, replayed
+in a worker that holds only the submission's kernels, gives the same answer:
+grader.judge.provenance), so no check can earn points for an answer the student's kernel did not
+compute.
 
 `rng` is a fresh NumPy generator for every check (its seed goes into failure messages so a
 student can reproduce a case; set GRADER_SEED to fix it). `credit` gives partial credit.
@@ -41,7 +43,7 @@ class Gated:
     """A Submission whose every call into a Triton exercise's graded function proves that the
     student's kernel computed the answer: traced (a launch, no computing torch op), and on CUDA
     profiled (no device kernel but the student's Triton kernels and copies) with no helper
-    process on the GPU. Under the interpreter, loads and stores are bounds-checked
+    process on the GPU; its program replayed from the kernels alone (`replayer`). Under the interpreter, loads and stores are bounds-checked
     (grader/worker/bounds.py); the check that owns the masks judges what they recorded."""
 
     def __init__(self, sub, exercise: str, target=None, check_id: str = "", replayer=None):

@@ -9,9 +9,11 @@ Evidence, gathered in the worker around one call (grader/worker/probes.py) and j
   - on a GPU, NVML's list of processes using the device: only the grader and its worker;
   - under the interpreter (`bounds`), every load and store checked against the tensors of the
     call (grader/worker/bounds.py).
-What the dispatcher and the profiler cannot see (NumPy on a tensor's memory, a thread or a
-subprocess under the interpreter, a patched probe) is refused before the code runs, by the static
-audit of the source (grader.judge.audit).
+All of that is evidence from the student's process, which can switch it off. What decides
+whether the kernels computed the answer is provenance (grader.judge.provenance, through `gate`'s
+`replayed`): the call's recorded program is replayed in a worker holding only the submission's
+kernels and must give the same answer. The static audit (grader.judge.audit) is a first, friendly
+message for honest mistakes.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ verdicts: the trusted side cross-checks what it can (its own clock, the inputs s
 opts keys (all optional):
   tracemalloc: bool   peak Python/NumPy allocation during the call → extras["peak_bytes"]
   trace: bool         torch ops and Triton launches during the call → extras["ops"], extras["launches"]
+  program: bool       (with trace) the call's program: every storage it touched, the allowed ops
+                      and launches that made them, the returned tensors (grader.worker.program)
+                      → extras["program"], which the trusted side replays from the kernels alone
   return_args: bool   the tensor/array arguments after the call, with the poison behind each
                       tensor → extras["args_after"], extras["guards_after"]
   sync: bool          torch.cuda.synchronize() before returning, so asynchronous faults and
