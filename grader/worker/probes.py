@@ -60,8 +60,7 @@ _program: list = [None]     # the program.Program of the gated call being traced
 
 
 def built_inputs() -> list:
-    """The tensors built from the call's TensorArg markers, in argument order (the replay
-    worker rebuilds the same ones: grader.worker.replay)."""
+    """The tensors built from the call's TensorArg markers, in argument order."""
     return [view for view, _ in _built_tensors]
 
 
@@ -261,9 +260,8 @@ def _poison_empty():
 def trace(extras: dict, target: dict | None = None, record: bool = False):
     """Record the aten ops that ran, count Triton kernel launches and describe what each
     launched kernel compiled to (for this device, and for `target` if asked). With `record`,
-    also the call's program (grader.worker.program: every storage and the steps that made it)
-    → extras["program"]: the ops outside any launch (those the interpreter runs inside one are
-    the launch's own) and every launch with its arguments."""
+    also the call's program → extras["program"] (grader.worker.program): the ops outside any
+    launch (the interpreter's inside one are the launch's own) and every launch."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     ops: list[str] = []
@@ -308,15 +306,14 @@ def _crosses_devices(args, out) -> bool:
 
 
 @contextlib.contextmanager
-def _count_triton_launches(counter: list, names: list | None = None, compiled: dict | None = None,
-                           target: dict | None = None, prog=None, inside: list | None = None):
+def _count_triton_launches(counter: list, names: list, compiled: dict | None, target: dict | None,
+                           prog, inside: list):
     """Wrap Triton's launch entry points (compiled and interpreted) to count launches; with
     `compiled`, describe each compiled launch there (resources.describe), one record per kernel
     specialisation, marked `autotuned` when an autotuner made the launch (it benchmarks every
     config, and on another chip would skip one that does not fit rather than fail). With `prog`,
     every launch outside an autotuner's benchmark is a step of the program; `inside` counts the
     launches and benchmarks running (their torch ops are not steps)."""
-    inside = inside if inside is not None else [0]
     patched = []
     autotuning = [0]
     try:
@@ -331,9 +328,7 @@ def _count_triton_launches(counter: list, names: list | None = None, compiled: d
 
             def counting(self, *a, __original=original, __describe=describe, **kw):
                 counter[0] += 1
-                if names is not None:
-                    fn = getattr(self, "fn", None)
-                    names.append(str(getattr(fn, "__name__", "?")))
+                names.append(str(getattr(getattr(self, "fn", None), "__name__", "?")))
                 if prog is not None and not inside[0]:
                     prog.launch(self, a, kw)
                 inside[0] += 1
@@ -356,28 +351,10 @@ def _count_triton_launches(counter: list, names: list | None = None, compiled: d
             with contextlib.suppress(ImportError):
                 from triton.runtime import autotuner
 
-                original = getattr(autotuner.Autotuner, "run", None)
-                if original is not None:
-                    def tuning(self, *a, __original=original, **kw):
-                        autotuning[0] += 1
-                        try:
-                            return __original(self, *a, **kw)
-                        finally:
-                            autotuning[0] -= 1
-
-                    autotuner.Autotuner.run = tuning
-                    patched.append((autotuner.Autotuner, "run", original))
-                bench = getattr(autotuner.Autotuner, "_bench", None)
-                if bench is not None:   # the benchmark's launches and ops are not the answer's:
-                    def benchmarking(self, *a, __original=bench, **kw):   # the chosen config's is
-                        inside[0] += 1
-                        try:
-                            return __original(self, *a, **kw)
-                        finally:
-                            inside[0] -= 1
-
-                    autotuner.Autotuner._bench = benchmarking
-                    patched.append((autotuner.Autotuner, "_bench", bench))
+                # the autotuner's launches are marked; its benchmark's launches and ops are
+                # not the answer's (the chosen config's launch is)
+                _around(autotuner.Autotuner, "run", autotuning, patched)
+                _around(autotuner.Autotuner, "_bench", inside, patched)
     except ImportError:
         pass
     try:
@@ -385,6 +362,23 @@ def _count_triton_launches(counter: list, names: list | None = None, compiled: d
     finally:
         for owner, attr, original in patched:
             setattr(owner, attr, original)
+
+
+def _around(owner, attr: str, depth: list, patched: list) -> None:
+    """Wrap owner.attr so that depth[0] counts the calls in progress (restored from `patched`)."""
+    original = getattr(owner, attr, None)
+    if original is None:
+        return
+
+    def wrapped(self, *a, __original=original, **kw):
+        depth[0] += 1
+        try:
+            return __original(self, *a, **kw)
+        finally:
+            depth[0] -= 1
+
+    setattr(owner, attr, wrapped)
+    patched.append((owner, attr, original))
 
 
 @contextlib.contextmanager
