@@ -43,6 +43,19 @@ def sneaky(dst, src, n):
     _T.softmax(src, 0)
 
 
+@triton.jit
+def two_faced(dst, src, n):
+    x = tl.load(src)
+    if isinstance(x.handle, tl.core.ir.value):   # compiling? then behave
+        tl.store(dst, x)
+
+
+@triton.jit
+def dunder(dst, src, n):
+    x = tl.load(src).handle.data
+    tl.store(dst, x.__array_namespace__().exp(x))
+
+
 def host(x):
     print("host code never reaches the replay worker")
 '''
@@ -74,12 +87,14 @@ def _validate(program):
 
 def test_filter_keeps_only_imports_kernels_and_literal_constants():
     text, info = kernel_source.filtered(SOURCE)
-    assert info.kernels == {"copy_kernel", "sneaky"}
+    assert info.kernels == {"copy_kernel", "sneaky", "two_faced", "dunder"}
     assert "autotune" not in text and "def host" not in text and "flash_fwd" not in text
     assert "TABLE" not in text and "_T =" not in text and "LOG2E = 1.44" in text
     assert "BLOCK: tl.constexpr = 128" not in text   # defaults go: every launch binds them
     assert "copy_kernel" not in info.refused
     assert "_T" in info.refused["sneaky"]
+    assert "behind the Triton language" in info.refused["two_faced"]
+    assert "__array_namespace__" in info.refused["dunder"]
     compile(text, "filtered.py", "exec")
 
 

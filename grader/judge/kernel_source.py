@@ -16,9 +16,11 @@ process (reading a file runs nothing). It keeps, at module level:
 
 Everything else (host functions, classes, statements, `if __name__ == "__main__":`) is dropped.
 A kept kernel body may name only its own parameters and locals, triton, other kept kernels and
-constants, `math`, and a few builtins: a body that names torch, NumPy or a module alias is
-recorded in `refused` (under the interpreter it would run as Python; Triton's front end, which
-the replay worker also runs, refuses it on every layer).
+constants, `math`, and a few builtins, and reach no attribute that starts with "_" nor triton's
+machinery (BODY_DENIED: runtime, compiler, core, ir ...): a body that names torch, NumPy or a
+module alias, or pokes behind the language, is recorded in `refused` (under the interpreter it
+would run as Python and could tell the two apart; Triton's front end, which the replay also
+runs, refuses what calls Python on every layer).
 """
 
 from __future__ import annotations
@@ -32,8 +34,12 @@ IMPORTS = frozenset({"__future__", "numpy", "torch", "triton", "math", "typing",
                      "dataclasses", "os", "sys", "time", "json", "statistics"})
 # builtins a Triton kernel body may use (the front end knows these)
 BODY_BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool", "print",
-                           "isinstance", "getattr", "tuple", "zip", "enumerate", "abs", "list",
-                           "type", "AssertionError", "ValueError", "True", "False", "None"})
+                           "isinstance", "tuple", "zip", "enumerate", "abs", "list",
+                           "AssertionError", "ValueError", "True", "False", "None"})
+# parts of triton a kernel body may not reach: the machinery behind the language, through which a
+# body could tell compilation from interpretation (ir types) or reach the replay worker itself
+BODY_DENIED = frozenset({"runtime", "compiler", "knobs", "backends", "tools", "testing", "profiler",
+                         "core", "semantic", "interpreter", "ir"})
 # module names a kernel body may read: triton (under whatever alias the file imported it) and math
 BODY_MODULES = frozenset({"triton", "math"})
 
@@ -184,7 +190,11 @@ def _allowed_modules(kept: list) -> set:
 
 
 def _foreign_names(fn: ast.FunctionDef, known: set, modules: set) -> str:
-    """The first global name the body reads that a Triton kernel cannot use, described."""
+    """The first global name the body reads that a Triton kernel cannot use, or the first
+    attribute behind the language it reaches, described."""
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Attribute) and (node.attr.startswith("_") or node.attr in BODY_DENIED):
+            return f"line {node.lineno} reaches .{node.attr}, behind the Triton language"
     local = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
     for node in ast.walk(fn):
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
