@@ -1,6 +1,6 @@
 """Cheat (issue 18, "a kernel body must be Triton"): under the interpreter a loaded block is a
-NumPy array behind `.handle.data`, so this kernel computes the softmax with NumPy (reached
-through the array's own namespace: no name the kernel reads is foreign) and stores the result.
+NumPy array behind `.handle.data`, so this kernel computes the softmax with NumPy through the
+array's own methods and operators (no name the kernel reads is foreign) and stores the result.
 Every load and store is in bounds and no torch op runs; only Triton's compiler, which has no
 array behind a block, refuses it."""
 import torch
@@ -15,8 +15,7 @@ def softmax_kernel(out_ptr, in_ptr, in_stride, out_stride, n_cols, BLOCK: tl.con
     mask = cols < n_cols
     x = tl.load(in_ptr + row * in_stride + cols, mask=mask, other=float("-inf")).to(tl.float32)
     data = x.handle.data
-    ns = data.__array_namespace__()
-    e = ns.exp(data - data.max())
+    e = 2.718281828459045 ** (data - data.max())
     x.handle.data = (e / e.sum()).astype(data.dtype)
     tl.store(out_ptr + row * out_stride + cols, x, mask=mask)
 
