@@ -56,12 +56,12 @@ class Call:
     opts: dict
     compiler: object = None
 
-    def replay(self, program: dict, opts: dict):
+    def replay(self, program: dict, opts: dict, module: str):
         if self.compiler is not None:
-            problems = self.compiler.replay([], program, {})
+            problems = self.compiler.replay([], program, {}, module)
             if not isinstance(problems, dict) or problems.get("compile"):
                 return problems
-        return self.replayer.replay(self.args, program, opts)
+        return self.replayer.replay(self.args, program, opts, module)
 
 
 def replay_sources(sources: Path) -> Path:
@@ -120,7 +120,7 @@ def check(extras: dict, exercise: str, call: str, allowed: frozenset, replayed: 
         validate(program, call, allowed, kernels)
         try:
             got = replayed.replay(program, {"bounds": bool(replayed.opts.get("bounds")),
-                                            "poison_empty": True})
+                                            "poison_empty": True}, exercise)
         except errors.StudentProblem as e:   # the filtered file or a step failed there
             raise _fail(call, f"its recorded launches could not be replayed from the kernels "
                               f"alone: {str(e)[:800]}") from None

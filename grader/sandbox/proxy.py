@@ -112,13 +112,14 @@ class Submission:
         extras = reply.get("extras")
         return CallResult(reply.get("value"), out, wall, extras if isinstance(extras, dict) else {})
 
-    def replay(self, args: list, program: dict, opts: dict):
+    def replay(self, args: list, program: dict, opts: dict, module: str | None = None):
         """A replay worker's answer to `program` (grader.worker.replay) on inputs built from
-        `args` (the original call's markers): its decoded value."""
+        `args` (the original call's markers), with the kernels of `module` (default: this
+        worker's exercise): its decoded value."""
         self._ensure_started()
         self._worker.truncate_capture()
         reply = self._request({"op": "replay", "args": list(args), "program": program,
-                               "opts": opts}, self.timeout_s, "replay")
+                               "opts": opts, "module": module}, self.timeout_s, "replay")
         out = self._read_capture(keep=False)
         if not isinstance(reply, dict) or not reply.get("ok"):
             raise self._problem(reply if isinstance(reply, dict) else {}, "replay", out)
@@ -281,8 +282,9 @@ class Workers:
 
     def replayer(self, exercise: str, mode: str, sources: Path) -> Submission:
         """The replay worker of (exercise, mode): imports `sources`, the filtered copy of the
-        submission (grader.judge.provenance), reused across calls like every worker."""
-        key = (exercise, f"{mode}:replay")
+        submission (grader.judge.provenance), reused across calls like every worker. Mode "cpu"
+        is the front end's worker of the interp layer: one serves every exercise of the run."""
+        key = ("compile" if mode == "cpu" else exercise, f"{mode}:replay")
         if key not in self._subs:
             self._subs[key] = Submission(exercise, self.directory, mode,
                                          self.scratch / f"{exercise}-{mode}-replay", sources,

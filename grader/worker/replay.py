@@ -18,6 +18,8 @@ included) and its program (grader.worker.program); this module
 
 from __future__ import annotations
 
+import importlib
+
 _compile_cache: dict = {}   # (kernel, signature, constexprs) -> error text ("" = compiles)
 
 
@@ -50,6 +52,16 @@ def run(module, program: dict, inputs: list, mode: str, check: bool = True,
         torch.cuda.synchronize()
     return {"outputs": [_tensor(torch, r, storages).clone() for r in program["outputs"]],
             "compile": [], "error": ""}
+
+
+def module_named(module, name):
+    """The filtered module a request is for: the one this worker loaded, or another exercise
+    file of the same filtered folder (one compile worker serves every exercise of a run)."""
+    if not name or name == getattr(module, "__name__", None):
+        return module
+    if not (isinstance(name, str) and name.isidentifier()):
+        raise ValueError(f"not a module name: {name!r:.80}")
+    return importlib.import_module(name)
 
 
 def _tensor(torch, ref: dict, storages: dict):

@@ -150,7 +150,8 @@ class Worker:
         same markers, with the probes `opts` asks for (bounds, NaN-filled empties)."""
         with captured(self.capture_fd), probes.around_call(msg.get("opts", {}), [], {}) as extras:
             try:
-                value = replay.run(self.module, msg["program"], probes.built_inputs(),
+                module = replay.module_named(self.module, msg.get("module"))
+                value = replay.run(module, msg["program"], probes.built_inputs(),
                                    self.cfg["mode"], check=self.cfg["mode"] != "interp",
                                    execute=self.cfg["mode"] != "cpu")
             except BaseException as e:  # noqa: BLE001
