@@ -158,3 +158,20 @@ def test_atomics_get_a_tight_tolerance_only():
     with pytest.raises(CheckFailed):
         provenance.compare({**replayed, "outputs": [_value([1.0, 2.0, 3.1])]},
                            _value([1.0, 2.0, 3.0]), "flash_bwd(...)", atomics=True)
+
+
+def test_the_sanitizers_call_is_replayed_too(tmp_path):
+    """The sanitizer's checked call goes through the same gate: torch.softmax behind an alias
+    of _DisableTorchDispatch, copied by a kernel, earns nothing under the tool either (here a
+    stand-in for compute-sanitizer that runs the worker and reports no error)."""
+    pytest.importorskip("triton")
+    from grader.sandbox import sanitize
+    from tests.cases import case, folder_files
+    from tests.test_attacks import FAKE_SANITIZER
+
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    for name, text in folder_files(case("cheats", "alias_disable_dispatch_softmax")).items():
+        (sub / name).write_text(text)
+    with pytest.raises(CheckFailed, match="not what its kernels compute"):
+        sanitize.memcheck(sub, "softmax_triton", tool=FAKE_SANITIZER, mode="interp")
