@@ -175,3 +175,12 @@ def test_the_sanitizers_call_is_replayed_too(tmp_path):
         (sub / name).write_text(text)
     with pytest.raises(CheckFailed, match="not what its kernels compute"):
         sanitize.memcheck(sub, "softmax_triton", tool=FAKE_SANITIZER, mode="interp")
+
+
+def test_a_numpy_answer_cannot_skip_the_comparison():
+    """An answer returned as a NumPy array has no tensor to replay: it earns nothing."""
+    nothing = {"outputs": [], "compile": [], "error": ""}
+    with pytest.raises(CheckFailed, match="returned a NumPy array"):
+        provenance.compare(nothing, np.zeros(4), "softmax(x)", atomics=False)
+    with pytest.raises(CheckFailed, match="returned a float"):
+        provenance.compare(nothing, (None, 1.5), "softmax(x)", atomics=False)

@@ -289,6 +289,16 @@ def tensors_of(value, depth: int = 0) -> list:
     return []
 
 
+def _not_tensors(value, depth: int = 0) -> str:
+    """What in a returned value is neither a tensor nor None (a NumPy array, a number), named."""
+    if value is None or (hasattr(value, "array") and hasattr(value, "stride")):
+        return ""
+    if isinstance(value, (list, tuple, dict)) and depth < 4:
+        items = value.values() if isinstance(value, dict) else value
+        return next((w for w in (_not_tensors(v, depth + 1) for v in items) if w), "")
+    return f"a {type(value).__name__}" if not isinstance(value, np.ndarray) else "a NumPy array"
+
+
 def compare(replayed, value, call: str, atomics: bool) -> None:
     if not isinstance(replayed, dict):
         raise CheckFailed(f"{call}: the replay sent back nothing readable")
@@ -298,6 +308,10 @@ def compare(replayed, value, call: str, atomics: bool) -> None:
                           f"{str(problem.get('error'))[:1200]}")
     if replayed.get("error"):
         raise _fail(call, f"replaying its recorded steps failed: {replayed['error']}")
+    other = _not_tensors(value)
+    if other:
+        raise _fail(call, f"it returned {other}: the answer of a Triton exercise is the tensors "
+                          f"its kernels wrote, and only those can be replayed")
     got, want = tensors_of(replayed.get("outputs")), tensors_of(value)
     if len(got) != len(want):
         raise _fail(call, f"the replay made {len(got)} output tensors, the call returned "

@@ -1,4 +1,4 @@
-"""The replay worker's half of provenance: run a gated call's program again, from fresh inputs.
+"""The replay worker's half of provenance: run a gated call's program again, on its inputs rebuilt.
 
 The replay worker is an ordinary worker (same launcher, sandbox and mode) whose sources folder
 holds an AST-filtered copy of the submission, made by the trusted side
