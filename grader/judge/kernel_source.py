@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import hashlib
 from dataclasses import dataclass, field
 
 # libraries a kernel file imports; an exercise module (another file of the submission) is not one
@@ -49,6 +50,8 @@ class Filtered:
     kernels: set = field(default_factory=set)     # names of the kept @triton.jit functions
     atomics: bool = False                         # some kernel uses tl.atomic_*
     refused: dict = field(default_factory=dict)   # kernel -> why its body is not Triton
+    constexprs: dict = field(default_factory=dict)  # kernel -> names of its constexpr parameters
+    digest: str = ""                              # sha256 of the filtered text
 
 
 def filtered(source: str) -> tuple[str, Filtered]:
@@ -70,6 +73,9 @@ def filtered(source: str) -> tuple[str, Filtered]:
         elif isinstance(node, ast.FunctionDef) and any(_is_jit(d, aliases) for d in node.decorator_list):
             kept.append(_kernel(node))
             info.kernels.add(node.name)
+            info.constexprs[node.name] = {a.arg for a in (*node.args.args, *node.args.kwonlyargs)
+                                          if a.annotation is not None and
+                                          "constexpr" in ast.unparse(a.annotation)}
         elif _constant(node):
             kept.append(node)
             constants.add(node.targets[0].id if isinstance(node, ast.Assign) else node.target.id)
@@ -83,7 +89,9 @@ def filtered(source: str) -> tuple[str, Filtered]:
     head = [n for n in kept if isinstance(n, ast.ImportFrom) and n.module == "__future__"]
     rest = [n for n in kept if n not in head]
     module = ast.Module(body=[*head, ast.Import([ast.alias("triton")]), *rest], type_ignores=[])
-    return ast.unparse(ast.fix_missing_locations(module)) + "\n", info
+    text = ast.unparse(ast.fix_missing_locations(module)) + "\n"
+    info.digest = hashlib.sha256(text.encode()).hexdigest()
+    return text, info
 
 
 def _triton_aliases(tree) -> dict:

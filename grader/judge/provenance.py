@@ -56,12 +56,49 @@ class Call:
     opts: dict
     compiler: object = None
 
-    def replay(self, program: dict, opts: dict, module: str):
+    def replay(self, program: dict, opts: dict, module: str, kernels: kernel_source.Filtered):
         if self.compiler is not None:
-            problems = self.compiler.replay([], program, {}, module)
-            if not isinstance(problems, dict) or problems.get("compile"):
-                return problems
+            keys = {_compile_key(kernels, s) for s in program["steps"] if "launch" in s}
+            if not keys <= COMPILED:   # the front end's verdict on a signature is kept
+                problems = self.compiler.replay([], program, {}, module)
+                if _low_memory():   # three workers of torch and Triton would not fit
+                    self.compiler.close()
+                if not isinstance(problems, dict) or problems.get("compile"):
+                    return problems
+                COMPILED.update(keys)
         return self.replayer.replay(self.args, program, opts, module)
+
+
+# (filtered file's digest, kernel, signature) that Triton's front end compiled, in this process
+COMPILED: set = set()
+
+
+def _compile_key(kernels: kernel_source.Filtered, step: dict) -> tuple:
+    """What the front end's verdict depends on: the kernel's text, its constexprs' values and
+    the types of its other arguments (as grader.worker.replay builds the signature)."""
+    name = str(step.get("launch"))
+    constexprs = kernels.constexprs.get(name, set())
+
+    def kind(param, v):
+        if param in constexprs or v is None or isinstance(v, str) or (isinstance(v, dict) and "dtype" in v):
+            return ("constexpr", repr(v))
+        if isinstance(v, dict) and "t" in v:
+            return ("tensor", str(v["t"][4]))
+        if isinstance(v, dict) and "desc" in v:
+            return ("desc", repr(v["desc"].get("base", {}).get("t", [None] * 5)[4]),
+                    repr(v["desc"].get("block_shape")), repr(v["desc"].get("padding")))
+        if isinstance(v, bool) or not isinstance(v, int):
+            return (type(v).__name__,)
+        return ("int", -2**31 <= v < 2**31)
+
+    args = step.get("args") if isinstance(step.get("args"), dict) else {}
+    return (kernels.digest, name, tuple(sorted((k, kind(k, v)) for k, v in args.items())))
+
+
+def _low_memory() -> bool:
+    from grader.sandbox import budget
+
+    return budget.one_exercise_at_a_time()
 
 
 def replay_sources(sources: Path) -> Path:
@@ -120,7 +157,7 @@ def check(extras: dict, exercise: str, call: str, allowed: frozenset, replayed: 
         validate(program, call, allowed, kernels)
         try:
             got = replayed.replay(program, {"bounds": bool(replayed.opts.get("bounds")),
-                                            "poison_empty": True}, exercise)
+                                            "poison_empty": True}, exercise, kernels)
         except errors.StudentProblem as e:   # the filtered file or a step failed there
             raise _fail(call, f"its recorded launches could not be replayed from the kernels "
                               f"alone: {str(e)[:800]}") from None
