@@ -32,9 +32,9 @@ from grader.judge.compare import CheckFailed
 
 MAX_STEPS = 4096
 MAX_LAUNCHES = 256
-# scalar information per call: distinct numbers among launch scalars, constexprs, grids and
+# scalar information per call: distinct values among launch scalars, constexprs, grids and
 # fill values. Honest wrappers pass a scale, sizes, strides and block sizes: a few of each.
-SCALARS = {"float": 16, "int": 64}
+SCALARS = {"float": 16, "int": 64, "str": 8}
 MAX_STR = 32
 FILL_OPS = frozenset({"full", "full_like", "new_full", "fill_"})
 # atomics on a GPU add in any order: float sums then differ by rounding (relative to the
@@ -188,7 +188,7 @@ def validate(program, call: str, allowed: frozenset, kernels: kernel_source.Filt
         raise _fail(call, f"{len(steps)} steps recorded, more than {MAX_STEPS}")
     unknown = {int(u.get("sid", -1)): str(u.get("where", "")) for u in program.get("unknown", [])}
     known = {int(sid) for sid, _ in program.get("inputs", [])}
-    numbers = {"float": set(), "int": set()}
+    numbers = {kind: set() for kind in SCALARS}
     launches = 0
     for n, step in enumerate(steps):
         if "launch" in step:
@@ -292,6 +292,8 @@ def _count(v, numbers: dict, refs: bool = True) -> None:
         numbers["int"].add(v)
     elif isinstance(v, float):
         numbers["float"].add(v)
+    elif isinstance(v, str):
+        numbers["str"].add(v)
     elif isinstance(v, (list, tuple)):
         for x in v:
             _count(x, numbers, refs)
