@@ -154,6 +154,9 @@ class Worker:
                 value = replay.run(module, msg["program"], probes.built_inputs(),
                                    self.cfg["mode"], check=self.cfg["mode"] != "interp",
                                    execute=self.cfg["mode"] != "cpu")
+            except replay.FrontEndUnavailable as e:
+                return {"ok": False, "kind": "grader_error", "type": "FrontEndUnavailable",
+                        "message": f"Triton's front end cannot be run here: {e}", "traceback": ""}
             except BaseException as e:  # noqa: BLE001
                 return failure(e, at="replay", student_file=self.cfg["path"])
         return {"ok": True, "value": value, "extras": extras}
