@@ -260,8 +260,7 @@ def _poison_empty():
 def trace(extras: dict, target: dict | None = None, record: bool = False):
     """Record the aten ops that ran, count Triton kernel launches and describe what each
     launched kernel compiled to (for this device, and for `target` if asked). With `record`,
-    also the call's program → extras["program"] (grader.worker.program): the ops outside any
-    launch (the interpreter's inside one are the launch's own) and every launch."""
+    also the call's program → extras["program"] (grader.worker.program: ops and launches)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     ops: list[str] = []
@@ -294,7 +293,6 @@ def trace(extras: dict, target: dict | None = None, record: bool = False):
             extras["compiled"] = list(compiled.values())
         if prog is not None:
             extras["program"] = prog.record()
-            prog.keep.clear()
     extras["ops"] = sorted(set(ops))
     extras["launches"] = launches[0]
     extras["triton_kernels"] = sorted(set(names))

@@ -159,7 +159,8 @@ class Program:
         self.outputs = [self.ref(t, "the returned value") for t in _tensors(value, depth_limit=4)]
 
     def record(self) -> dict:
-        """The program as codec-encodable plain data."""
+        """The program as codec-encodable plain data; the storages it kept are released."""
+        self.keep.clear()
         out = {"inputs": self.inputs, "steps": self.steps, "outputs": self.outputs,
                "unknown": self.unknown}
         if self.overflow:
