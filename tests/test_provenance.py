@@ -51,6 +51,11 @@ def two_faced(dst, src, n):
 
 
 @triton.jit
+def patcher(dst, src, n):
+    tl.sum = tl.max
+
+
+@triton.jit
 def dunder(dst, src, n):
     x = tl.load(src).handle.data
     tl.store(dst, x.__array_namespace__().exp(x))
@@ -87,7 +92,7 @@ def _validate(program):
 
 def test_filter_keeps_only_imports_kernels_and_literal_constants():
     text, info = kernel_source.filtered(SOURCE)
-    assert info.kernels == {"copy_kernel", "sneaky", "two_faced", "dunder"}
+    assert info.kernels == {"copy_kernel", "sneaky", "two_faced", "dunder", "patcher"}
     assert "autotune" not in text and "def host" not in text and "flash_fwd" not in text
     assert "TABLE" not in text and "_T =" not in text and "LOG2E = 1.44" in text
     assert "BLOCK: tl.constexpr = 128" not in text   # defaults go: every launch binds them
@@ -95,6 +100,7 @@ def test_filter_keeps_only_imports_kernels_and_literal_constants():
     assert "_T" in info.refused["sneaky"]
     assert "behind the Triton language" in info.refused["two_faced"]
     assert "__array_namespace__" in info.refused["dunder"]
+    assert "assigns .sum" in info.refused["patcher"]
     compile(text, "filtered.py", "exec")
 
 

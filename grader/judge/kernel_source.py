@@ -16,11 +16,11 @@ process (reading a file runs nothing). It keeps, at module level:
 
 Everything else (host functions, classes, statements, `if __name__ == "__main__":`) is dropped.
 A kept kernel body may name only its own parameters and locals, triton, other kept kernels and
-constants, `math`, and a few builtins, and reach no attribute that starts with "_" nor triton's
-machinery (BODY_DENIED: runtime, compiler, core, ir ...): a body that names torch, NumPy or a
-module alias, or pokes behind the language, is recorded in `refused` (under the interpreter it
-would run as Python and could tell the two apart; Triton's front end, which the replay also
-runs, refuses what calls Python on every layer).
+constants, `math`, and a few builtins; it reaches no attribute that starts with "_" nor triton's
+machinery (BODY_DENIED: runtime, compiler, core, ir ...), and assigns no attribute. A body that
+names torch, NumPy or a module alias, or pokes behind the language, is recorded in `refused`
+(under the interpreter it would run as Python and could tell the two apart; Triton's front end,
+which the replay also runs, refuses what calls Python on every layer).
 """
 
 from __future__ import annotations
@@ -203,6 +203,10 @@ def _foreign_names(fn: ast.FunctionDef, known: set, modules: set) -> str:
     for node in ast.walk(fn):
         if isinstance(node, ast.Attribute) and (node.attr.startswith("_") or node.attr in BODY_DENIED):
             return f"line {node.lineno} reaches .{node.attr}, behind the Triton language"
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            # a Triton value has no attribute to set; under the interpreter this would patch
+            # the language (tl.sum = ...) or a block's array for the rest of the process
+            return f"line {node.lineno} assigns .{node.attr}, which a Triton kernel cannot"
     local = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
     for node in ast.walk(fn):
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):

@@ -1,6 +1,7 @@
 """Cheat (issue 18, "a kernel body must be Triton"): under the interpreter a loaded block is a
 NumPy array behind `.handle.data`, so this kernel computes the softmax with NumPy through the
-array's own methods and operators (no name the kernel reads is foreign) and stores the result.
+array's own methods and operators, in place (no name the kernel reads is foreign, no
+attribute is set), and stores the result.
 Every load and store is in bounds and no torch op runs; only Triton's compiler, which has no
 array behind a block, refuses it."""
 import torch
@@ -16,7 +17,7 @@ def softmax_kernel(out_ptr, in_ptr, in_stride, out_stride, n_cols, BLOCK: tl.con
     x = tl.load(in_ptr + row * in_stride + cols, mask=mask, other=float("-inf")).to(tl.float32)
     data = x.handle.data
     e = 2.718281828459045 ** (data - data.max())
-    x.handle.data = (e / e.sum()).astype(data.dtype)
+    data[:] = e / e.sum()
     tl.store(out_ptr + row * out_stride + cols, x, mask=mask)
 
 
