@@ -156,8 +156,11 @@ def check(extras: dict, exercise: str, call: str, allowed: frozenset, replayed: 
         kernels = kernels_of(replayed.sources, exercise)
         validate(program, call, allowed, kernels)
         try:
-            got = replayed.replay(program, {"bounds": bool(replayed.opts.get("bounds")),
-                                            "poison_empty": True}, exercise, kernels)
+            # the replay runs the same kernels on the same inputs, so it reaches out of bounds
+            # only where the call did: bounds-checked (masking those lanes as there) only then
+            bounds = bool(replayed.opts.get("bounds")) and bool(extras.get("out_of_bounds"))
+            got = replayed.replay(program, {"bounds": bounds, "poison_empty": True}, exercise,
+                                  kernels)
         except errors.StudentProblem as e:   # the filtered file or a step failed there
             raise _fail(call, f"its recorded launches could not be replayed from the kernels "
                               f"alone: {str(e)[:800]}") from None
