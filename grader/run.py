@@ -23,6 +23,7 @@ import pytest
 
 from grader import registry
 from grader.environment import Environment, detect
+from grader import parallel
 from grader.plugin import GradePlugin
 from grader.registry import EXERCISES, HIDDEN_DIR, LAYERS, ROOT, check_files
 from grader.results import GradeReport, Result, Selection
@@ -31,6 +32,8 @@ from grader.sandbox.proxy import Workers
 CHECK_TIMEOUT_S = 900   # backstop per check; calls into student code have their own limits
 GPU_LAYERS = ("gpu", "perf")
 PLUGINS = ["grader.fixtures", "pytest_timeout"]   # named, since entry points are not loaded
+
+PARALLEL = "graded in a parallel process"   # why the in-process session skips a split layer
 
 # progress(check, done, total): called before each selected check runs (see grader.cli)
 Progress = Callable[[registry.Check, int, int], None]
@@ -87,13 +90,48 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
     wants_gpu = bool(relevant & set(GPU_LAYERS)) and (layers is None or bool(set(GPU_LAYERS) & set(layers)))
     env = detect(want_cuda=wants_gpu)
     layers_run, layers_not_run = select_layers(env, layers, relevant)
-    selection = Selection(exercises, layers_run, layers_not_run, only_checks)
     if sandbox is not None:
         os.environ["GRADER_SANDBOX"] = "1" if sandbox else "0"
+    # the CPU layers of several exercises side by side, one grading process per core
+    # (grader.parallel); the GPU layers always here, one check at a time
+    jobs = parallel.jobs_for(exercises, layers_run)
+    split = [name for name in layers_run if name in parallel.CPU_LAYERS] if jobs > 1 else []
+    elsewhere, seconds, notes, isolation_level = {}, {}, [], ""
+    if split:
+        elsewhere, seconds, notes, isolation_level = parallel.grade_cpu_layers(
+            submission, exercises, split, jobs, checks, hidden, only_checks, target, progress)
+    here = [name for name in layers_run if name not in split]
+    selection = Selection(exercises, here, {**layers_not_run, **{name: PARALLEL for name in split}},
+                          only_checks)
     workers = Workers(submission)
     plugin = GradePlugin(checks, selection, env, workers)
     plugin.target = targets.Evidence(target_profile) if target_profile else None   # fixtures read it
+    if here:
+        done_before = len(elsewhere)
+        offset = None if progress is None else (
+            lambda check, done, total: progress(check, done_before + done, done_before + total))
+        notes += _run_pytest(plugin, workers, exercises, hidden, offset)
+    else:
+        workers.close()
+    for name, s in seconds.items():
+        plugin.layer_seconds[name] = round(plugin.layer_seconds.get(name, 0.0) + s, 2)
 
+    results = [elsewhere.get(c.id) or plugin.results.get(c.id) or _missing(c, selection, env, plugin)
+               for c in checks.values() if c.exercise in EXERCISES]
+    report = GradeReport(str(_relative(submission)), env.device, results,
+                         round(time.perf_counter() - start, 2), layers_run, layers_not_run,
+                         plugin.layer_seconds, notes, plugin.device_info)
+    # the level the workers ran at
+    report.isolation = (getattr(workers, "isolation", "") if here else "") or isolation_level
+    if plugin.target is not None:
+        report.target = plugin.target.to_dict(plugin.device_info.get("name") or env.device)
+    return report
+
+
+def _run_pytest(plugin: GradePlugin, workers: Workers, exercises: list[str], hidden: bool,
+                progress: Progress | None) -> list[str]:
+    """Run the selected checks in this process; the notes of a run that stopped early. Every
+    worker is stopped when it returns."""
     files = [str(p) for e in exercises for p in check_files(e)]
     if hidden:
         files += [str(p) for e in exercises for p in check_files(e, hidden=True)]
@@ -116,16 +154,7 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
         workers.close()
         if autoload is None:
             os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
-
-    results = [plugin.results.get(c.id) or _missing(c, selection, env, plugin)
-               for c in checks.values() if c.exercise in EXERCISES]
-    report = GradeReport(str(_relative(submission)), env.device, results,
-                         round(time.perf_counter() - start, 2), layers_run, layers_not_run,
-                         plugin.layer_seconds, notes, plugin.device_info)
-    report.isolation = getattr(workers, "isolation", "")   # the level the workers ran at
-    if plugin.target is not None:
-        report.target = plugin.target.to_dict(plugin.device_info.get("name") or env.device)
-    return report
+    return notes
 
 
 class ProgressPlugin:

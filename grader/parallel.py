@@ -1,0 +1,194 @@
+"""The CPU layers of several exercises at once: one grading process per CPU core.
+
+A grade is a pytest session in one trusted process (grader.run), and most of its time is spent
+waiting on one worker at a time: the interpreter running a Triton kernel, a worker importing
+torch. On a laptop's cores the exercises can go side by side. `grade_cpu_layers` starts `jobs`
+grading processes (`python -I grader/part.py`, the same grader, trusted like this one), hands
+each an exercise as soon as it is free, heaviest first, and gathers their results. Each grades
+its exercise with the ordinary `grader.run.grade`: its own workers, its own sandbox, the same
+checks; student code still runs only in workers. The GPU layers are never split: timed work must
+have the GPU alone, and grader.run runs them here, after these.
+
+The protocol is JSON lines: a request {"exercise", "submission", "layers", "include_hidden",
+"only_checks", "target"} on the child's stdin; {"progress": check_id} lines, then one
+{"results": {...}} line, on its stdout. What else the child prints goes to its stderr, which is
+read only when it dies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+from pathlib import Path
+
+from grader.registry import ROOT, Check
+from grader.results import Result
+from grader.sandbox import budget
+
+CPU_LAYERS = ("cpu", "adversarial", "interp")
+LAYER_COST = {"cpu": 1, "adversarial": 1, "interp": 2}   # heaviest exercise first: interp is slow
+MAX_JOBS = 4
+
+
+def jobs_for(exercises: list[str], layers: list[str]) -> int:
+    """How many grading processes: GRADER_JOBS if set, else one per core (at most MAX_JOBS),
+    one when memory is short (grader.sandbox.budget) or when there is nothing to split."""
+    cpu_layers = [layer for layer in layers if layer in CPU_LAYERS]
+    if len(exercises) < 2 or not cpu_layers:
+        return 1
+    wanted = os.environ.get("GRADER_JOBS", "")
+    if wanted.isdigit():
+        return max(1, min(int(wanted), len(exercises)))
+    if budget.one_exercise_at_a_time():
+        return 1
+    return max(1, min(len(os.sched_getaffinity(0)), MAX_JOBS, len(exercises)))
+
+
+def grade_cpu_layers(submission: Path, exercises: list[str], layers: list[str], jobs: int,
+                     checks: dict[str, Check], include_hidden: bool, only_checks, target,
+                     progress=None) -> tuple[dict[str, Result], dict[str, float], list[str], str]:
+    """Grade `layers` (CPU layers) of `exercises` in `jobs` processes. Returns the results of
+    those exercises' checks in those layers by id, the seconds per layer (summed over the
+    processes), notes, and the isolation level the workers ran at."""
+    mine = [c for c in checks.values() if c.exercise in exercises and c.layer in layers
+            and (not only_checks or c.id in only_checks)]
+    cost = {e: sum(LAYER_COST.get(c.layer, 1) for c in mine if c.exercise == e) for e in exercises}
+    queue = sorted(exercises, key=lambda e: -cost[e])
+    total, done = len(mine), [0]
+    results: dict[str, Result] = {}
+    seconds: dict[str, float] = {}
+    notes: list[str] = []
+    isolation = [""]
+
+    def request(child: _Child) -> None:
+        child.send({"exercise": queue.pop(0), "submission": str(submission), "layers": layers,
+                    "include_hidden": include_hidden, "only_checks": only_checks, "target": target})
+
+    def finished(child: _Child, reply: dict) -> None:
+        for cid, fields in reply["results"].items():
+            check = checks.get(cid)
+            if check is not None and check.exercise == child.exercise and check.layer in layers:
+                results[cid] = result_from(check, fields)
+        for layer, s in reply.get("layer_seconds", {}).items():
+            seconds[layer] = round(seconds.get(layer, 0.0) + float(s), 2)
+        notes.extend(reply.get("notes", []))
+        isolation[0] = isolation[0] or reply.get("isolation", "")
+
+    children = [_Child() for _ in range(min(jobs, len(queue)))]
+    sel = selectors.DefaultSelector()
+    for child in children:
+        request(child)
+        sel.register(child.proc.stdout, selectors.EVENT_READ, child)
+    busy = len(children)
+    try:
+        while busy:
+            for key, _ in sel.select():
+                child = key.data
+                line = child.proc.stdout.readline()
+                if not line:   # the grading process died: its exercise is the grader's failure
+                    sel.unregister(child.proc.stdout)
+                    busy -= 1
+                    _lost(child, checks, layers, results, child.stderr_tail())
+                    continue
+                msg = json.loads(line)
+                if "progress" in msg:
+                    done[0] += 1
+                    if progress is not None and msg["progress"] in checks:
+                        progress(checks[msg["progress"]], done[0] - 1, total)
+                    continue
+                finished(child, msg)
+                if queue:
+                    request(child)
+                else:
+                    sel.unregister(child.proc.stdout)
+                    busy -= 1
+    finally:
+        for child in children:
+            child.stop()
+    return results, seconds, notes, isolation[0]
+
+
+def result_to_dict(r: Result) -> dict:
+    return {"status": r.status, "score": r.score, "message": r.message, "output": r.output,
+            "duration_s": r.duration_s, "failure_hint": r.failure_hint,
+            "failure_follows": None if r.failure_follows is None else list(r.failure_follows),
+            "grader_error": r.grader_error, "secondary": r.secondary}
+
+
+def result_from(check: Check, d: dict) -> Result:
+    follows = d.get("failure_follows")
+    return Result(check, d["status"], float(d["score"]), d.get("message", ""), d.get("output", ""),
+                  float(d.get("duration_s", 0.0)), d.get("failure_hint", ""),
+                  None if follows is None else tuple(follows), bool(d.get("grader_error")),
+                  bool(d.get("secondary")))
+
+
+def _lost(child: "_Child", checks, layers, results, why: str) -> None:
+    for c in checks.values():
+        if c.exercise == child.exercise and c.layer in layers and c.id not in results:
+            results[c.id] = Result(c, "error", 0.0, f"grader error (the grading process for "
+                                   f"{child.exercise} stopped: {why or 'no output'}); this is not "
+                                   f"your code's fault: please report it to the course staff",
+                                   grader_error=True)
+
+
+class _Child:
+    """One grading process (grader/part.py), fed one exercise at a time."""
+
+    def __init__(self):
+        env = dict(os.environ, GRADER_JOBS="1")   # it grades one exercise: no processes of its own
+        self.stderr_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"grader-part-{os.getpid()}-{id(self)}.log"
+        self._stderr = open(self.stderr_path, "w+b")
+        self.proc = subprocess.Popen([sys.executable, "-I", "-B", str(ROOT / "grader" / "part.py")],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self._stderr, env=env, text=True, bufsize=1)
+        self.exercise = ""
+
+    def send(self, request: dict) -> None:
+        self.exercise = request["exercise"]
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+
+    def stderr_tail(self) -> str:
+        self.proc.wait(timeout=30)
+        self._stderr.seek(0)
+        text = self._stderr.read().decode(errors="replace").strip()
+        return f"exit {self.proc.returncode}; " + text[-400:]
+
+    def stop(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._stderr.close()
+        self.stderr_path.unlink(missing_ok=True)
+
+
+def serve() -> None:
+    """The child's loop (grader/part.py): grade each requested exercise, answer on the real
+    stdout; anything else printed in this process goes to stderr."""
+    from grader.run import grade
+
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+    def progress(check, done, total):
+        out.write(json.dumps({"progress": check.id}) + "\n")
+
+    for line in sys.stdin:
+        req = json.loads(line)
+        report = grade(Path(req["submission"]), [req["exercise"]], req["layers"],
+                       include_hidden=req["include_hidden"], only_checks=req["only_checks"],
+                       progress=progress, target=req["target"])
+        out.write(json.dumps({"results": {r.check.id: result_to_dict(r) for r in report.results},
+                              "layer_seconds": report.layer_seconds, "notes": report.notes,
+                              "isolation": report.isolation}) + "\n")
