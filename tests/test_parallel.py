@@ -49,6 +49,17 @@ def test_jobs(monkeypatch):
         parallel.budget.memory_bytes.cache_clear()
 
 
+def test_cpu_quota(tmp_path):
+    assert parallel.cpu_quota(tmp_path) is None
+    (tmp_path / "cpu.max").write_text("50000 100000\n")          # v2: half a CPU
+    assert parallel.cpu_quota(tmp_path) == 0.5
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("200000\n")   # v1: two CPUs
+    (tmp_path / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    assert parallel.cpu_quota(tmp_path) == 2.0
+
+
 def test_a_grading_process_that_dies_is_a_grader_error(tmp_path, monkeypatch):
     (tmp_path / "grader").mkdir()
     (tmp_path / "grader" / "part.py").write_text("import sys\nsys.stderr.write('boom')\nsys.exit(7)\n")
