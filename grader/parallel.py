@@ -9,7 +9,7 @@ its exercise with the ordinary `grader.run.grade`: its own workers, its own sand
 checks; student code still runs only in workers. The GPU layers are never split: timed work must
 have the GPU alone, and grader.run runs them here, after these.
 
-The protocol is JSON lines: a request {"exercise", "submission", "layers", "include_hidden",
+The protocol (grader/part.py answers it) is JSON lines: a request {"exercise", "submission", "layers", "include_hidden",
 "only_checks", "target"} on the child's stdin; {"progress": check_id} lines, then one
 {"results": {...}} line, on its stdout. What else the child prints goes to its stderr, which is
 read only when it dies.
@@ -194,25 +194,3 @@ class _Child:
             self.proc.wait()
         self._stderr.close()
         self.stderr_path.unlink(missing_ok=True)
-
-
-def serve() -> None:
-    """The child's loop (grader/part.py): grade each requested exercise, answer on the real
-    stdout; anything else printed in this process goes to stderr."""
-    from grader.run import grade
-
-    out = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-
-    def progress(check, done, total):
-        out.write(json.dumps({"progress": check.id}) + "\n")
-
-    for line in sys.stdin:
-        req = json.loads(line)
-        report = grade(Path(req["submission"]), [req["exercise"]], req["layers"],
-                       include_hidden=req["include_hidden"], only_checks=req["only_checks"],
-                       progress=progress, target=req["target"])
-        out.write(json.dumps({"results": {r.check.id: result_to_dict(r) for r in report.results},
-                              "layer_seconds": report.layer_seconds, "notes": report.notes,
-                              "isolation": report.isolation}) + "\n")

@@ -100,7 +100,7 @@ class Requests:
     slack: the checksum tolerance in units of 8 unit roundoffs of `dtype` per row (gradients,
     sums over N products with cancellation, need more than an output of a softmax);
     compare(got, expected, case): the full comparison of a fetched last output (default
-    grader.judge.gpu.assert_close_gpu in `dtype`; needed for tuple outputs).
+    grader.judge.compare.assert_close in `dtype`; needed for tuple outputs).
     """
 
     def __init__(self, sub, fn: str, args: list, *, rng, reference, inputs: list, dtype: str,
@@ -143,7 +143,7 @@ class Requests:
     def verify(self) -> int:
         """Compare the outputs of every request made so far; returns how many runs were checked.
         Raises CheckFailed at the first wrong one."""
-        from grader.judge import gpu
+        from grader.judge import compare
         from grader.judge.compare import CheckFailed
 
         torch = _torch(None)
@@ -185,7 +185,7 @@ class Requests:
                         raise CheckFailed(f"{self.what}: timed request {number} returned "
                                           f"{type(out).__name__}, not the output tensor")
                     else:
-                        gpu.assert_close_gpu(out, expected, what=self.what, dtype=self.dtype,
+                        compare.assert_close(out, expected, what=self.what, dtype=self.dtype,
                                              case=case)
                 checked += 1
                 del expected

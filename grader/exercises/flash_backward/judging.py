@@ -253,8 +253,8 @@ def assert_grads_gpu(got, q, k, v, do, dtype, causal, what, case, seed):
             baseline = 0.0
         atol, floor = tolerance(baseline, float(r.abs().max()), dtype)
         try:
-            g.assert_close_gpu(x, r, what=f"the {name} of {what}", dtype=dtype, case=case,
-                               seed=seed, atol=atol, rtol=0.0)
+            assert_close(x, r, what=f"the {name} of {what}", dtype=dtype, case=case,
+                         seed=seed, atol=atol, rtol=0.0)
         except CheckFailed as e:
             failures[name] = (CheckFailed(f"{e} (allowed: 2 x PyTorch's {dtype} error "
                                           f"{baseline:.2g} + floor {floor:.2g})"),
@@ -273,8 +273,8 @@ def assert_forward_gpu(value, q, k, v, dtype, causal, what, case, seed):
 
     o, lse = unpack(value, what)
     ref_o, ref_lse = g.attention_lse_reference(q, k, v, causal)
-    g.assert_close_gpu(o, ref_o, what=f"the o of {what}", dtype=dtype, case=case, seed=seed)
+    assert_close(o, ref_o, what=f"the o of {what}", dtype=dtype, case=case, seed=seed)
     big = max(1.0, float(ref_lse.abs().max()))
-    g.assert_close_gpu(lse, ref_lse, what=f"the lse of {what}", dtype="float32", case=case,
-                       seed=seed, atol=LSE_TOL[dtype] * big, rtol=LSE_TOL[dtype])
+    assert_close(lse, ref_lse, what=f"the lse of {what}", dtype="float32", case=case,
+                 seed=seed, atol=LSE_TOL[dtype] * big, rtol=LSE_TOL[dtype])
     return ref_o, ref_lse
