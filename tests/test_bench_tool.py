@@ -126,17 +126,6 @@ def test_smem_estimate_matches_triton_calibration():
     assert (64, 128, 4, 3) not in devices.GB10.flash_configs              # Hopper-sized
 
 
-def test_linear_credit_both_directions():
-    # time ratios: lower is better
-    assert devices.linear_credit(2.0, full=3, zero=6) == 1.0
-    assert devices.linear_credit(4.5, full=3, zero=6) == pytest.approx(0.5)
-    assert devices.linear_credit(9.0, full=3, zero=6) == 0.0
-    # fractions of a ceiling: higher is better
-    assert devices.linear_credit(0.9, full=0.6, zero=0.15) == 1.0
-    assert devices.linear_credit(0.375, full=0.6, zero=0.15) == pytest.approx(0.5)
-    assert devices.linear_credit(0.1, full=0.6, zero=0.15) == 0.0
-
-
 def test_describe_without_cuda():
     no_cuda = types.SimpleNamespace(cuda=types.SimpleNamespace(is_available=lambda: False))
     assert devices.describe(no_cuda)["cuda"] is False

@@ -17,8 +17,6 @@ from grader.judge.inputs import tensor
 PERF_B, PERF_HQ, PERF_D = 8, 32, 128
 PERF_CASES = ((32, 32768), (8, 32768), (32, 131072), (8, 131072))   # (Hkv, L)
 SPEEDUP_CASE = (1, 32, 8, 131072, 128)                              # B, Hq, Hkv, L, D
-FULL_FRACTION, ZERO_FRACTION = 0.6, 0.15       # of the copy bandwidth measured in this run
-FULL_SPEEDUP, ZERO_SPEEDUP = 4.0, 1.0          # num_splits=None over num_splits=1
 # Reading alone outruns a read-plus-write copy (SDPA's cuDNN reads at 1.05-1.07 of the copy
 # bandwidth on the H200, issue 13): the roofline floor for reading K and V is their bytes at
 # READ_OVER_COPY times the measured copy bandwidth (below_floor adds 10% to spare).
@@ -81,7 +79,7 @@ def test_bandwidth(student, rng, gpu, credit, workers):
     import torch
 
     from grader.judge import timing
-    from grader.judge.devices import linear_credit
+    from grader.judge import verdicts
 
     what = "flash_decode.bandwidth"
     harness, note = _harness_ms(workers, rng, what)
@@ -106,20 +104,20 @@ def test_bandwidth(student, rng, gpu, credit, workers):
         if impossible:
             raise CheckFailed(impossible)
         gbs = nbytes / ms / 1e6
-        fractions.append(linear_credit(gbs / copy, FULL_FRACTION, ZERO_FRACTION))
+        fractions.append(verdicts.credit("flash_decode", "bandwidth", gbs / copy, gpu.profile))
         lines.append(f"Hkv={Hkv}, L={L}: {ms:.3f} ms = {gbs:.0f} GB/s = {gbs / copy:.2f} of copy")
     credit.set(sum(fractions) / len(fractions),
                f"B={PERF_B}, Hq={PERF_HQ}, D={PERF_D}, float16: " + "; ".join(lines)
                + f". Bytes = 2 * B * Hkv * L * D * 2 (K and V read once); copy bandwidth measured "
-               f"in this run: {copy:.0f} GB/s; full marks from {FULL_FRACTION:g} of it, none "
-               f"below {ZERO_FRACTION:g}; every timed call's output checked (per call, "
+               f"in this run: {copy:.0f} GB/s; of it, "
+               f"{verdicts.terms('flash_decode', 'bandwidth', gpu.profile)}; every timed call's output checked (per call, "
                f"{harness:.3f} ms of refill and checksum taken out){note}")
 
 
 @pytest.mark.check("flash_decode.splits_speedup")
 def test_splits_speedup(student, rng, gpu, credit, workers):
     from grader.judge import timing
-    from grader.judge.devices import linear_credit
+    from grader.judge import verdicts
 
     what = "flash_decode.splits_speedup"
     harness, note = _harness_ms(workers, rng, what)
@@ -146,7 +144,7 @@ def test_splits_speedup(student, rng, gpu, credit, workers):
         times[label] = ms
     split, one = times["num_splits=None"], times["num_splits=1"]
     speedup = one / split
-    credit.set(linear_credit(speedup, FULL_SPEEDUP, ZERO_SPEEDUP),
+    credit.set(verdicts.credit("flash_decode", "split_speedup", speedup, gpu.profile),
                f"{case}: num_splits=None {split:.3f} ms, num_splits=1 {one:.3f} ms: {speedup:.1f}x "
-               f"(full marks from {FULL_SPEEDUP:g}x); every timed call's output checked (per "
+               f"({verdicts.terms('flash_decode', 'split_speedup', gpu.profile, 'x')}); every timed call's output checked (per "
                f"call, {harness:.3f} ms of refill and checksum taken out){note}")

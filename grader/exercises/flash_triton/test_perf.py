@@ -44,7 +44,8 @@ def test_speed_vs_sdpa(student, rng, gpu, credit, workers):
     from grader import errors
     from grader.judge import gpu as g
     from grader.judge import timing
-    from grader.judge.devices import flash_smem_bytes, linear_credit
+    from grader.judge import verdicts
+    from grader.judge.devices import flash_smem_bytes
 
     sub = student()
     prof = gpu.tile_profile
@@ -107,13 +108,13 @@ def test_speed_vs_sdpa(student, rng, gpu, credit, workers):
         if impossible:
             raise CheckFailed(impossible)
         ratio = mine[N] / base_ms
-        fractions.append(linear_credit(ratio, prof.flash_full_ratio, prof.flash_zero_ratio))
+        fractions.append(verdicts.credit("flash_triton", "vs_sdpa", ratio, prof))
         lines.append(f"N={N}: {mine[N]:.3f} ms ({flops / mine[N] / 1e9:.0f} TFLOP/s) vs SDPA "
                      f"{backend} {base_ms:.3f} ms = {ratio:.2f}x")
     credit.set(sum(fractions) / len(fractions),
                f"BLOCK_M={bm}, BLOCK_N={bn} (fastest of {sorted(tried)}); " + "; ".join(lines)
-               + f". Full marks within {prof.flash_full_ratio:g}x of the fastest SDPA backend, "
-               f"none past {prof.flash_zero_ratio:g}x; FLOPs = 4*B*H*N^2*D; both timed with q "
+               + f". Against the fastest SDPA backend, "
+               f"{verdicts.terms('flash_triton', 'vs_sdpa', prof, 'x')}; FLOPs = 4*B*H*N^2*D; both timed with q "
                f"refilled before and a checksum after every call, and every timed output "
                f"checked{note}")
 

@@ -23,7 +23,7 @@ def _eager(x):
 def test_bandwidth(student, rng, gpu, credit, workers):
     from grader.judge import gpu as g
     from grader.judge import timing
-    from grader.judge.devices import linear_credit
+    from grader.judge import verdicts
 
     sub = student()
     rows, cols = BANDWIDTH_SHAPE
@@ -62,11 +62,11 @@ def test_bandwidth(student, rng, gpu, credit, workers):
     gbs = moved / mine / 1e6
     fraction, speedup = gbs / copy, eager / mine
     p = gpu.profile
-    score = (0.5 * linear_credit(fraction, p.softmax_full_fraction, p.softmax_zero_fraction)
-             + 0.5 * linear_credit(speedup, p.eager_speedup_full, p.eager_speedup_zero))
+    score = (0.5 * verdicts.credit("softmax_triton", "bandwidth", fraction, p)
+             + 0.5 * verdicts.credit("softmax_triton", "vs_eager", speedup, p))
     credit.set(score, f"softmax on {rows} x {cols} float16: {mine:.3f} ms = {gbs:.0f} GB/s "
                f"(bytes = 2 x rows x cols x 2), {fraction:.0%} of the copy bandwidth measured in "
-               f"this run ({copy:.0f} GB/s; full marks from {p.softmax_full_fraction:.0%}); "
-               f"{speedup:.1f}x faster than softmax_eager ({eager:.3f} ms; full marks from "
-               f"{p.eager_speedup_full:g}x); every timed call's output checked "
+               f"this run ({copy:.0f} GB/s; {verdicts.terms('softmax_triton', 'bandwidth', p)}); "
+               f"{speedup:.1f}x faster than softmax_eager ({eager:.3f} ms; "
+               f"{verdicts.terms('softmax_triton', 'vs_eager', p, 'x')}); every timed call's output checked "
                f"(per call, {harness:.3f} ms of refill and checksum taken out){note}")
