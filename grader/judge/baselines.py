@@ -84,6 +84,16 @@ def sdpa_ms(q, k, v, *, causal: bool = False, do=None, backends=FASTEST_BACKENDS
     return best
 
 
+def fastest_sdpa(q, k, v, *, causal: bool = False, do=None) -> dict:
+    """sdpa_ms for the perf layer: measured once per device and software within a batch
+    (grader.judge.remembered), so every submission is compared with the same baseline."""
+    from grader.judge.remembered import remembered
+
+    args = {"shape": list(q.shape), "dtype": str(q.dtype), "causal": bool(causal),
+            "backward": do is not None}
+    return remembered("sdpa", args, lambda: sdpa_ms(q, k, v, causal=causal, do=do))
+
+
 def _checked_ms(fn, args, p: str, check, timer, target_ms: float) -> float:
     """Validate, then time: one plain call checked by `check`, then `timer`."""
     out = fn(*args)
