@@ -91,7 +91,14 @@ def fastest_sdpa(q, k, v, *, causal: bool = False, do=None) -> dict:
 
     args = {"shape": list(q.shape), "dtype": str(q.dtype), "causal": bool(causal),
             "backward": do is not None}
-    return remembered("sdpa", args, lambda: sdpa_ms(q, k, v, causal=causal, do=do))
+
+    def measure() -> dict:
+        # twice, the faster of each pass kept: a baseline slowed once (another process on the
+        # GPU) would otherwise stand for the whole batch; it can only ever be slowed
+        a, b = (sdpa_ms(q, k, v, causal=causal, do=do) for _ in range(2))
+        return {**a, **{p: min(a[p], b[p]) for p in ("fwd", "bwd") if p in a}}
+
+    return remembered("sdpa", args, measure)
 
 
 def _checked_ms(fn, args, p: str, check, timer, target_ms: float) -> float:
