@@ -87,8 +87,12 @@ def sdpa_ms(q, k, v, *, causal: bool = False, do=None, backends=FASTEST_BACKENDS
 def fastest_sdpa(q, k, v, *, causal: bool = False, do=None) -> dict:
     """sdpa_ms for the perf layer: measured once per device and software within a batch
     (grader.judge.remembered), so every submission is compared with the same baseline."""
-    from grader.judge.remembered import remembered
+    import os
 
+    from grader.judge.remembered import ENV, remembered
+
+    if not os.environ.get(ENV):   # a single grade: its checks cross-check their own baselines
+        return sdpa_ms(q, k, v, causal=causal, do=do)
     args = {"shape": list(q.shape), "dtype": str(q.dtype), "causal": bool(causal),
             "backward": do is not None}
 
