@@ -67,7 +67,8 @@ def _harness_ms(workers, rng, what) -> tuple[float, str]:
 
     note = timing.quiet_gpu(workers, what)
     q = torch.empty((PERF_B, PERF_HQ, PERF_D), dtype=torch.float16, device="cuda")
-    harness = timing.per_call_ms(timing.local_request(lambda t: t, [q]))
+    # twice, the smaller kept: one stalled measurement must not be taken off the student's time
+    harness = min(timing.per_call_ms(timing.local_request(lambda t: t, [q])) for _ in range(2))
     if not (harness == harness and 0 <= harness < 1e3):   # fail closed: no baseline, no credit
         raise CheckFailed(f"{what}: the timing harness measured {harness} ms per call here, so "
                           f"no time can be judged; no bandwidth points")
@@ -98,9 +99,11 @@ def test_bandwidth(student, rng, gpu, credit, workers):
         reqs.verify()
         del tensors, reqs
         torch.cuda.empty_cache()
-        ms -= harness
         nbytes = 2 * PERF_B * Hkv * L * PERF_D * 2       # K and V, fp16, each read once
+        # the floor judges the time as measured: the harness's cost is an estimate, and taking
+        # it off first once put a correct kernel below the floor (0.172 ms against 0.203)
         impossible = timing.below_floor(ms, nbytes / (READ_OVER_COPY * copy) / 1e6, call)
+        ms -= harness
         if impossible:
             raise CheckFailed(impossible)
         gbs = nbytes / ms / 1e6
@@ -132,14 +135,15 @@ def test_splits_speedup(student, rng, gpu, credit, workers):
         # correctness first, at this very size, with each split count
         _checked_once(sub, rng, markers, tensors, call, case, **kwargs)
         reqs = _decode_requests(sub, rng, markers, tensors, call, **kwargs)
-        ms = timing.per_call_ms(reqs) - harness
+        ms = timing.per_call_ms(reqs)
         reqs.verify()
-        if copy == copy and copy > 0:
+        if copy == copy and copy > 0:   # the floor judges the time as measured (see bandwidth)
             nbytes = 2 * B * Hkv * L * D * 2
             impossible = timing.below_floor(ms, nbytes / (READ_OVER_COPY * copy) / 1e6, call)
             if impossible:
                 raise CheckFailed(impossible)
-        elif ms <= 0:
+        ms -= harness
+        if ms <= 0:
             raise CheckFailed(f"{call}: {ms:.4f} ms per call, impossible; no speed-up points")
         times[label] = ms
     split, one = times["num_splits=None"], times["num_splits=1"]
