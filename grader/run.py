@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -93,26 +94,33 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
     if sandbox is not None:
         os.environ["GRADER_SANDBOX"] = "1" if sandbox else "0"
     # the CPU layers of several exercises side by side, one grading process per core
-    # (grader.parallel); the GPU layers always here, one check at a time
+    # (grader.parallel), and on a machine with cores to spare beside the GPU layers, which
+    # always run here, one check at a time (their workers are the only ones on the GPU)
     jobs = parallel.jobs_for(exercises, layers_run)
     split = [name for name in layers_run if name in parallel.CPU_LAYERS] if jobs > 1 else []
-    elsewhere, seconds, notes, isolation_level = {}, {}, [], ""
-    if split:
-        elsewhere, seconds, notes, isolation_level = parallel.grade_cpu_layers(
-            submission, exercises, split, jobs, checks, hidden, only_checks, target, progress)
     here = [name for name in layers_run if name not in split]
+    counter = ProgressCount(progress)
+    cpu_part = parallel.Background(lambda: parallel.grade_cpu_layers(
+        submission, exercises, split, jobs, checks, hidden, only_checks, target, counter.elsewhere))
+    if split and not (here and parallel.may_overlap()):
+        cpu_part.run()
+    elif split:
+        cpu_part.start()
     selection = Selection(exercises, here, {**layers_not_run, **{name: PARALLEL for name in split}},
                           only_checks)
     workers = Workers(submission)
     plugin = GradePlugin(checks, selection, env, workers)
     plugin.target = targets.Evidence(target_profile) if target_profile else None   # fixtures read it
+    notes = []
     if here:
-        done_before = len(elsewhere)
-        offset = None if progress is None else (
-            lambda check, done, total: progress(check, done_before + done, done_before + total))
-        notes += _run_pytest(plugin, workers, exercises, hidden, offset)
+        notes += _run_pytest(plugin, workers, exercises, hidden, counter.here if progress else None)
     else:
         workers.close()
+    elsewhere, seconds, more, isolation_level = cpu_part.result() if split else ({}, {}, [], "")
+    notes += more
+    if split and cpu_part.started:
+        notes.append(f"The CPU layers ran beside the GPU layers, in {jobs} grading processes of "
+                     f"their own; none of their workers can see a GPU.")
     for name, s in seconds.items():
         plugin.layer_seconds[name] = round(plugin.layer_seconds.get(name, 0.0) + s, 2)
 
@@ -155,6 +163,30 @@ def _run_pytest(plugin: GradePlugin, workers: Workers, exercises: list[str], hid
         if autoload is None:
             os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
     return notes
+
+
+class ProgressCount:
+    """One count of checks for the progress display, from this process's checks and the
+    parallel processes' (grader.parallel), which may report at the same time."""
+
+    def __init__(self, progress: Progress | None):
+        self.progress = progress
+        self.lock = threading.Lock()
+        self.done = {"here": 0, "elsewhere": 0}
+        self.total = {"here": 0, "elsewhere": 0}
+
+    def _report(self, part: str, check, done: int, total: int) -> None:
+        if self.progress is None:
+            return
+        with self.lock:
+            self.done[part], self.total[part] = done, total
+            self.progress(check, sum(self.done.values()), sum(self.total.values()))
+
+    def here(self, check, done: int, total: int) -> None:
+        self._report("here", check, done, total)
+
+    def elsewhere(self, check, done: int, total: int) -> None:
+        self._report("elsewhere", check, done, total)
 
 
 class ProgressPlugin:

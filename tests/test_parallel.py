@@ -83,3 +83,41 @@ def test_results_cross_intact():
     r = parallel.Result(check, "failed", 0.5, "expected 1, got 2", "printed", 1.25, "a hint",
                         ("x.y",), False, True)
     assert parallel.result_from(check, json.loads(json.dumps(parallel.result_to_dict(r)))) == r
+
+
+def test_background_returns_or_raises():
+    ran = parallel.Background(lambda: 42)
+    ran.start()
+    assert ran.result() == 42 and ran.started
+
+    def boom():
+        raise KeyError("x")
+
+    failed = parallel.Background(boom)
+    failed.run()
+    try:
+        failed.result()
+    except KeyError:
+        pass
+    else:
+        raise AssertionError("the exception of the background part was lost")
+
+
+def test_overlap_switch(monkeypatch):
+    monkeypatch.setenv("GRADER_OVERLAP", "0")
+    assert not parallel.may_overlap()
+    monkeypatch.setenv("GRADER_OVERLAP", "1")
+    assert parallel.may_overlap()
+    monkeypatch.delenv("GRADER_OVERLAP")
+    assert parallel.may_overlap() == (len(os.sched_getaffinity(0)) >= parallel.OVERLAP_CORES)
+
+
+def test_progress_counts_both_parts():
+    from grader.run import ProgressCount
+
+    seen = []
+    counter = ProgressCount(lambda check, done, total: seen.append((check, done, total)))
+    counter.elsewhere("a", 0, 10)
+    counter.here("b", 0, 5)
+    counter.elsewhere("c", 3, 10)
+    assert seen == [("a", 0, 10), ("b", 0, 15), ("c", 3, 15)]
