@@ -55,7 +55,8 @@ stubs: .python
 gpuinfo: .python
 	@$(PY) gpuinfo.py
 
-# The lesson's benchmark: attn_bench.json, PNG plots and the Measure table (needs a GPU)
+# The lesson's benchmark: attn_bench.json, PNG plots and the Measure table on a GPU; without
+# one, the NumPy Measure (naive vs tiled attention on the CPU: time and peak memory against N)
 bench: .python
 	@$(PY) -m tools.bench --submission $(SUBMISSION) --out $(REPORTS)/bench
 
