@@ -252,7 +252,7 @@ def in_order(rows) -> list[dict]:
 
 
 def title(what):
-    return lambda rows, report: (f"NumPy attention {what} vs N (float32, d={D}) — "
+    return lambda rows, report: (f"NumPy attention {what} vs N (float32, d={D})\n"
                                  f"{report['ceil'].get('device', {}).get('name', '')}")
 
 
