@@ -4,7 +4,7 @@
 #   make check EX=flash_triton one exercise
 #   make grade-gpu             every layer, GPU correctness and speed included
 #   make grade-gpu TARGET=gb10 also check each Triton kernel's shared memory against the Spark
-#   make gpuinfo | bench       the GPU's capability and limits; benchmark plots and Measure table
+#   make gpuinfo | bench       the GPU's memory ladder and limits; benchmark plots and Measure table
 #   make test | stubs          the repo's own tests; exercises/ written from solutions/ (staff)
 #   make release | gradescope  student release, Gradescope zip (course staff)
 SUBMISSION ?= $(if $(IMPL),$(IMPL),exercises)
@@ -51,11 +51,14 @@ stubs: .python
 	$(INSTRUCTOR_ONLY)
 	@$(PY) -m tools.stubs
 
-# The lesson's gpuinfo.py (given code): capability, SMs, shared memory per block, L2
+# The lesson's gpuinfo.py (given code), then the memory ladder: registers, shared memory, L2,
+# HBM, sizes from the device, bandwidths measured or derived, the ridge point (tools/gpuinfo.py);
+# without a GPU, the lesson's A100 and GB10 figures
 gpuinfo: .python
-	@$(PY) gpuinfo.py
+	@$(PY) -m tools.gpuinfo --out $(REPORTS)/gpuinfo
 
-# The lesson's benchmark: attn_bench.json, PNG plots and the Measure table (needs a GPU)
+# The lesson's benchmark: attn_bench.json, PNG plots and the Measure table on a GPU; without
+# one, the NumPy Measure (naive vs tiled attention on the CPU: time and peak memory against N)
 bench: .python
 	@$(PY) -m tools.bench --submission $(SUBMISSION) --out $(REPORTS)/bench
 
