@@ -123,6 +123,7 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
                          round(time.perf_counter() - start, 2), layers_run, layers_not_run,
                          plugin.layer_seconds, notes, plugin.device_info)
     report.isolation = getattr(workers, "isolation", "")   # the level the workers ran at
+    report.seccomp = getattr(workers, "seccomp", "")       # and what the kernel denied them
     if plugin.target is not None:
         report.target = plugin.target.to_dict(plugin.device_info.get("name") or env.device)
     return report
