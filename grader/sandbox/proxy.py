@@ -182,6 +182,9 @@ class Submission:
             self._kill()
             out = shorten(self._read_capture(keep=False), 600)
             tail = f"\nIts last output:\n{out}" if out else ""
+            if "Thread creation failed" in out:   # libgomp aborts: torch.set_num_threads(n > 1)
+                tail += ("\nThe grader runs the exercise without threads or processes (the "
+                         "lesson's code needs neither): leave torch's thread count as it is.")
             raise errors.WorkerCrashed(
                 f"the worker {describe_exit(code)} while running {self._what(what)}{tail}") from None
         except codec.CodecError as e:

@@ -22,6 +22,7 @@ object compiled under a library's file name) gets it. The wall is the kernel's s
 from __future__ import annotations
 
 import builtins
+import importlib
 import os
 import sys
 
@@ -37,11 +38,7 @@ ALLOWED = frozenset({
     "functools", "itertools", "typing", "dataclasses", "collections", "contextlib", "abc", "enum",
     "numbers", "operator", "__future__", "warnings", "random", "copy", "types", "gc", "timeit",
 })
-IMPORTLIB_FILES = ("<frozen importlib._bootstrap", "importlib/__init__.py", "importlib\\__init__.py")
-
-
-class Refused(ImportError):
-    pass
+IMPORTLIB = os.path.dirname(importlib.__file__)   # import_module and the rest of importlib
 
 
 class AllowList:
@@ -62,16 +59,20 @@ class AllowList:
     # --------------------------------------------------------------------- the two hooks
 
     def checked_import(self, name, globals=None, locals=None, fromlist=(), level=0):
-        if level == 0:
+        # An import statement passes None or a tuple as fromlist. A library's C code importing
+        # through PyImport_Import passes an empty list, and the Python frame below it is the
+        # one that called the library (perhaps an exercise file's): its import is the library's.
+        if level == 0 and not isinstance(fromlist, list):
             self.check(name, sys._getframe(1))
         return self.original_import(name, globals, locals, fromlist, level)
 
     def find_spec(self, name, path=None, target=None):
         frame = sys._getframe(1)
-        while frame is not None and (frame.f_code.co_filename.startswith(IMPORTLIB_FILES)
-                                     or frame.f_code is AllowList.checked_import.__code__):
+        while frame is not None and (frame.f_code.co_filename.startswith("<frozen importlib")
+                                     or os.path.dirname(frame.f_code.co_filename) == IMPORTLIB):
             frame = frame.f_back
-        self.check(name, frame)
+        if frame is None or frame.f_code is not AllowList.checked_import.__code__:
+            self.check(name, frame)   # not through builtins.__import__, which judged the rest
         return None   # allowed: the other finders find it
 
     # --------------------------------------------------------------------- the rule
@@ -82,12 +83,12 @@ class AllowList:
         top = name.partition(".")[0]
         if top in ALLOWED or top in self.exercises:
             return
-        raise Refused(
+        raise ImportError(
             f"import {name}: the grader runs exercise files with the modules the lesson uses "
-            f"and nothing else: {', '.join(sorted(ALLOWED))} and the exercise files "
-            f"({', '.join(sorted(self.exercises))}). It runs them without threads or processes, "
-            f"so there is no need for {top}. An import for a self-check of your own can go "
-            f"inside `if __name__ == \"__main__\":`, which the grader does not run.", name=name)
+            f"and nothing else: {', '.join(sorted(ALLOWED))}, and the exercise files "
+            f"({', '.join(sorted(self.exercises))}); it runs them without threads or processes. "
+            f"An import for a self-check of your own can go inside "
+            f"`if __name__ == \"__main__\":`, which the grader does not run.", name=name)
 
     def from_exercise(self, filename: str) -> bool:
         return filename.startswith(self.folders)

@@ -95,11 +95,7 @@ def wall_off(cfg: dict) -> str:
         import triton.language  # noqa: F401
 
         torch.set_num_threads(1)   # no intra-op pool to start inside a call
-    if cfg["mode"] == "cuda":
-        _warm_cuda()
-    fixed = {k: os.environ[k] for k in ENV_KEPT if k in os.environ}
-    os.environ.clear()          # also the C-level environment: unsetenv for each
-    os.environ.update(fixed)
+    fix_environment(cfg["mode"])
     sys.argv = ["-c"]           # what `python -c` leaves, without the worker's configuration
     sys.orig_argv = [sys.executable, "-c"]
     imports.AllowList(cfg["submission_dir"]).install()
@@ -108,19 +104,19 @@ def wall_off(cfg: dict) -> str:
     return seccomp.install(threads=True)
 
 
-def _warm_cuda() -> None:
-    """Initialise the CUDA driver and torch's allocator, and load Triton's driver, while the
-    environment is still the one the worker was started with: compute-sanitizer's injection
-    library (CUDA_INJECTION64_PATH), PYTORCH_NO_CUDA_MEMORY_CACHING and Triton's libcuda search
-    are read there, once, and the student's code then sees the same environment as in a plain
-    run. A failure is left for the first call to report."""
-    with contextlib.suppress(Exception):
-        import torch
-        import triton
-
-        if torch.cuda.is_available():
-            torch.empty(1, device="cuda")
-            triton.runtime.driver.active.get_current_device()
+def fix_environment(mode: str) -> None:
+    """os.environ becomes ENV_KEPT's variables, the same in every call of the mode. In the CPU
+    modes the C-level block goes too (unsetenv). On the GPU it stays as it was started (putenv
+    puts it back below os.environ): the CUDA driver, torch's allocator and compute-sanitizer's
+    injection library read it with getenv when CUDA starts, inside the student's call, and
+    /proc/self/environ shows the initial block anyway (docs/SECURITY.md)."""
+    initial = dict(os.environ)
+    os.environ.clear()          # unsetenv for each
+    os.environ.update({k: initial[k] for k in ENV_KEPT if k in initial})
+    if mode == "cuda":
+        for key, value in initial.items():
+            if key not in os.environ:
+                os.putenv(key, value)
 
 
 def _patch_interpreter_index() -> None:
