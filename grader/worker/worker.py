@@ -9,6 +9,12 @@ as fd 1 and 2) that the trusted side reads, also after a crash.
 
 Modes: "cpu" (NumPy exercises), "interp" (Triton kernels on the CPU, TRITON_INTERPRET=1),
 "cuda" (real kernels). The mode is fixed before any import, since Triton reads it at import.
+
+Before the submission is imported the worker walls itself off (`wall_off`): the libraries the
+mode needs are loaded, the environment and argv become fixed values, imports of the exercise
+files go through an allow-list (grader.worker.imports), and in the CPU modes a seccomp filter
+refuses every new process, exec and thread (grader.worker.seccomp). Its level is the ping
+reply's "seccomp", which the report names.
 """
 
 from __future__ import annotations
@@ -146,6 +152,7 @@ class Worker:
         self.conn = conn
         self.cfg = cfg
         self.seccomp = seccomp_level
+        self.walled = seccomp_level.startswith("processes")
         self.module = None
         self.capture_fd = cfg["capture_fd"]
 
@@ -192,7 +199,7 @@ class Worker:
                 spec.loader.exec_module(module)
             except BaseException as e:  # noqa: BLE001 - SystemExit at import is a student error too
                 sys.modules.pop(name, None)
-                return failure(e, at="import", student_file=path)
+                return failure(e, at="import", student_file=path, walled=self.walled)
         self.module = module
         return {"ok": True}
 
@@ -212,13 +219,14 @@ class Worker:
                 try:
                     value = probes.run(fn, args, kwargs, opts)
                 except BaseException as e:  # noqa: BLE001
-                    return failure(e, at=fn_name, student_file=self.cfg["path"])
+                    return failure(e, at=fn_name, student_file=self.cfg["path"], walled=self.walled)
                 extras["worker_s"] = time.perf_counter() - t0
         return {"ok": True, "value": value, "extras": extras}
 
 
-def failure(e: BaseException, at: str, student_file: str) -> dict:
-    """Describe an exception from student code for the trusted side."""
+def failure(e: BaseException, at: str, student_file: str, walled: bool = False) -> dict:
+    """Describe an exception from student code for the trusted side. `walled`: the seccomp
+    filter is installed, so an EPERM from a fork or an exec is its answer."""
     if isinstance(e, NotImplementedError):
         kind = "not_implemented"
     elif isinstance(e, SystemExit):
@@ -231,7 +239,7 @@ def failure(e: BaseException, at: str, student_file: str) -> dict:
         keep = [line for line in tb if student_file in line or not line.startswith("  File")]
         text = "".join(keep[-12:])
         message = str(e) if not isinstance(e, SystemExit) else f"sys.exit({e.code!r}) was called"
-        if hit_the_wall(e):
+        if walled and hit_the_wall(e):
             message += NO_THREADS_OR_PROCESSES
     except BaseException:  # noqa: BLE001 - an exception whose __str__ raises, or a huge exit code
         text, message = "", "(its message could not be shown)"
