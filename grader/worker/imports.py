@@ -86,8 +86,7 @@ class AllowList:
         raise ImportError(
             f"import {name}: the grader runs exercise files with the modules the lesson uses "
             f"and nothing else: {', '.join(sorted(ALLOWED))}, and the exercise files "
-            f"({', '.join(sorted(self.exercises))}); it runs them without threads or processes. "
-            f"An import for a self-check of your own can go inside "
+            f"({', '.join(sorted(self.exercises))}). An import for a self-check of your own can go inside "
             f"`if __name__ == \"__main__\":`, which the grader does not run.", name=name)
 
     def from_exercise(self, filename: str) -> bool:
