@@ -11,6 +11,7 @@ import platform
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -153,3 +154,35 @@ def test_import_allow_list(tmp_path):
     """)
     assert _run(code) == [[name, True] for name in
                           ("threading", "subprocess", "ctypes", "logging.handlers", "scipy", "wave")]
+
+
+def test_environment_is_the_same_when_watched(tmp_path):
+    """What a sanitized call adds to the worker's environment (compute-sanitizer's injection
+    path, the uncached allocator) is not there for the exercise's code, and argv carries no
+    configuration: a plain and a watched worker look the same from Python."""
+    import tempfile
+
+    from grader.sandbox.proxy import Submission
+
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "online_softmax.py").write_text(
+        "import os, sys\n\ndef softmax_safe(x):\n"
+        "    return {'environ': sorted(os.environ.items()), 'argv': sys.argv}\n")
+    seen = []
+    for env in ({}, {"CUDA_INJECTION64_PATH": "/opt/sanitizer/libinject.so",
+                     "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}):
+        worker = Submission("online_softmax", sub, "cpu", Path(tempfile.mkdtemp(dir=tmp_path)) / "s",
+                            env=env)
+        try:
+            seen.append(worker.softmax_safe([1.0]))
+        finally:
+            worker.close()
+    plain, watched = seen
+    assert watched["argv"] == ["-c"]
+    keys = {k for k, _ in watched["environ"]}
+    assert not keys & {"CUDA_INJECTION64_PATH", "PYTORCH_NO_CUDA_MEMORY_CACHING"}, keys
+    if worker.level.name == "os":   # both see the scratch folder as /sandbox/work
+        assert plain["environ"] == watched["environ"]
+    else:   # HOME and TRITON_CACHE_DIR name each worker's own scratch folder
+        assert [k for k, _ in plain["environ"]] == [k for k, _ in watched["environ"]]
