@@ -115,10 +115,11 @@ class Background:
 
 def grade_cpu_layers(submission: Path, exercises: list[str], layers: list[str], jobs: int,
                      checks: dict[str, Check], include_hidden: bool, only_checks, target,
-                     progress=None) -> tuple[dict[str, Result], dict[str, float], list[str], str]:
+                     progress=None) -> tuple[dict[str, Result], dict[str, float], list[str], dict]:
     """Grade `layers` (CPU layers) of `exercises` in `jobs` processes. Returns the results of
     those exercises' checks in those layers by id, the seconds per layer (summed over the
-    processes), notes, and the isolation level the workers ran at."""
+    processes), notes, and {"isolation": the level the workers ran at, "seccomp": {mode: what
+    the kernel denied them}}."""
     mine = [c for c in checks.values() if c.exercise in exercises and c.layer in layers
             and (not only_checks or c.id in only_checks)]
     cost = {e: sum(LAYER_COST.get(c.layer, 1) for c in mine if c.exercise == e) for e in exercises}
@@ -127,7 +128,7 @@ def grade_cpu_layers(submission: Path, exercises: list[str], layers: list[str], 
     results: dict[str, Result] = {}
     seconds: dict[str, float] = {}
     notes: list[str] = []
-    isolation = [""]
+    levels = {"isolation": "", "seccomp": {}}
 
     def request(child: _Child) -> None:
         child.send({"exercise": queue.pop(0), "submission": str(submission), "layers": layers,
@@ -141,7 +142,8 @@ def grade_cpu_layers(submission: Path, exercises: list[str], layers: list[str], 
         for layer, s in reply.get("layer_seconds", {}).items():
             seconds[layer] = round(seconds.get(layer, 0.0) + float(s), 2)
         notes.extend(reply.get("notes", []))
-        isolation[0] = isolation[0] or reply.get("isolation", "")
+        levels["isolation"] = levels["isolation"] or reply.get("isolation", "")
+        levels["seccomp"].update(parse_levels(reply.get("seccomp", "")))
 
     children = [_Child() for _ in range(min(jobs, len(queue)))]
     sel = selectors.DefaultSelector()
@@ -174,7 +176,17 @@ def grade_cpu_layers(submission: Path, exercises: list[str], layers: list[str], 
     finally:
         for child in children:
             child.stop()
-    return results, seconds, notes, isolation[0]
+    return results, seconds, notes, levels
+
+
+def parse_levels(line: str) -> dict[str, str]:
+    """{mode: level} from a report's seccomp line ("cpu: processes+threads; interp: ...")."""
+    pairs = (part.split(":", 1) for part in str(line or "").split("; ") if ":" in part)
+    return {mode.strip(): level.strip() for mode, level in pairs}
+
+
+def join_levels(levels: dict[str, str]) -> str:
+    return "; ".join(f"{mode}: {level}" for mode, level in sorted(levels.items()))
 
 
 def result_to_dict(r: Result) -> dict:

@@ -33,7 +33,8 @@ def serve() -> None:
                        progress=progress, target=req["target"])
         out.write(json.dumps({"results": {r.check.id: result_to_dict(r) for r in report.results},
                               "layer_seconds": report.layer_seconds, "notes": report.notes,
-                              "isolation": report.isolation}) + "\n")
+                              "isolation": report.isolation,
+                              "seccomp": report.seccomp}) + "\n")
 
 
 if __name__ == "__main__":

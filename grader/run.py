@@ -116,7 +116,7 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
         notes += _run_pytest(plugin, workers, exercises, hidden, counter.here if progress else None)
     else:
         workers.close()
-    elsewhere, seconds, more, isolation_level = cpu_part.result() if split else ({}, {}, [], "")
+    elsewhere, seconds, more, levels = cpu_part.result() if split else ({}, {}, [], {})
     notes += more
     if split and cpu_part.started:
         notes.append(f"The CPU layers ran beside the GPU layers, in {jobs} grading processes of "
@@ -130,7 +130,10 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
                          round(time.perf_counter() - start, 2), layers_run, layers_not_run,
                          plugin.layer_seconds, notes, plugin.device_info)
     # the level the workers ran at
-    report.isolation = (getattr(workers, "isolation", "") if here else "") or isolation_level
+    report.isolation = (getattr(workers, "isolation", "") if here else "") or levels.get("isolation", "")
+    # and what the kernel denied them (grader.worker.seccomp), per mode
+    report.seccomp = parallel.join_levels({**levels.get("seccomp", {}),
+                                           **parallel.parse_levels(getattr(workers, "seccomp", ""))})
     if plugin.target is not None:
         report.target = plugin.target.to_dict(plugin.device_info.get("name") or env.device)
     return report
