@@ -137,7 +137,7 @@ def test_backward_finite_difference(student, rng):
                         f"{what} (N={N}, d={d}, float64) [seed {rng.seed}]: {name}[{r}, {c}]: "
                         f"expected {fd:.8g} (central difference of sum(O * dO)), got "
                         f"{g[r, c]:.8g}",
-                        hint=backward_hint(got, Q, K, V, O, L, dO, causal, Bc))
+                        hint=backward_hint(got, Q, K, V, O, L, dO, causal, Br, Bc))
 
 
 # ------------------------------------------------------------------ memory

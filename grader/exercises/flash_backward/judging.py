@@ -15,9 +15,10 @@ from __future__ import annotations
 import numpy as np
 
 from grader import errors
-from grader.exercises.flash_backward.hints import (DELTA_HINT, DIAGONAL_HINT, DQ_ONLY_HINT,
-                                                   LSE_LOG2_HINT, LSE_NO_M_HINT, RECOMPUTE_HINT,
-                                                   SCALE_HINT, STRICT_HINT)
+from grader.exercises.flash_backward import mistakes
+from grader.exercises.flash_backward.hints import (DIAGONAL_HINT, DQ_ONLY_HINT, LSE_LOG2_HINT,
+                                                   LSE_NO_M_HINT, RECOMPUTE_HINT, SCALE_HINT,
+                                                   STRICT_HINT)
 from grader.exercises.flash_backward.reference import (backward_reference, forward_reference,
                                                        torch_float32_rounded, torch_same_precision)
 from grader.judge.compare import CheckFailed, assert_close, values
@@ -143,27 +144,7 @@ def tolerance(baseline: float, ref_max: float, dtype: str) -> tuple[float, float
     return 2 * baseline + floor, floor
 
 
-def _grad_hint(got, ref, twin_nod, D):
-    """The hint the evidence supports: which gradient is off and like which known mistake."""
-    g = [np.asarray(values(t), dtype=np.float64) for t in got]
-    if any(a.shape != b.shape for a, b in zip(g, ref)):
-        return ""
-
-    def near(a, b):
-        return np.allclose(a, b, rtol=2e-2, atol=2e-2 * max(1.0, float(np.abs(b).max())))
-
-    if not near(g[2], ref[2]):
-        return RECOMPUTE_HINT
-    if not near(g[0], ref[0]) and not near(g[1], ref[1]) and near(g[0], twin_nod[0]) \
-            and near(g[1], twin_nod[1]):
-        return DELTA_HINT
-    for i, name, formula in ((1, "dK", "dS^T Q"), (0, "dQ", "dS K")):
-        if not near(g[i], ref[i]) and near(g[i], ref[i] * np.sqrt(D)):
-            return SCALE_HINT.format(name=name, formula=formula)
-    return ""
-
-
-def assert_grads(got, q, k, v, do, dtype, causal, what, context, seed):
+def assert_grads(got, q, k, v, do, dtype, causal, what, context, seed, blocks=None):
     """dq, dk, dv against float64, each within 2 x PyTorch's same-precision error + a floor.
 
     Where PyTorch in `dtype` is not finite (float16 with a large dO: its float16 dP = dO V^T
@@ -186,7 +167,9 @@ def assert_grads(got, q, k, v, do, dtype, causal, what, context, seed):
             assert_close(g, r, what=f"the {name} of {what}", dtype=dtype, case=context, seed=seed,
                          atol=atol, rtol=0.0)
         except CheckFailed as e:
-            hint = _grad_hint(got, ref, backward_reference(q, k, v, do, causal, False), q.shape[-1])
+            blocks = blocks or {}
+            hint = mistakes.grad_hint(got, q, k, v, do, causal, blocks.get("BLOCK_M"),
+                                      blocks.get("BLOCK_N"))
             raise CheckFailed(f"{e} (allowed: 2 x {source} {baseline:.2g} + floor "
                               f"{floor:.2g})", hint=hint) from None
 
@@ -199,7 +182,8 @@ def check_backward(sub, q, k, v, do, dtype, causal, blocks, seed, case="", opts=
     o, L, _ = forward_reference(q, k, v, causal)
     o, L = round_to(o, dtype), round_to(L, "float32")
     r = call_bwd(sub, q, k, v, o, L, do, dtype, causal, blocks, opts)
-    assert_grads(unpack(r.value, what), q, k, v, do, dtype, causal, what, context, seed)
+    assert_grads(unpack(r.value, what), q, k, v, do, dtype, causal, what, context, seed,
+                 blocks)
     return r.extras, o, L
 
 
