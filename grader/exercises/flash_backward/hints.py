@@ -7,6 +7,8 @@ LSE_NO_M_HINT = ("Your L equals log(l) without the max: L = m + log(l). l is a s
                  "so log(l) alone is the logsumexp shifted by -m.")
 LSE_LOG2_HINT = ("Your L equals the logsumexp in log base 2 (L * log2(e)): if you compute with "
                  "exp2 and m in log2 units, convert back: L = (m2 + log2(l)) * ln(2).")
+LSE_IS_M_HINT = ("Your L equals the running max m alone: L = m + log(l), the max plus the log of "
+                 "the row sum l, so that the backward's P = exp(S - L) is the exact softmax.")
 STRICT_HINT = ("Your output equals attention with key j visible only for j < i: the diagonal is "
                "visible too. The causal mask is j <= i (cols <= rows).")
 DIAGONAL_HINT = ("Right with BLOCK_M = BLOCK_N = {equal} on the same inputs, wrong with BLOCK_M={bm}, "

@@ -16,7 +16,8 @@ import numpy as np
 
 from grader import errors
 from grader.exercises.flash_backward import mistakes
-from grader.exercises.flash_backward.hints import (DIAGONAL_HINT, DQ_ONLY_HINT, LSE_LOG2_HINT,
+from grader.exercises.flash_backward.hints import (DIAGONAL_HINT, DQ_ONLY_HINT, LSE_IS_M_HINT,
+                                                   LSE_LOG2_HINT,
                                                    LSE_NO_M_HINT, RECOMPUTE_HINT, SCALE_HINT,
                                                    STRICT_HINT)
 from grader.exercises.flash_backward.reference import (backward_reference, forward_reference,
@@ -117,6 +118,8 @@ def judge_forward(value, q, k, v, dtype, causal, context, seed) -> None:
                 hint = LSE_NO_M_HINT
             elif np.allclose(got, ref_L / np.log(2), rtol=1e-2, atol=1e-2):
                 hint = LSE_LOG2_HINT
+            elif np.allclose(got, m, rtol=1e-3, atol=1e-3):
+                hint = LSE_IS_M_HINT
             elif causal:
                 _, strict_L, _ = forward_reference(q, k, v, causal, strict=True)
                 if np.allclose(got[..., 1:], strict_L[..., 1:], rtol=1e-2, atol=1e-2):
