@@ -74,7 +74,9 @@ def qkv(rng, N, d, dtype, n=3):
 
 
 def large_scores(rng, N, d, dtype, near=512):
-    """Integer Q, K (scores exact in float32 with d = 64) with every score near `near`, spread ~2."""
+    """Integer Q, K (scores exact in float32 with d = 64) with every score near `near` (either
+    sign), spread ~2."""
     Q, K = (rng.integers(-2, 3, (N, d)).astype(np.float64) for _ in range(2))
-    Q[:, 0] = K[:, 0] = np.sqrt(near * np.sqrt(d))
+    Q[:, 0] = K[:, 0] = np.sqrt(abs(near) * np.sqrt(d))
+    K[:, 0] *= np.sign(near)
     return Q.astype(dtype), K.astype(dtype), randn(rng, (N, d), dtype)

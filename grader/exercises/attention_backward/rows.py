@@ -39,7 +39,7 @@ CHECKS = [
        "mask j > i in the blocks that cross it, so P is 0 there.",
        follows=("attention_backward.backward_matches_float64", "attention_backward.causal_mask")),
     _C("attention_backward.backward_finite_difference", "cpu", 2,
-       "a few gradient entries match central differences of sum(O * dO)",
+       "an entry in every row of each gradient matches central differences of sum(O * dO)",
        "The gradients are those of attention itself: dV = P^T dO, and dQ, dK through "
        "dS = P o (dP - D) with the scale 1/sqrt(d).",
        follows=("attention_backward.backward_matches_float64", "attention_backward.backward_causal")),

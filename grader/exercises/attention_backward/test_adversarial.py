@@ -23,13 +23,17 @@ from grader.judge.inputs import randn
 def test_lse_includes_m(student, rng, credit):
     sub = student()
     cases = Cases(credit)
-    # every score near 512: log(l) alone is about 5, L about 517; in float32 exp(512) is inf
-    for dtype, N, Br, Bc in (("float32", 150, 32, 48), ("float64", 97, 16, 40)):
-        Q, K, V = large_scores(rng, N, 64, dtype)
-        with cases.case(f"N={N}, d=64, {dtype}, Br={Br}, Bc={Bc}, every score near 512",
-                        seed=rng.seed):
-            check_forward(sub, Q, K, V, Br, Bc, False, "every score near 512", rng.seed,
-                          hint="Subtract the running max before exp, and L = m + log(l).")
+    # every score near 512: log(l) alone is about 5, L about 517; in float32 exp(512) is inf.
+    # Near -512 (rows of strongly negative scores): L about -507, and a running max started at
+    # 0 instead of -inf makes every exp(s - m) underflow to 0 in float32
+    for dtype, N, Br, Bc, near in (("float32", 150, 32, 48, 512), ("float64", 97, 16, 40, 512),
+                                   ("float32", 70, 16, 24, -512)):
+        Q, K, V = large_scores(rng, N, 64, dtype, near)
+        label = f"every score near {near}"
+        with cases.case(f"N={N}, d=64, {dtype}, Br={Br}, Bc={Bc}, {label}", seed=rng.seed):
+            check_forward(sub, Q, K, V, Br, Bc, False, label, rng.seed,
+                          hint="Start the running max at -inf, subtract it before exp, and "
+                               "L = m + log(l).")
     cases.finish()
 
 

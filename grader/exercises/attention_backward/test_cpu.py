@@ -10,7 +10,7 @@ idea per check:
   causal_mask                 j <= i, the diagonal block with Br != Bc, short last blocks
   backward_matches_float64    dQ, dK, dV against float64 analytic gradients
   backward_causal             the same with causal=True
-  backward_finite_difference  a few entries against central differences of the loss
+  backward_finite_difference  an entry per row against central differences of the loss
   memory_is_linear            forward + backward hold nothing N x N
 
 The Break It cases are in test_adversarial.py.
@@ -56,8 +56,10 @@ def test_causal_mask(student, rng, credit):
     cases = Cases(credit)
     # Br == Bc first: the diagonal falls on whole blocks; then Br != Bc, where a key block
     # crosses the diagonal without starting at i; N a multiple of neither (short last blocks)
-    shapes = [(100, 32, 16, 16, "float64"), (113, 64, 32, 48, "float32"),
-              (77, 32, 24, 10, "float64"), (50, 16, 4, 12, "float32")]
+    # N = 2 Br + 1: a last query block of one row on the diagonal; Br a multiple of Bc
+    shapes = [(100, 32, 16, 16, "float64"), (33, 16, 16, 16, "float32"),
+              (113, 64, 32, 48, "float32"), (77, 32, 24, 10, "float64"),
+              (50, 16, 4, 12, "float32"), (45, 16, 12, 8, "float64"), (1, 16, 8, 8, "float64")]
     passed_square = False
     for N, d, Br, Bc, dtype in shapes:
         Q, K, V = qkv(rng, N, d, dtype)
@@ -100,8 +102,11 @@ def test_backward_matches_float64(student, rng, credit):
 def test_backward_causal(student, rng, credit):
     sub = student()
     cases = Cases(credit)
+    # the diagonal against the block edges every way: Br == Bc, Br < Bc, Br > Bc (a multiple
+    # and not), a last query block of one row, short last blocks of both kinds
     for N, d, Br, Bc, dtype in ((64, 16, 16, 16, "float64"), (113, 64, 32, 48, "float32"),
-                                (77, 32, 24, 10, "float64")):
+                                (77, 32, 24, 10, "float64"), (33, 16, 16, 16, "float32"),
+                                (45, 16, 12, 8, "float64"), (50, 16, 4, 12, "float64")):
         Q, K, V, dO = qkv(rng, N, d, dtype, 4)
         with cases.case(f"N={N}, d={d}, {dtype}, Br={Br}, Bc={Bc}", seed=rng.seed):
             check_backward(sub, Q, K, V, dO, Br, Bc, True, "causal", rng.seed)
@@ -110,9 +115,9 @@ def test_backward_causal(student, rng, credit):
 
 @pytest.mark.check("attention_backward.backward_finite_difference")
 def test_backward_finite_difference(student, rng):
-    """A few entries of dQ, dK, dV against central differences of loss = sum(O * dO), with O
-    computed here in float64: the gradients are those of attention itself, whatever formulas
-    produced them."""
+    """One entry in every row of dQ, dK, dV (its column at random) against central differences
+    of loss = sum(O * dO), with O computed here in float64: the gradients are those of attention
+    itself, whatever formulas produced them, and a single wrong row shows."""
     sub = student()
     N, d, Br, Bc, h = 37, 16, 8, 12, 1e-6
     for causal in (False, True):
@@ -125,8 +130,9 @@ def test_backward_finite_difference(student, rng):
             g = np.asarray(values(g), np.float64)
             if g.shape != (N, d):
                 raise CheckFailed(f"{what}: {name}: expected shape {(N, d)}, got {g.shape}")
-            for _ in range(3):
-                r, c = int(rng.integers(N)), int(rng.integers(d))
+            # one entry in every row: a single wrong row of any gradient shows
+            for r in range(N):
+                c = int(rng.integers(d))
                 old = X[r, c]
                 X[r, c] = old + h
                 up = (forward_reference(Q, K, V, causal)[0] * dO).sum()

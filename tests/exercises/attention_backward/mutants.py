@@ -65,4 +65,9 @@ MUTANTS = [
     Mutant("bwd_diagonal_unmasked", "attention_backward",
            find=_BWD_MASK, replace="            p = np.exp(s - L_i[:, None])",
            checks=("attention_backward.backward_causal",), idea="does not mask"),
+    # the running max started at 0: right until every score of a row is far below 0
+    Mutant("m_starts_at_zero", "attention_backward",
+           find="m = np.full(br, -np.inf)              # running row max",
+           replace="m = np.zeros(br)                     # running row max",
+           checks=("attention_backward.lse_includes_m",), idea="-inf"),
 ]
