@@ -8,6 +8,7 @@ idea per check:
 
   forward_matches_float64     O and L, ragged sizes, Br != Bc, not causal
   causal_mask                 j <= i, the diagonal block with Br != Bc, short last blocks
+  causal_skips_blocks         the key blocks above the diagonal are skipped, not computed
   backward_matches_float64    dQ, dK, dV against float64 analytic gradients
   backward_causal             the same with causal=True
   backward_finite_difference  an entry per row against central differences of the loss
@@ -21,13 +22,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.exercises.attention_backward.judging import (backward_hint, check_backward,
-                                                         check_forward, close, unpack)
+from grader import errors
+from grader.exercises.attention_backward.judging import (backward_hint, blocks_above_diagonal,
+                                                         check_backward, check_forward, close,
+                                                         reads_per_row, unpack)
 from grader.exercises.attention_backward.reference import (backward_reference, forward_reference,
                                                            qkv)
-from grader.judge.compare import Cases, CheckFailed, assert_close, values
+from grader.judge.compare import (Cases, CheckFailed, answer_must_be_right, assert_close,
+                                  values)
 from grader.judge.inputs import round_to
 from grader.sandbox import memory
+from grader.wire.codec import Trusted
 
 KiB, MiB = 1 << 10, 1 << 20
 # (N, d, Br, Bc): N = 1, N < Br, N a multiple of neither block, Br < Bc and Br > Bc
@@ -82,6 +87,52 @@ def test_causal_mask(student, rng, credit):
                 raise CheckFailed(str(e), hint=hint) from None
         passed_square = passed_square or Br == Bc
     cases.finish()
+
+
+@pytest.mark.check("attention_backward.causal_skips_blocks")
+def test_causal_skips_blocks(student, rng):
+    """tiled_attention_lse(causal=True) gets Q and K as arrays that log which rows each read
+    covers (grader/worker/recorders.py, rows kept). Key row 0 is read by every query block; a
+    forward that skips the blocks above the diagonal reads the later key blocks in fewer query
+    blocks, in proportion (judging.blocks_above_diagonal). Not seen: K read whole into an
+    ndarray first (np.asarray(K)), then sliced: the check then fails closed and says so."""
+    sub = student()
+    for N, d, Br, Bc, dtype in ((64, 16, 16, 16, "float64"), (77, 32, 24, 10, "float32")):
+        Q, K, V = qkv(rng, N, d, dtype)
+        case = f"N={N}, d={d}, {dtype}, Br={Br}, Bc={Bc}, causal"
+        what = f"tiled_attention_lse(Q, K, V, Br={Br}, Bc={Bc}, causal=True) ({case}) [seed {rng.seed}]"
+        recorded = [Trusted("read_recorder", params={"values": X, "dtype": dtype, "keep_shape": True})
+                    for X in (Q, K)]
+        try:
+            r = sub.call("tiled_attention_lse", *recorded, V, Br, Bc, causal=True)
+        except errors.StudentRaised as e:
+            raise CheckFailed(f"{what}: raised when given the grader's recording Q and K: {e}",
+                              hint="Here Q and K are array-likes that log which rows are read "
+                                   "(shape, dtype, slices K[j:j + Bc], .T, @, astype and NumPy "
+                                   "functions work on them; isinstance(K, np.ndarray) is "
+                                   "False).") from None
+        O_ref, L_ref = forward_reference(Q, K, V, True)
+        with answer_must_be_right("was recorded", ("attention_backward.causal_mask",)):
+            O, L = unpack(r.value, what, 2)
+            assert_close(O, O_ref, what=f"{what}: O", input_dtype=dtype, terms=N)
+        logs = r.extras.get("reads") or [{}, {}]
+        count = reads_per_row(logs[1])
+        if count[0] == 0:
+            raise CheckFailed(
+                f"{what}: K was only read whole ({logs[1].get('whole_reads', 0)} whole-array "
+                f"reads), so which key blocks each query block computed cannot be seen.",
+                hint="Read K block by block, K[j:j + Bc], in the loop: the grader counts the "
+                     "rows each read covers to see the blocks above the diagonal skipped.")
+        over = blocks_above_diagonal(count, N, Br, Bc)
+        if over:
+            raise CheckFailed(
+                f"{what}: key row 0 was read {count[0]} times (once per tile of every query "
+                f"block), and key block(s) {over} (of {Bc} rows) up to {int(count.max())} times: "
+                f"more than the query blocks that reach them allow. Blocks above the diagonal "
+                f"were computed and masked, not skipped.",
+                hint="FlashAttention-2 skips blocks that are fully masked out: when the key "
+                     "block starts after the query block's last row (j > i + br - 1), stop the "
+                     "key loop; every later block is above the diagonal too.")
 
 
 # ------------------------------------------------------------------ backward
