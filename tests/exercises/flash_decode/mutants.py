@@ -74,8 +74,9 @@ MUTANTS = [
     Mutant("empty_split_stores_nothing", "flash_decode",
            find="    tl.store(MidM + row, m_i, mask=head_ok)\n    tl.store(MidL + row, l_i, mask=head_ok)\n"
                 "    tl.store(MidAcc + row[:, None] * D + dims[None, :], acc, mask=head_ok[:, None])",
-           replace="    tl.store(MidM + row, m_i, mask=head_ok & (lo < hi))\n"
-                   "    tl.store(MidL + row, l_i, mask=head_ok & (lo < hi))\n"
-                   "    tl.store(MidAcc + row[:, None] * D + dims[None, :], acc, mask=head_ok[:, None] & (lo < hi))",
+           replace="    if lo < hi:\n"
+                   "        tl.store(MidM + row, m_i, mask=head_ok)\n"
+                   "        tl.store(MidL + row, l_i, mask=head_ok)\n"
+                   "        tl.store(MidAcc + row[:, None] * D + dims[None, :], acc, mask=head_ok[:, None])",
            checks=("flash_decode.empty_splits",), idea="empty state"),
 ]
