@@ -8,7 +8,9 @@ The gradients are judged by two helpers, assert_grads (CPU references, for the i
 and assert_grads_gpu (GPU references, for the gpu layer). They share the tolerance rule
 (`tolerance`) but not their evidence: on an overflowing PyTorch baseline the first falls back
 on float32 PyTorch and the second on the floor alone; the first stops at the first wrong
-gradient, the second compares all three for the hint that names a race on dQ."""
+gradient, the second compares all three for the hint that names a race on dQ. The first's
+hint comes from mistakes.py: the known mistake whose answer the gradients equal, else which
+gradient differs and where."""
 
 from __future__ import annotations
 
