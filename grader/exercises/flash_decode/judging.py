@@ -112,11 +112,11 @@ def assert_decode(sub, q, k, v, seq_lens, *, dtype="float16", num_splits=None, g
     try:
         assert_close(out, expected, what=what, dtype=dtype, case=context, seed=seed)
     except CheckFailed as e:
-        known = mistakes.twins(q, k, v, lens, num_splits)
-        failure = _diagnose(out, expected, e, nan_hint, [*twins, *((a, h) for a, h, _ in known)])
-        leads = {h: lead for _, h, lead in known}
-        if failure.hint in leads:   # a mistake every case shows: the check aimed at it leads
-            failure.follows = leads[failure.hint]
+        failure = _diagnose(out, expected, e, nan_hint, twins)
+        known = None if failure.hint else mistakes.match(out, q, k, v, lens, num_splits,
+                                                         *TOLERANCES[dtype])
+        if known:   # follows: the check aimed at a mistake every case shows leads
+            failure = CheckFailed(str(e), hint=known[0], follows=known[1])
         g = np.asarray(values(out), dtype=np.float64)
         garbage = not failure.hint and mistakes.empty_garbage_hint(out, expected, q, k, lens,
                                                                   num_splits)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from grader.exercises.flash_decode.reference import decode_reference, state_of
+from grader.judge import diagnose
 from grader.judge.compare import values
 
 BLOCKS = (16, 32, 64, 128)
@@ -86,15 +87,19 @@ def split_sizes(L, num_splits):
 MATCHES = ("flash_decode.matches_reference",)
 
 
-def twins(q, k, v, lens, num_splits):
-    """Only the mistakes whose answer is at least EVIDENCE from the right one: a match then is
-    evidence (the comparison allows 1e-2), not a near miss."""
+def match(got, q, k, v, lens, num_splits, atol, rtol):
+    """(hint, follows) of the first known mistake whose answer the output equals, to twice the
+    check's tolerance, else None. Only mistakes whose answer is off the right one by more than
+    EVIDENCE times that tolerance count: a match then is evidence, not a near miss."""
     right = decode_reference(q, k, v, lens)
-    return [t for t in _all_twins(q, k, v, lens, num_splits)
-            if np.abs(t[0] - right).max() >= EVIDENCE]
+    far = EVIDENCE * (atol + rtol * np.abs(right))
+    for answer, hint, follows in _all_twins(q, k, v, lens, num_splits):
+        if (np.abs(answer - right) > far).any() and diagnose.equals(got, answer, 2 * atol, 2 * rtol):
+            return hint, follows
+    return None
 
 
-EVIDENCE = 0.1
+EVIDENCE = 4
 
 
 def _all_twins(q, k, v, lens, num_splits):

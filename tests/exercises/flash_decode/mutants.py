@@ -79,4 +79,10 @@ MUTANTS = [
                    "        tl.store(MidL + row, l_i, mask=head_ok)\n"
                    "        tl.store(MidAcc + row[:, None] * D + dims[None, :], acc, mask=head_ok[:, None])",
            checks=("flash_decode.empty_splits",), idea="empty state"),
+    # a split size that is no multiple of BLOCK_N: each split's last block runs into the next
+    # split (the loads are masked on seq_len only), so the keys there count twice
+    Mutant("split_not_block_multiple", "flash_decode",
+           find="split_size = triton.cdiv(triton.cdiv(max(L_max, 1), num_splits), BLOCK_N) * BLOCK_N",
+           replace="split_size = triton.cdiv(max(L_max, 1), num_splits)",
+           checks=("flash_decode.matches_reference",), idea="multiple of BLOCK_N"),
 ]
