@@ -32,9 +32,10 @@ OVERLAP_HINT = ("Your o equals attention where the keys just past each split's e
                 "up to a multiple of BLOCK_N, or mask the loads on cols < hi as well.")
 EMPTY_GARBAGE_HINT = ("{what} in the output where the answer is finite, while every score here is "
                       "below {top:.1f} (nothing can overflow), and with {splits} splits some hold "
-                      "no keys: a split with no keys must still store the empty state (-inf, 0, "
-                      "0) for the merge (the partial buffers come from torch.empty: whatever a "
-                      "split does not store is garbage).")
+                      "no keys: a split with no keys must hand back the empty state (-inf, 0, 0), "
+                      "its loop not run (hi = min(lo + split_size, seq_len)) and the state still "
+                      "stored (the partial buffers come from torch.empty: what a split does not "
+                      "store is garbage).")
 
 
 def _scores(q, k, lens, b, g, h, scaled=True):
