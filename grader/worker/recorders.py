@@ -4,7 +4,10 @@
     online_max_sum(x)                                          # the student reads it
     extras["reads"] == {"n": 1000, "passes": 1, "whole": 0, ...}
 
-`ReadRecorder` is a 1-D float array stand-in for the `online_max_sum` check "one pass over x".
+`ReadRecorder` is a 1-D float array stand-in for the `online_max_sum` check "one pass over x";
+with keep_shape=True it keeps a 2-D shape, and its reads are ranges of rows (attention_backward's
+block skipping: which key rows a block of queries read). Every read of a call also goes, in
+order, into `ranges` ([sequence, start, stop], the sequence shared by the call's recorders).
 Every read is a range of indices [start, stop):
   - a whole-array read (x.max(), np.exp(x), x - m, np.asarray(x), x.tolist()) reads [0, n);
   - x[i], iteration (for xi in x), and chunks (x[a:b] read any of those ways) read their range.
@@ -24,6 +27,8 @@ from __future__ import annotations
 import numpy as np
 
 _LIVE: list = []    # recorders of the call being run; probes.around_call collects their logs
+_SEQ = [0]          # the order of reads across the call's recorders
+_MAX_RANGES = 4096  # reads kept in order per recorder (element-wise passes make many)
 
 
 def collect() -> list[dict]:
@@ -34,10 +39,11 @@ def collect() -> list[dict]:
 
 
 class _Log:
-    __slots__ = ("n", "passes", "whole", "elements", "end", "first")
+    __slots__ = ("n", "passes", "whole", "elements", "end", "first", "ranges")
 
     def __init__(self, n: int):
         self.n, self.passes, self.whole, self.elements, self.end, self.first = n, 0, 0, 0, 0, ""
+        self.ranges: list = []
 
     def read(self, start: int, stop: int, how: str) -> None:
         if stop <= start:
@@ -46,6 +52,9 @@ class _Log:
             self.passes += 1
             if self.passes == 2 and not self.first:
                 self.first = how
+        _SEQ[0] += 1
+        if len(self.ranges) < _MAX_RANGES:
+            self.ranges.append([_SEQ[0], start, stop])
         if start == 0 and stop == self.n:
             self.whole += 1
         else:
@@ -54,21 +63,25 @@ class _Log:
 
     def summary(self) -> dict:
         return {"n": self.n, "passes": self.passes, "whole_reads": self.whole,
-                "second_pass": self.first}
+                "second_pass": self.first, "ranges": self.ranges}
 
 
 class ReadRecorder:
-    """A read-only 1-D array of `values` (float64, or `dtype`) that logs every read."""
+    """A read-only 1-D array of `values` (float64, or `dtype`) that logs every read; with
+    keep_shape, an array of values' shape whose reads are ranges of rows."""
 
     __slots__ = ("_a", "_log", "_offset")
     __array_priority__ = 100
 
-    def __init__(self, values, dtype: str = "float64", _log=None, _offset: int = 0):
-        self._a = np.array(values, dtype=dtype).reshape(-1)
+    def __init__(self, values, dtype: str = "float64", _log=None, _offset: int = 0,
+                 keep_shape: bool = False):
+        self._a = np.array(values, dtype=dtype)
+        if not keep_shape:
+            self._a = self._a.reshape(-1)
         self._a.flags.writeable = False
         self._offset = _offset
         if _log is None:
-            _log = _Log(self._a.size)
+            _log = _Log(len(self._a))
             _LIVE.append(self)
         self._log = _log
 
@@ -76,22 +89,23 @@ class ReadRecorder:
     shape = property(lambda self: self._a.shape)
     size = property(lambda self: self._a.size)
     dtype = property(lambda self: self._a.dtype)
-    ndim = property(lambda self: 1)
+    ndim = property(lambda self: self._a.ndim)
     itemsize = property(lambda self: self._a.itemsize)
     nbytes = property(lambda self: self._a.nbytes)
 
     def __len__(self) -> int:
-        return self._a.size
+        return len(self._a)
 
     def __repr__(self) -> str:
         return f"array of {self._a.size} {self._a.dtype} values"
 
     def astype(self, dtype, *args, **kwargs) -> "ReadRecorder":
         """Same values in another dtype, still recorded (a conversion reads nothing yet)."""
-        return ReadRecorder(self._a.astype(dtype), str(np.dtype(dtype)), self._log, self._offset)
+        return ReadRecorder(self._a.astype(dtype), str(np.dtype(dtype)), self._log, self._offset,
+                            keep_shape=True)
 
     def _sub(self, s: slice) -> "ReadRecorder":
-        start, stop, step = s.indices(self._a.size)
+        start, stop, step = s.indices(len(self._a))
         if step != 1:   # a strided view: read it now, as a whole
             self._read(start, stop, f"x[{s}]")
             return self._a[s]
@@ -104,21 +118,21 @@ class ReadRecorder:
         self._log.read(self._offset + start, self._offset + stop, how)
 
     def _whole(self, how: str) -> np.ndarray:
-        self._read(0, self._a.size, how)
+        self._read(0, len(self._a), how)
         return self._a
 
     def __getitem__(self, index):
         if isinstance(index, slice):
             return self._sub(index)
         if isinstance(index, (int, np.integer)):
-            i = int(index) + (self._a.size if int(index) < 0 else 0)
+            i = int(index) + (len(self._a) if int(index) < 0 else 0)
             value = self._a[int(index)]       # raises IndexError like an ndarray
             self._read(i, i + 1, f"x[{i}]")
             return value
         return self._whole(f"x[{index!r}]")[index]
 
     def __iter__(self):
-        for i in range(self._a.size):
+        for i in range(len(self._a)):
             self._read(i, i + 1, "iterating over x")
             yield self._a[i]
 
@@ -195,6 +209,6 @@ for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__
               "__abs__", "__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__",
               "__matmul__", "__rmatmul__", "__floordiv__", "__mod__"):
     setattr(ReadRecorder, _name, _operator(_name))
-ReadRecorder.T = property(lambda self: self._whole("x.T"))
+ReadRecorder.T = property(lambda self: self._whole("x.T").T)
 ReadRecorder.__hash__ = None
 del _name
