@@ -41,6 +41,7 @@ opts keys (all optional):
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import tracemalloc as _tracemalloc
 
 import numpy as np
@@ -126,6 +127,9 @@ def around_call(opts: dict, args: list, kwargs: dict):
         reads = recorders.collect()
         if reads:
             extras["reads"] = reads
+        # the next call's outside memory count (grader/sandbox/memory.py) starts from what is
+        # held, not from what this call freed and the C allocator kept (a fraction of a ms)
+        _trim_heap()
 
 
 def run(fn, args: list, kwargs: dict, opts: dict):
@@ -197,14 +201,43 @@ def _is_array(a) -> bool:
 
 @contextlib.contextmanager
 def _tracemalloc_peak(extras: dict):
+    """extras["peak_bytes"]: tracemalloc's peak over the call, above what was traced at its start.
+
+    The student can switch tracing off (tracemalloc.stop() ... start()) or clear it; either
+    drops every trace, so a sentinel block allocated after the start loses its traceback, and
+    a stop left as it is reads as not tracing. Either way extras["tracemalloc_tampered"] says
+    what was seen, and the trusted side fails the call (the peak is then worth nothing). A
+    reset_peak() in the call is not seen here: the outside count (grader/sandbox/memory.py)
+    gates every call that this peak gates."""
     _tracemalloc.start()
     _tracemalloc.reset_peak()
+    sentinel = bytearray(64)   # traced from here on: its trace goes if tracing is stopped or cleared
     base = _tracemalloc.get_traced_memory()[0]
     try:
         yield
     finally:
-        extras["peak_bytes"] = _tracemalloc.get_traced_memory()[1] - base
+        tracing = _tracemalloc.is_tracing()
+        peak = _tracemalloc.get_traced_memory()[1]
+        if not tracing:
+            extras["tracemalloc_tampered"] = "tracing was stopped during the call"
+        elif _tracemalloc.get_object_traceback(sentinel) is None:
+            extras["tracemalloc_tampered"] = "tracing was stopped and restarted, or cleared, during the call"
+        extras["peak_bytes"] = peak - base
         _tracemalloc.stop()
+
+
+def _trim_heap() -> None:
+    """Hand the C heap's free memory back to the OS (glibc's malloc_trim); nothing elsewhere."""
+    if _LIBC[0] is None:
+        try:
+            _LIBC[0] = ctypes.CDLL(None).malloc_trim
+        except (OSError, AttributeError):
+            _LIBC[0] = False
+    if _LIBC[0]:
+        _LIBC[0](0)
+
+
+_LIBC: list = [None]
 
 
 @contextlib.contextmanager

@@ -1,13 +1,16 @@
 """tiled_attention's judgement of one call: the memory gate every tiled check goes through
-(tiled_call), and the comparison with the float64 reference with a hint for a known mistake
+(tiled_call: tracemalloc in the worker, and the worker's memory counted outside it), and the comparison with the float64 reference with a hint for a known mistake
 (check_tiled, check_naive). Shared by its cpu and adversarial checks and its hidden checks."""
 
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 
 from grader.judge import diagnose, reference
 from grader.judge.compare import CheckFailed, assert_close, values
+from grader.sandbox import memory
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -20,38 +23,94 @@ def tile_step(d: int, Br: int, Bc: int) -> int:
     return 8 * (Br * Bc + Br * d + Bc * d)
 
 
+# the warm-up of the outside count's baseline worker (grader.sandbox.memory.fresh_baseline): the
+# exercise's largest products, so BLAS's workspace is touched there as in a submission's worker
+WARM_MODULE = ("import numpy as np\n\n\ndef warm(N, d, dtype):\n"
+               "    a = np.ones((N, d), dtype=dtype)\n"
+               "    return float(((a @ a.T) @ a).sum())\n")
+WARM = (("warm", (1000, 128, "float64")), ("warm", (2011, 16, "float32")))
+LEFTOVER_SLACK = 2 * MiB   # what the worker's heap and caches drift by between calls (measured < 1.5 MB)
+_LAST_IO: dict[int, int] = {}   # worker pid -> bytes of the last call's inputs and output
+
+
+def io_bytes(arrays) -> int:
+    return sum(np.asarray(values(a)).nbytes for a in arrays)
+
+
+def outside_extra(sub, rss: dict, io: int) -> int:
+    """Bytes the call held at its peak beyond what no call can avoid, counted outside the worker:
+    its count at the peak, less the warm baseline's, the last call's inputs and output (which the
+    worker still holds when this one starts), this call's own (received, decoded, answered:
+    twice each) and a slack. Memory held before the call (allocated at import, or kept from an
+    earlier call) counts, and so does every process of the worker's tree (cgroup)."""
+    base = memory.fresh_baseline(sub, WARM_MODULE, WARM)
+    if base is None or "bytes" not in rss:
+        return 0
+    leftover = _LAST_IO.get(rss["pid"], 8 * MiB)   # a call made elsewhere: its size is not known
+    return rss["bytes"] - base - leftover - LEFTOVER_SLACK - 2 * io
+
+
+def tampered(what: str, case: str, seed: int, res, follows: tuple = (MEMORY,)) -> None:
+    """Fail the call whose tracemalloc evidence the student switched off (probes.py says so)."""
+    how = res.extras.get("tracemalloc_tampered")
+    if how:
+        raise CheckFailed(
+            f"{what} ({case}) [seed {seed}]: {how}: the grader's in-process memory evidence was "
+            f"switched off, so this call earns no tiled points. Leave tracemalloc alone.",
+            hint="Tiling is this exercise's idea, and the grader measures it: never stop, restart "
+                 "or clear tracemalloc.", follows=follows)
+
+
 def tiled_call(sub, Q, K, V, Br: int | None, Bc: int | None, what: str, case: str, seed: int,
                opts: dict | None = None):
-    """tiled_attention(Q, K, V[, Br, Bc]) with tracemalloc on in the worker, gated on its
+    """tiled_attention(Q, K, V[, Br, Bc]) with tracemalloc on in the worker and its memory
+    counted outside it too (grader.sandbox.memory: the worker's cgroup, or VmHWM), gated on that
     memory: this exercise's idea is tiling, so a call whose peak holds about the N x N scores
     earns nothing in any tiled check, whatever its output (the kernel-use gate of the Triton
-    exercises, for tiles). The gate trips only on N x N evidence: a peak beyond the output of
-    more than 4 tile steps + 8 KiB + four float64 N x d arrays (copies of Q, K, V and a float64
-    acc for the whole output: wasteful, memory_is_tiled's business, but tiled) AND of at least
-    half an N x N float32 matrix (2 N^2 bytes). Where N x N is not well above that (small N,
-    large d), nothing can tell the two apart and nothing trips; every tiled check has a case
-    where it is."""
+    exercises, for tiles). Either count trips the gate; a call during which tracemalloc was
+    stopped or cleared fails as well. The gate trips only on N x N evidence: a peak beyond the
+    output of more than 4 tile steps + 8 KiB + four float64 N x d arrays (copies of Q, K, V and
+    a float64 acc for the whole output: wasteful, memory_is_tiled's business, but tiled) AND of
+    at least half an N x N float32 matrix (2 N^2 bytes). Where N x N is not well above that
+    (small N, large d), nothing can tell the two apart and nothing trips; every tiled check has
+    a case where it is."""
     blocks = {} if Br is None else {"Br": Br, "Bc": Bc}
-    res = sub.call("tiled_attention", Q, K, V, **blocks, opts={**(opts or {}), "tracemalloc": True})
+    try:
+        with memory.peak_rss(sub) if memory.available() else contextlib.nullcontext({}) as rss:
+            res = sub.call("tiled_attention", Q, K, V, **blocks,
+                           opts={**(opts or {}), "tracemalloc": True})
+    except memory.Unmeasurable as e:
+        raise CheckFailed(f"{what} ({case}) [seed {seed}]: {e}; the memory gate fails closed.",
+                          hint="Leave the process alone: no prctl, no changes to /proc.",
+                          follows=(MEMORY,)) from None
     N, d = Q.shape
     Br, Bc = Br or 64, Bc or 64
+    tampered(what, case, seed, res)
     out_item = max(Q.dtype.itemsize, np.asarray(values(res.value)).dtype.itemsize
                    if np.asarray(values(res.value)).dtype.kind == "f" else 0)
     output = N * d * out_item
+    io = io_bytes((Q, K, V)) + output
     tile = tile_step(d, Br, Bc)
     peak = int(res.extras.get("peak_bytes", 0))
-    extra = peak - output
+    outside = outside_extra(sub, rss, io)
+    if rss:
+        _LAST_IO[rss["pid"]] = io
     scores = N * N * Q.dtype.itemsize
-    if extra > 4 * tile + 8 * KiB + 4 * N * d * 8 and extra >= 2 * N * N:
-        raise CheckFailed(
-            f"{what} ({case}) [seed {seed}]: the call held about the N x N scores: tracemalloc saw "
-            f"a peak of {peak} bytes, {extra} beyond the {output}-byte output, where one "
-            f"(Br, Bc) tile step takes {tile} bytes and the N x N scores {scores}. An output "
-            f"computed without tiles earns no tiled points, right or not (memory_is_tiled "
-            f"measures this).",
-            hint="Tiling is this exercise's idea: build one (Br, Bc) score tile at a time from "
-                 "q = Q[i:i+Br] and k = K[j:j+Bc], never the N x N scores.",
-            follows=(MEMORY,))
+    allowed = 4 * tile + 8 * KiB + 4 * N * d * 8
+    for seen, by in ((peak - output, f"tracemalloc saw a peak of {peak} bytes"),
+                     (outside, f"the worker's memory ({rss.get('how')}, counted outside it) "
+                               f"peaked {outside} bytes above a fresh worker's and the call's "
+                               f"inputs and output")):
+        if seen > allowed and seen >= 2 * N * N:
+            raise CheckFailed(
+                f"{what} ({case}) [seed {seed}]: the call held about the N x N scores: {by}, "
+                f"{seen} beyond the {output}-byte output, where one (Br, Bc) tile step takes "
+                f"{tile} bytes and the N x N scores {scores}. An output computed without tiles "
+                f"earns no tiled points, right or not (memory_is_tiled measures this).",
+                hint="Tiling is this exercise's idea: build one (Br, Bc) score tile at a time from "
+                     "q = Q[i:i+Br] and k = K[j:j+Bc], never the N x N scores, in any memory "
+                     "(also none prepared at import or kept from an earlier call).",
+                follows=(MEMORY,))
     return res if opts else res.value
 
 
@@ -73,6 +132,9 @@ def check_tiled(sub, Q, K, V, Br: int, Bc: int, case: str, seed: int):
 def check_naive(sub, Q, K, V, case: str, seed: int):
     """Call naive_attention and compare with the float64 reference."""
     out = sub.naive_attention(Q, K, V)
+    if memory.available():   # what the worker still holds when the next call starts (tiled_call)
+        with contextlib.suppress(OSError, memory.Unmeasurable):
+            _LAST_IO[sub.worker_pid] = io_bytes((Q, K, V, out))
     try:
         assert_close(out, reference.attention(Q, K, V),
                      what="naive_attention(Q, K, V)", input_dtype=Q.dtype.name, terms=Q.shape[0],
