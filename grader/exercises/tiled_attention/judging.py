@@ -11,6 +11,7 @@ import numpy as np
 from grader.judge import diagnose, reference
 from grader.judge.compare import CheckFailed, assert_close, values
 from grader.sandbox import memory
+from grader.wire.codec import Trusted
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -62,7 +63,7 @@ def tampered(what: str, case: str, seed: int, res, follows: tuple = (MEMORY,)) -
 
 
 def tiled_call(sub, Q, K, V, Br: int | None, Bc: int | None, what: str, case: str, seed: int,
-               opts: dict | None = None):
+               opts: dict | None = None, record: bool = False):
     """tiled_attention(Q, K, V[, Br, Bc]) with tracemalloc on in the worker and its memory
     counted outside it too (grader.sandbox.memory: the worker's cgroup, or VmHWM), gated on that
     memory: this exercise's idea is tiling, so a call whose peak holds about the N x N scores
@@ -73,11 +74,14 @@ def tiled_call(sub, Q, K, V, Br: int | None, Bc: int | None, what: str, case: st
     a float64 acc for the whole output: wasteful, memory_is_tiled's business, but tiled) AND of
     at least half an N x N float32 matrix (2 N^2 bytes). Where N x N is not well above that
     (small N, large d), nothing can tell the two apart and nothing trips; every tiled check has
-    a case where it is."""
+    a case where it is. record: K and V arrive as arrays that log which rows are read
+    (recorded(); key_tiles and one_pass_over_keys judge the log; the result is then returned
+    whole, extras["reads"] included)."""
     blocks = {} if Br is None else {"Br": Br, "Bc": Bc}
+    args = (Q, *recorded(K, V)) if record else (Q, K, V)
     try:
         with memory.peak_rss(sub) if memory.available() else contextlib.nullcontext({}) as rss:
-            res = sub.call("tiled_attention", Q, K, V, **blocks,
+            res = sub.call("tiled_attention", *args, **blocks,
                            opts={**(opts or {}), "tracemalloc": True})
     except memory.Unmeasurable as e:
         raise CheckFailed(f"{what} ({case}) [seed {seed}]: {e}; the memory gate fails closed.",
@@ -111,22 +115,73 @@ def tiled_call(sub, Q, K, V, Br: int | None, Bc: int | None, what: str, case: st
                      "q = Q[i:i+Br] and k = K[j:j+Bc], never the N x N scores, in any memory "
                      "(also none prepared at import or kept from an earlier call).",
                 follows=(MEMORY,))
-    return res if opts else res.value
+    return res if opts or record else res.value
 
 
-def check_tiled(sub, Q, K, V, Br: int, Bc: int, case: str, seed: int):
-    """Call tiled_attention (gated on its memory) and compare with the float64 reference."""
+def recorded(K, V) -> tuple:
+    """K and V as the worker's RowRecorder (grader/worker/recorders.py): real (N, d) arrays of
+    the same values that log which rows NumPy reads."""
+    return tuple(Trusted("row_recorder", params={"values": a, "dtype": a.dtype.name, "name": name})
+                 for a, name in ((K, "K"), (V, "V")))
+
+
+def reads_of(res) -> dict:
+    """The row logs of K and V from a recorded call, by name (empty where none came back)."""
+    return {r.get("name"): r for r in res.extras.get("reads") or [] if isinstance(r, dict)}
+
+
+def key_tiles(res, N: int, Bc: int, what: str, case: str, seed: int) -> None:
+    """The lesson's tiles: K and V read Bc rows at a time. A read of more rows at once (K @ q
+    for a whole query row, K.T of all keys in one product) is attention without key tiles,
+    whatever memory it took."""
+    for name, log in sorted(reads_of(res).items()):
+        widest = int(log.get("widest_rows", 0))
+        if widest > Bc:
+            raise CheckFailed(
+                f"{what} ({case}) [seed {seed}]: expected {name} to be read one block of at most "
+                f"Bc = {Bc} rows at a time, but one operation read {widest} of its {N} rows at "
+                f"once: right or not, a row of N scores is not a (Br, Bc) tile.",
+                hint=f"Tiling: the inner loop takes one key/value block at a time, k = K[j:j+Bc] "
+                     f"and v = V[j:j+Bc], and builds the (Br, Bc) score tile q @ k.T; a whole row "
+                     f"of scores (K @ q against every key) is not a tile.",
+                follows=())
+
+
+def one_pass_over_keys(res, what: str, case: str, seed: int) -> None:
+    """The online rescale: per query block, one pass over the key blocks, each read with its
+    value block. More passes over K than over V is a pass for the max alone, then sums against
+    a fixed max: right, but the rescale by alpha that makes one pass enough is skipped."""
+    logs = reads_of(res)
+    k, v = (int(logs.get(name, {}).get("passes", 0)) for name in ("K", "V"))
+    if k > v > 0:
+        raise CheckFailed(
+            f"{what} ({case}) [seed {seed}]: expected one pass over the key blocks per query "
+            f"block, each key block read with its value block; K was read in {k} passes and V "
+            f"in {v}: a pass over K for the row max first, then the sums against that fixed "
+            f"max. Right here, but not the online softmax.",
+            hint="The online rescale: one pass over the key blocks. Keep a running max m; when a "
+                 "block raises it, rescale l and acc by alpha = exp(m - m_new) before adding the "
+                 "block's p and p @ v. No separate pass to find the max first.")
+
+
+def check_tiled(sub, Q, K, V, Br: int, Bc: int, case: str, seed: int, one_pass: bool = False):
+    """Call tiled_attention (gated on its memory) and compare with the float64 reference.
+    one_pass: K and V recorded, and the call must make one pass over the key blocks
+    (one_pass_over_keys), judged after its values."""
     label = f"N={Q.shape[0]}, d={Q.shape[1]}, {Q.dtype.name}, {case}"
-    out = tiled_call(sub, Q, K, V, Br, Bc, f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})", label, seed)
+    what = f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})"
+    res = tiled_call(sub, Q, K, V, Br, Bc, what, label, seed, record=one_pass)
+    out = res.value if one_pass else res
     try:
-        assert_close(out, reference.attention(Q, K, V),
-                     what=f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})",
+        assert_close(out, reference.attention(Q, K, V), what=what,
                      input_dtype=Q.dtype.name, terms=Q.shape[0],
                      case=f"N={Q.shape[0]}, d={Q.shape[1]}, {Q.dtype.name}, {case}", seed=seed)
     except CheckFailed as e:
         # the hint only when the output equals a known mistake's answer (grader/judge/diagnose.py)
         raise CheckFailed(str(e), hint=diagnose.attention_hint(
             out, Q, K, V, block_n=Bc, input_dtype=Q.dtype.name) or e.hint) from None
+    if one_pass:
+        one_pass_over_keys(res, what, label, seed)
 
 
 def check_naive(sub, Q, K, V, case: str, seed: int):
