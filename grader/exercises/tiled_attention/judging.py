@@ -38,17 +38,22 @@ def io_bytes(arrays) -> int:
     return sum(np.asarray(values(a)).nbytes for a in arrays)
 
 
-def outside_extra(sub, rss: dict, io: int) -> int:
-    """Bytes the call held at its peak beyond what no call can avoid, counted outside the worker:
-    its count at the peak, less the warm baseline's, the last call's inputs and output (which the
-    worker still holds when this one starts), this call's own (received, decoded, answered:
-    twice each) and a slack. Memory held before the call (allocated at import, or kept from an
-    earlier call) counts, and so does every process of the worker's tree (cgroup)."""
+def outside_extra(sub, rss: dict, io: int) -> tuple[int, int]:
+    """(at the peak, before the call): bytes beyond what no call can avoid, counted outside the
+    worker. At the peak: its count there, less the warm baseline's, the last call's inputs and
+    output (which the worker still holds when this one starts), this call's own (received,
+    decoded, answered: twice each) and a slack. Before the call: its count when the call
+    started, less the same but this call's inputs and output. Memory held before the call
+    (allocated at import, or kept from an earlier call) counts, and so does every process of
+    the worker's tree (cgroup)."""
     base = memory.fresh_baseline(sub, WARM_MODULE, WARM)
     if base is None or "bytes" not in rss:
-        return 0
-    leftover = _LAST_IO.get(rss["pid"], 8 * MiB)   # a call made elsewhere: its size is not known
-    return rss["bytes"] - base - leftover - LEFTOVER_SLACK - 2 * io
+        return 0, 0
+    # the last call seen here, or one made elsewhere of this call's size at least (the hidden
+    # checks' untouched-inputs calls, made with the shapes of the call before)
+    leftover = max(_LAST_IO.get(rss["pid"], 8 * MiB), io)
+    unavoidable = base + leftover + LEFTOVER_SLACK
+    return rss["bytes"] - unavoidable - 2 * io, rss["before"] - unavoidable
 
 
 def tampered(what: str, case: str, seed: int, res, follows: tuple = (MEMORY,)) -> None:
@@ -94,28 +99,45 @@ def tiled_call(sub, Q, K, V, Br: int | None, Bc: int | None, what: str, case: st
                    if np.asarray(values(res.value)).dtype.kind == "f" else 0)
     output = N * d * out_item
     io = io_bytes((Q, K, V)) + output
-    tile = tile_step(d, Br, Bc)
     peak = int(res.extras.get("peak_bytes", 0))
-    outside = outside_extra(sub, rss, io)
+    outside = outside_extra(sub, rss, io)   # (at the peak, before the call)
     if rss:
         _LAST_IO[rss["pid"]] = io
-    scores = N * N * Q.dtype.itemsize
+    memory_gate(what, case, seed, N, d, Br, Bc, Q.dtype.itemsize, output, peak, outside,
+                rss.get("how"))
+    return res if opts or record else res.value
+
+
+def memory_gate(what: str, case: str, seed: int, N: int, d: int, Br: int, Bc: int, item: int,
+                output: int, peak: int, outside: tuple, how: str | None) -> None:
+    """tiled_call's verdict on one call's memory (see there): tracemalloc's peak, the outside
+    count at the peak, and the outside count before the call, each against the same bound."""
+    tile = tile_step(d, Br, Bc)
+    scores = N * N * item
     allowed = 4 * tile + 8 * KiB + 4 * N * d * 8
+    at_peak, before = outside
+    hint = ("Tiling is this exercise's idea: build one (Br, Bc) score tile at a time from "
+            "q = Q[i:i+Br] and k = K[j:j+Bc], never the N x N scores, in any memory (also none "
+            "prepared at import or kept from an earlier call).")
+    if before > allowed and before >= 2 * N * N:
+        raise CheckFailed(
+            f"{what} ({case}) [seed {seed}]: when the call started, the worker already held "
+            f"{before} bytes more than a fresh worker that loaded the same libraries and the "
+            f"call's inputs (counted outside it: {how}), where one (Br, Bc) tile step takes "
+            f"{tile} bytes. Memory allocated at import or kept from an earlier call counts "
+            f"against the call that uses it: a tiled call needs none.", hint=hint,
+            follows=(MEMORY,))
     for seen, by in ((peak - output, f"tracemalloc saw a peak of {peak} bytes"),
-                     (outside, f"the worker's memory ({rss.get('how')}, counted outside it) "
-                               f"peaked {outside} bytes above a fresh worker's and the call's "
-                               f"inputs and output")):
+                     (at_peak, f"the worker's memory ({how}, counted outside it) peaked "
+                               f"{at_peak} bytes above a fresh worker's and the call's inputs "
+                               f"and output")):
         if seen > allowed and seen >= 2 * N * N:
             raise CheckFailed(
                 f"{what} ({case}) [seed {seed}]: the call held about the N x N scores: {by}, "
                 f"{seen} beyond the {output}-byte output, where one (Br, Bc) tile step takes "
-                f"{tile} bytes and the N x N scores {scores}. An output computed without tiles "
-                f"earns no tiled points, right or not (memory_is_tiled measures this).",
-                hint="Tiling is this exercise's idea: build one (Br, Bc) score tile at a time from "
-                     "q = Q[i:i+Br] and k = K[j:j+Bc], never the N x N scores, in any memory "
-                     "(also none prepared at import or kept from an earlier call).",
-                follows=(MEMORY,))
-    return res if opts or record else res.value
+                f"{tile} bytes and the N x N scores {scores}. An output computed without "
+                f"tiles earns no tiled points, right or not (memory_is_tiled measures this).",
+                hint=hint, follows=(MEMORY,))
 
 
 def recorded(K, V) -> tuple:
