@@ -13,8 +13,13 @@ element just read again, as `max(m, x[i])` then `exp(x[i] - m)` does, is not goi
 element-wise iteration or chunk-wise reading in order is one pass, and `m = x.max()` followed by
 `exp(x - m).sum()` is two.
 
-What it cannot see: work done on a copy. `np.asarray(x)` is one whole read; whatever the code does
-afterwards with the ndarray it got is invisible. The log lives in the worker, next to student
+Copies made by x's own methods stay recorded: x.copy(), x.ravel(), x.astype(...), np.copy(x) are
+recorders with the same log, and x.tolist() is a list that logs its reads, so two passes over any
+of them are two passes over x. What it cannot see: work done on a copy made through NumPy's
+array protocol. `np.asarray(x)` and `np.array(x)` are one whole read, and NumPy requires a plain
+ndarray back (it strips a subclass); whatever the code does afterwards with it is invisible.
+docs/ARCHITECTURE.md says why the check stops there (the reference solution itself starts with
+np.asarray(x, dtype=np.float64).tolist(), then one pass). The log lives in the worker, next to student
 code, so it is evidence, not a verdict: the static audit flags imports of the grader and frame
 inspection, the ways to reach it.
 """
@@ -128,7 +133,14 @@ class ReadRecorder:
         return self[index[0]].item()
 
     def tolist(self):
-        return self._whole("x.tolist()").tolist()
+        """A list that logs its reads into x's log: two passes over x.tolist() are two passes."""
+        return _ListRecorder(self._a.tolist(), self._log, self._offset)
+
+    def copy(self, *args, **kwargs) -> "ReadRecorder":
+        """A copy is the same values, still recorded (copying reads nothing that counts yet)."""
+        return ReadRecorder(self._a, str(self._a.dtype), self._log, self._offset)
+
+    ravel = flatten = copy
 
     def __array__(self, dtype=None, copy=None):
         a = self._whole("np.asarray(x)")
@@ -140,6 +152,8 @@ class ReadRecorder:
         return getattr(ufunc, method)(*inputs, **kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
+        if func in (np.copy, np.ravel) and args and args[0] is self:
+            return self.copy()
         looks = func in _METADATA_ONLY   # np.result_type(x, ...), np.shape(x): no values read
 
         def unwrap(a):
@@ -159,6 +173,35 @@ class ReadRecorder:
 
     def __bool__(self):
         return bool(self._whole("bool(x)"))
+
+
+class _ListRecorder(list):
+    """x.tolist() of a ReadRecorder: a list of Python floats whose reads (iteration, x[i], slices)
+    go into x's log, so `max(xs)` then `sum(exp(v - m) for v in xs)` is two passes."""
+
+    __slots__ = ("_log", "_offset")
+
+    def __init__(self, values, log, offset: int):
+        super().__init__(values)
+        self._log, self._offset = log, offset
+
+    def __iter__(self):
+        start = self._offset
+        for i, value in enumerate(list.__iter__(self)):
+            self._log.read(start + i, start + i + 1, "iterating over x.tolist()")
+            yield value
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            first, stop, step = index.indices(len(self))
+            if step != 1:
+                self._log.read(self._offset + first, self._offset + stop, f"x.tolist()[{index}]")
+                return list.__getitem__(self, index)
+            return _ListRecorder(list.__getitem__(self, index), self._log, self._offset + first)
+        value = list.__getitem__(self, index)
+        i = int(index) + (len(self) if int(index) < 0 else 0)
+        self._log.read(self._offset + i, self._offset + i + 1, f"x.tolist()[{i}]")
+        return value
 
 
 def _method(name: str):
@@ -186,8 +229,7 @@ def _operator(name: str):
     return op
 
 
-for _name in ("max", "min", "sum", "mean", "argmax", "argmin", "cumsum", "copy", "ravel",
-              "flatten", "reshape", "prod", "std", "var", "any", "all", "clip", "round", "view",
+for _name in ("max", "min", "sum", "mean", "argmax", "argmin", "cumsum", "reshape", "prod", "std", "var", "any", "all", "clip", "round", "view",
               "dot", "sort", "searchsorted", "nonzero", "tobytes"):
     setattr(ReadRecorder, _name, _method(_name))
 for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
