@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from grader.exercises.tiled_attention.judging import (KiB, MiB, check_naive, check_tiled, key_tiles,
-                                                     recorded, tampered, tiled_call)
+                                                     tampered, tiled_call)
 from grader.exercises.tiled_attention.reference import DTYPES, max_in_first_key, qkv
 from grader.judge import reference
 from grader.judge.compare import Cases, CheckFailed, assert_close, values
@@ -46,7 +46,8 @@ def test_memory_is_tiled(student, rng):
       resident, an anonymous mmap and a child's memory included, against a fresh worker's
       baseline, so memory allocated at import counts. The call runs in a fresh worker of its
       own. A call during which tracemalloc was stopped or cleared fails.
-    K and V are recorded (judging.key_tiles): each read must cover at most Bc rows."""
+    Then a second call, N = 1000, in the exercise's worker, with K and V recorded
+    (judging.key_tiles): each read must cover at most Bc rows (no whole row of N scores)."""
     sub = student()
     N, d, Br, Bc, dtype = 2011, 16, 16, 16, "float32"
     Q, K, V = max_in_first_key(rng, N, d, dtype)
@@ -58,7 +59,7 @@ def test_memory_is_tiled(student, rng):
         baseline = memory.fresh_baseline(fresh)
         try:
             with memory.peak_rss(fresh) if baseline is not None else _nothing() as rss:
-                res = fresh.call("tiled_attention", Q, *recorded(K, V), Br=Br, Bc=Bc,
+                res = fresh.call("tiled_attention", Q, K, V, Br=Br, Bc=Bc,
                                  opts={"tracemalloc": True})
         except memory.Unmeasurable as e:
             # a fresh worker's could be measured: the submission changed its own process
@@ -114,8 +115,15 @@ def test_memory_is_tiled(student, rng):
                 hint="Tiling: the N x N scores must not exist anywhere, in any kind of memory, "
                      "and nothing N x N may be prepared at import; one (Br, Bc) tile at a time.",
                 follows=())
-    # the tiles themselves: K and V read Bc rows at a time (a row of N scores fits in a few
-    # tiles' memory here, so only the reads show it)
+    # the tiles themselves: K and V read Bc rows at a time. A row of N scores fits in a few
+    # tiles' memory, so only the reads show it: a second call, smaller (recording every read
+    # costs ~60 us; at N = 2011 that doubles the call), K and V recorded (judging.recorded)
+    N, Br, Bc = 1000, 32, 32
+    Q, K, V = max_in_first_key(rng, N, d, dtype)
+    what, case = f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})", f"N={N}, d={d}, {dtype}, K and V recorded"
+    res = tiled_call(sub, Q, K, V, Br, Bc, what, case, rng.seed, record=True)
+    assert_close(res.value, reference.attention(Q, K, V), what=what, input_dtype=dtype, terms=N,
+                 case=case, seed=rng.seed)
     key_tiles(res, N, Bc, what, case, rng.seed)
 
 
