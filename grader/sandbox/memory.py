@@ -87,38 +87,34 @@ class Meter:
         return self.cgroup.peak() if self.cgroup is not None else status_bytes(self.pid, "VmHWM")
 
 
-_METERS: dict[int, Meter] = {}
-
-
 def meter(sub) -> Meter:
-    """The Meter of `sub`'s current worker (made once per worker process)."""
-    pid = sub.worker_pid
-    if pid not in _METERS:
-        if len(_METERS) > 64:
-            for m in _METERS.values():
-                if m.cgroup is not None:
-                    m.cgroup.close()
-            _METERS.clear()
-        _METERS[pid] = Meter(pid)
-    return _METERS[pid]
+    """The Meter of `sub`'s current worker (read afresh: a process id is only unique while its
+    process lives)."""
+    return Meter(sub.worker_pid)
 
 
 @contextlib.contextmanager
 def peak_rss(sub):
-    """The peak memory of `sub`'s worker over the block: result["bytes"] (and "before", the
-    count when it started, and "how"). Raises Unmeasurable where it cannot be reset or read."""
+    """The peak memory of `sub`'s worker over the block: result["bytes"], with "before" (the
+    count when it started), "how", and "since_start" (True where the peak could not be reset,
+    cgroup v2 before Linux 6.12: then it is the peak since the worker started, which a fresh
+    worker's measurement can still use). Raises Unmeasurable where it cannot be read or reset."""
     try:
         m = meter(sub)
         before = m.current()
         m.reset()
-        result = {"pid": m.pid, "before": before, "how": m.how}
+        since_start = m.cgroup is not None and not m.cgroup.resettable
+        result = {"pid": m.pid, "before": before, "how": m.how, "since_start": since_start}
     except (OSError, ValueError) as e:
         raise Unmeasurable(f"could not reset the worker's peak memory ({e})") from None
-    yield result
     try:
-        result["bytes"] = max(m.peak(), before if m.cgroup is not None and not m.cgroup.resettable else 0)
+        yield result
+        result["bytes"] = m.peak()
     except (OSError, ValueError) as e:
         raise Unmeasurable(f"could not read the worker's peak memory ({e})") from None
+    finally:
+        if m.cgroup is not None:
+            m.cgroup.close()
 
 
 @contextlib.contextmanager
@@ -160,8 +156,10 @@ def fresh_baseline(sub, module: str = "", warm: tuple = ()) -> int | None:
                 for fn, args in warm:
                     empty.call(fn, *args)
                 m = meter(empty)
-                m.reset()
+                m.reset()   # where the peak cannot be reset, it cannot be measured: None
                 _BASELINES[key] = m.current() if m.how == how else None
+                if m.cgroup is not None:
+                    m.cgroup.close()
             except OSError:
                 _BASELINES[key] = None
             finally:

@@ -199,6 +199,13 @@ def _is_array(a) -> bool:
     return isinstance(a, np.ndarray) or type(a).__name__ == "Tensor"
 
 
+# tracemalloc's C functions, bound before student code runs: patching tracemalloc's module
+# attributes later changes nothing here
+_TM_START, _TM_STOP, _TM_RESET = _tracemalloc.start, _tracemalloc.stop, _tracemalloc.reset_peak
+_TM_TRACING, _TM_TRACED = _tracemalloc.is_tracing, _tracemalloc.get_traced_memory
+_TM_TRACEBACK = _tracemalloc.get_object_traceback
+
+
 @contextlib.contextmanager
 def _tracemalloc_peak(extras: dict):
     """extras["peak_bytes"]: tracemalloc's peak over the call, above what was traced at its start.
@@ -209,35 +216,37 @@ def _tracemalloc_peak(extras: dict):
     what was seen, and the trusted side fails the call (the peak is then worth nothing). A
     reset_peak() in the call is not seen here: the outside count (grader/sandbox/memory.py)
     gates every call that this peak gates."""
-    _tracemalloc.start()
-    _tracemalloc.reset_peak()
+    _TM_START()
+    _TM_RESET()
     sentinel = bytearray(64)   # traced from here on: its trace goes if tracing is stopped or cleared
-    base = _tracemalloc.get_traced_memory()[0]
+    base = _TM_TRACED()[0]
     try:
         yield
     finally:
-        tracing = _tracemalloc.is_tracing()
-        peak = _tracemalloc.get_traced_memory()[1]
+        tracing = _TM_TRACING()
+        peak = _TM_TRACED()[1]
         if not tracing:
             extras["tracemalloc_tampered"] = "tracing was stopped during the call"
-        elif _tracemalloc.get_object_traceback(sentinel) is None:
+        elif _TM_TRACEBACK(sentinel) is None:
             extras["tracemalloc_tampered"] = "tracing was stopped and restarted, or cleared, during the call"
         extras["peak_bytes"] = peak - base
-        _tracemalloc.stop()
+        _TM_STOP()
+
+
+def _malloc_trim():
+    try:
+        return ctypes.CDLL(None).malloc_trim   # glibc; elsewhere there is nothing to trim
+    except (OSError, AttributeError):
+        return None
+
+
+_MALLOC_TRIM = _malloc_trim()   # resolved before student code runs
 
 
 def _trim_heap() -> None:
-    """Hand the C heap's free memory back to the OS (glibc's malloc_trim); nothing elsewhere."""
-    if _LIBC[0] is None:
-        try:
-            _LIBC[0] = ctypes.CDLL(None).malloc_trim
-        except (OSError, AttributeError):
-            _LIBC[0] = False
-    if _LIBC[0]:
-        _LIBC[0](0)
-
-
-_LIBC: list = [None]
+    """Hand the C heap's free memory back to the OS (glibc's malloc_trim; a fraction of a ms)."""
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
 
 
 @contextlib.contextmanager

@@ -49,7 +49,8 @@ def outside_extra(sub, rss: dict, io: int) -> tuple[int, int]:
     allocated at import, or kept from an earlier call."""
     if "bytes" not in rss:
         return 0, 0
-    grown = rss["bytes"] - rss["before"] - 2 * io - GROWTH_SLACK
+    # a peak that could not be reset (rss["since_start"]) holds earlier calls' too: no rise known
+    grown = 0 if rss["since_start"] else rss["bytes"] - rss["before"] - 2 * io - GROWTH_SLACK
     base = memory.fresh_baseline(sub, WARM_MODULE, WARM)
     if base is None:
         return grown, 0
