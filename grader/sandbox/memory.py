@@ -18,8 +18,9 @@ Two counts, the first that this machine has (`Meter`):
            sandbox and they belong to root.
   VmHWM    the worker process's peak resident set (/proc/<pid>/status), reset through
            /proc/<pid>/clear_refs: the worker process alone, no children (the seccomp filter
-           denies it any), and a process can reset its own (docs/SECURITY.md says what covers
-           that).
+           denies it any). A process can reset its own VmHWM, so its VmRSS is also sampled every
+           2 ms by the grader during the block (`_Sampler`): a reset after the peak does not
+           undo what was read.
 
 Memory is absolute: the peak is judged against a baseline worker's count (same exercise name and
 mode, the same libraries loaded, an empty module), so whatever the student's module allocated
@@ -71,8 +72,11 @@ class Meter:
     def __init__(self, pid: int):
         self.pid = pid
         self.cgroup = cgroups.MemoryCgroup.of(pid)
-        self.how = ("cgroup v2 memory.peak" if self.cgroup.v2 else "cgroup memory.max_usage_in_bytes") \
-            if self.cgroup is not None else "VmHWM"
+        if self.cgroup is None:
+            self.how = "VmHWM and VmRSS sampled every 2 ms, the worker process alone"
+        else:
+            self.how = (f"its cgroup's {'memory.peak' if self.cgroup.v2 else 'memory.max_usage_in_bytes'}, "
+                        f"every process of its tree")
 
     def current(self) -> int:
         return self.cgroup.usage() if self.cgroup is not None else status_bytes(self.pid, "VmRSS")
@@ -107,14 +111,45 @@ def peak_rss(sub):
         result = {"pid": m.pid, "before": before, "how": m.how, "since_start": since_start}
     except (OSError, ValueError) as e:
         raise Unmeasurable(f"could not reset the worker's peak memory ({e})") from None
+    sampler = _Sampler(m.pid) if m.cgroup is None else None
     try:
         yield result
-        result["bytes"] = m.peak()
+        result["bytes"] = max(m.peak(), sampler.stop() if sampler else 0)
     except (OSError, ValueError) as e:
         raise Unmeasurable(f"could not read the worker's peak memory ({e})") from None
     finally:
+        if sampler is not None:
+            sampler.stop()
         if m.cgroup is not None:
             m.cgroup.close()
+
+
+class _Sampler:
+    """VmRSS of a worker read every SAMPLE_S by a thread of the grader, where only VmHWM counts
+    it: a process can reset its own VmHWM (/proc/self/clear_refs) after its peak, but not what
+    was read here meanwhile. An N x N matrix that lives a few milliseconds is seen."""
+
+    def __init__(self, pid: int):
+        import threading
+
+        self.pid, self.most, self._done = pid, 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.wait(SAMPLE_S):
+            try:
+                self.most = max(self.most, status_bytes(self.pid, "VmRSS"))
+            except (OSError, RuntimeError, ValueError):
+                return
+
+    def stop(self) -> int:
+        self._done.set()
+        self._thread.join()
+        return self.most
+
+
+SAMPLE_S = 0.002
 
 
 @contextlib.contextmanager

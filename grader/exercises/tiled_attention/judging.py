@@ -136,9 +136,9 @@ def memory_gate(what: str, case: str, seed: int, N: int, d: int, Br: int, Bc: in
     for seen, by in ((peak - output, f"tracemalloc saw a peak of {peak} bytes, {peak - output} "
                                      f"beyond the {output}-byte output"),
                      (grown + max(held, 0),
-                      f"the worker's memory ({how}, counted outside it, child processes and "
-                      f"mmaps included) rose {grown} bytes more during the call than its inputs "
-                      f"and output account for" +
+                      f"the worker's memory (counted outside it: {how}; mmaps included) rose "
+                      f"{grown} bytes more during the call than its inputs and output account "
+                      f"for" +
                       (f", on top of {held} held before it" if held > 0 else ""))):
         if seen > allowed and seen >= 2 * N * N:
             raise CheckFailed(

@@ -108,8 +108,8 @@ def test_memory_is_tiled(student, rng):
             raise CheckFailed(
                 f"{what} ({case}) [seed {rng.seed}]: expected the worker's peak resident memory "
                 f"within {rss_bound} bytes of a fresh worker's, got {resident} bytes more "
-                f"({rss['how']} {rss['bytes']}, fresh worker {baseline}; tracemalloc saw only "
-                f"{peak}). "
+                f"(counted by {rss['how']}: {rss['bytes']}, a fresh worker {baseline}; "
+                f"tracemalloc saw only {peak}). "
                 f"Memory that tracemalloc cannot see (an mmap, a buffer made at import) counts "
                 f"too. {sizes}",
                 hint="Tiling: the N x N scores must not exist anywhere, in any kind of memory, "
