@@ -6,7 +6,7 @@
 
 `ReadRecorder` is a 1-D float array stand-in for the `online_max_sum` check "one pass over x".
 Every read is a range of indices [start, stop):
-  - a whole-array read (x.max(), np.exp(x), x - m, np.asarray(x), x.tolist()) reads [0, n);
+  - a whole-array read (x.max(), np.exp(x), x - m, np.asarray(x)) reads [0, n);
   - x[i], iteration (for xi in x), and chunks (x[a:b] read any of those ways) read their range.
 A new pass starts whenever a read goes back before where the previous read ended (reading the
 element just read again, as `max(m, x[i])` then `exp(x[i] - m)` does, is not going back). So
@@ -19,9 +19,14 @@ of them are two passes over x. What it cannot see: work done on a copy made thro
 array protocol. `np.asarray(x)` and `np.array(x)` are one whole read, and NumPy requires a plain
 ndarray back (it strips a subclass); whatever the code does afterwards with it is invisible.
 docs/ARCHITECTURE.md says why the check stops there (the reference solution itself starts with
-np.asarray(x, dtype=np.float64).tolist(), then one pass). The log lives in the worker, next to student
-code, so it is evidence, not a verdict: the static audit flags imports of the grader and frame
-inspection, the ways to reach it.
+np.asarray(x, dtype=np.float64).tolist(), then one pass).
+
+`RowRecorder` is a real (N, d) ndarray subclass for tiled_attention's K and V: it logs which rows
+each NumPy operation reads (`widest_rows`, `passes`), so a whole row of N scores at once
+(K @ q) and a pass over K for the max alone are seen; `np.asarray(K)` is where it stops too.
+
+The logs live in the worker, next to student code, so they are evidence, not a verdict, and a
+submission can tell it is watched: they grade the lesson's idea in honest work.
 """
 
 from __future__ import annotations
@@ -229,8 +234,9 @@ def _operator(name: str):
     return op
 
 
-for _name in ("max", "min", "sum", "mean", "argmax", "argmin", "cumsum", "reshape", "prod", "std", "var", "any", "all", "clip", "round", "view",
-              "dot", "sort", "searchsorted", "nonzero", "tobytes"):
+for _name in ("max", "min", "sum", "mean", "argmax", "argmin", "cumsum", "reshape", "prod", "std",
+              "var", "any", "all", "clip", "round", "view", "dot", "sort", "searchsorted",
+              "nonzero", "tobytes"):
     setattr(ReadRecorder, _name, _method(_name))
 for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
               "__truediv__", "__rtruediv__", "__pow__", "__rpow__", "__neg__", "__pos__",

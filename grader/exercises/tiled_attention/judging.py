@@ -1,6 +1,8 @@
 """tiled_attention's judgement of one call: the memory gate every tiled check goes through
-(tiled_call: tracemalloc in the worker, and the worker's memory counted outside it), and the comparison with the float64 reference with a hint for a known mistake
-(check_tiled, check_naive). Shared by its cpu and adversarial checks and its hidden checks."""
+(tiled_call: tracemalloc in the worker, and the worker's memory counted outside it), the read
+records of K and V (key_tiles, one_pass_over_keys), and the comparison with the float64
+reference with a hint for a known mistake (check_tiled, check_naive). Shared by its cpu and
+adversarial checks and its hidden checks."""
 
 from __future__ import annotations
 
@@ -75,8 +77,8 @@ def tampered(what: str, case: str, seed: int, res, follows: tuple = (MEMORY,)) -
 def tiled_call(sub, Q, K, V, Br: int | None, Bc: int | None, what: str, case: str, seed: int,
                opts: dict | None = None, record: bool = False):
     """tiled_attention(Q, K, V[, Br, Bc]) with tracemalloc on in the worker and its memory
-    counted outside it too (grader.sandbox.memory: the worker's cgroup, or VmHWM), gated on that
-    memory: this exercise's idea is tiling, so a call whose peak holds about the N x N scores
+    counted outside it too (grader.sandbox.memory: the worker's cgroup, or VmHWM; what it held
+    when the call started counts, outside_extra), gated on that memory: this exercise's idea is tiling, so a call whose peak holds about the N x N scores
     earns nothing in any tiled check, whatever its output (the kernel-use gate of the Triton
     exercises, for tiles). Either count trips the gate; a call during which tracemalloc was
     stopped or cleared fails as well. The gate trips only on N x N evidence: a peak beyond the
