@@ -28,7 +28,8 @@ class WorkerCgroup:
         paths = []
         cores = min(os.cpu_count() or 1, 8)   # a worker weighs as much as one busy process per core
         for controller, settings in (("pids", {"pids.max": str(PIDS_MAX)}),
-                                     ("cpu", {"cpu.shares": str(1024 * cores), "cpu.weight": str(100 * cores)}),
+                                     ("cpu", {"cpu.shares": str(1024 * cores),
+                                              "cpu.weight": str(100 * cores)}),
                                      ("memory", {})):
             base = cgroup_base(controller)
             if base is None:

@@ -75,8 +75,8 @@ class Meter:
         if self.cgroup is None:
             self.how = "VmHWM and VmRSS sampled every 2 ms, the worker process alone"
         else:
-            self.how = (f"its cgroup's {'memory.peak' if self.cgroup.v2 else 'memory.max_usage_in_bytes'}, "
-                        f"every process of its tree")
+            peak = "memory.peak" if self.cgroup.v2 else "memory.max_usage_in_bytes"
+            self.how = f"its cgroup's {peak}, every process of its tree"
 
     def current(self) -> int:
         return self.cgroup.usage() if self.cgroup is not None else status_bytes(self.pid, "VmRSS")

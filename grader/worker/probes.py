@@ -209,16 +209,13 @@ _TM_TRACEBACK = _tracemalloc.get_object_traceback
 @contextlib.contextmanager
 def _tracemalloc_peak(extras: dict):
     """extras["peak_bytes"]: tracemalloc's peak over the call, above what was traced at its start.
-
-    The student can switch tracing off (tracemalloc.stop() ... start()) or clear it; either
-    drops every trace, so a sentinel block allocated after the start loses its traceback, and
-    a stop left as it is reads as not tracing. Either way extras["tracemalloc_tampered"] says
-    what was seen, and the trusted side fails the call (the peak is then worth nothing). A
-    reset_peak() in the call is not seen here: the outside count (grader/sandbox/memory.py)
-    gates every call that this peak gates."""
+    Stopping tracing (stop() ... start()) or clearing it drops every trace, so a sentinel block
+    allocated after the start loses its own: extras["tracemalloc_tampered"] says what was seen,
+    and the trusted side fails the call. reset_peak() is not seen here: the outside count
+    (grader/sandbox/memory.py) gates every call that this peak gates."""
     _TM_START()
     _TM_RESET()
-    sentinel = bytearray(64)   # traced from here on: its trace goes if tracing is stopped or cleared
+    sentinel = bytearray(64)   # traced from here: its trace goes if tracing is stopped or cleared
     base = _TM_TRACED()[0]
     try:
         yield
@@ -228,19 +225,16 @@ def _tracemalloc_peak(extras: dict):
         if not tracing:
             extras["tracemalloc_tampered"] = "tracing was stopped during the call"
         elif _TM_TRACEBACK(sentinel) is None:
-            extras["tracemalloc_tampered"] = "tracing was stopped and restarted, or cleared, during the call"
+            extras["tracemalloc_tampered"] = ("tracing was stopped and restarted, or cleared, "
+                                              "during the call")
         extras["peak_bytes"] = peak - base
         _TM_STOP()
 
 
-def _malloc_trim():
-    try:
-        return ctypes.CDLL(None).malloc_trim   # glibc; elsewhere there is nothing to trim
-    except (OSError, AttributeError):
-        return None
-
-
-_MALLOC_TRIM = _malloc_trim()   # resolved before student code runs
+try:
+    _MALLOC_TRIM = ctypes.CDLL(None).malloc_trim   # glibc's, bound before student code runs
+except (OSError, AttributeError):
+    _MALLOC_TRIM = None                            # not glibc: nothing to trim
 
 
 def _trim_heap() -> None:

@@ -32,9 +32,11 @@ WARM_MODULE = ("import numpy as np\n\n\ndef warm(N, d, dtype):\n"
                "    a = np.ones((N, d), dtype=dtype)\n"
                "    return float(((a @ a.T) @ a).sum())\n")
 WARM = (("warm", (1000, 128, "float64")), ("warm", (2011, 16, "float32")))
-LEFTOVER_SLACK = 2 * MiB   # what the worker's heap and caches drift by between calls (measured < 1.5 MB)
-GROWTH_SLACK = 1 * MiB     # what a tiled call's count rises by beyond its inputs and output (< 0.6 MB)
-LARGEST_CALL = 5 * MiB     # inputs and output of the exercise's largest call (N = 1000, d = 128, float64)
+# measured on the solution and the variants: the worker's heap and caches drift by < 1.5 MB
+# between calls; a tiled call's count rises < 0.6 MB beyond its inputs and output
+LEFTOVER_SLACK = 2 * MiB
+GROWTH_SLACK = 1 * MiB
+LARGEST_CALL = 5 * MiB     # inputs and output of the largest call (N = 1000, d = 128, float64)
 _LAST_IO: dict[int, int] = {}   # worker pid -> bytes of the last call's inputs and output
 
 
@@ -78,17 +80,18 @@ def tiled_call(sub, Q, K, V, Br: int | None, Bc: int | None, what: str, case: st
                opts: dict | None = None, record: bool = False):
     """tiled_attention(Q, K, V[, Br, Bc]) with tracemalloc on in the worker and its memory
     counted outside it too (grader.sandbox.memory: the worker's cgroup, or VmHWM; what it held
-    when the call started counts, outside_extra), gated on that memory: this exercise's idea is tiling, so a call whose peak holds about the N x N scores
-    earns nothing in any tiled check, whatever its output (the kernel-use gate of the Triton
-    exercises, for tiles). Either count trips the gate; a call during which tracemalloc was
-    stopped or cleared fails as well. The gate trips only on N x N evidence: a peak beyond the
-    output of more than 4 tile steps + 8 KiB + four float64 N x d arrays (copies of Q, K, V and
-    a float64 acc for the whole output: wasteful, memory_is_tiled's business, but tiled) AND of
-    at least half an N x N float32 matrix (2 N^2 bytes). Where N x N is not well above that
-    (small N, large d), nothing can tell the two apart and nothing trips; every tiled check has
-    a case where it is. record: K and V arrive as arrays that log which rows are read
-    (recorded(); key_tiles and one_pass_over_keys judge the log; the result is then returned
-    whole, extras["reads"] included)."""
+    when the call started counts, outside_extra), gated on that memory: this exercise's idea is
+    tiling, so a call whose peak holds about the N x N scores earns nothing in any tiled check,
+    whatever its output (the kernel-use gate of the Triton exercises, for tiles). Any of the
+    counts trips the gate; a call during which tracemalloc was stopped or cleared fails as well.
+    The gate trips only on N x N evidence: a peak beyond the output of more than 4 tile steps +
+    8 KiB + four float64 N x d arrays (copies of Q, K, V and a float64 acc for the whole output:
+    wasteful, memory_is_tiled's business, but tiled) AND of at least half an N x N float32
+    matrix (2 N^2 bytes). Where N x N is not well above that (small N, large d), nothing can
+    tell the two apart and nothing trips; every tiled check has a case where it is. record: K
+    and V arrive as arrays that log which rows are read (recorded(); key_tiles and
+    one_pass_over_keys judge the log; the result is then returned whole, extras["reads"]
+    included)."""
     blocks = {} if Br is None else {"Br": Br, "Bc": Bc}
     args = (Q, *recorded(K, V)) if record else (Q, K, V)
     try:

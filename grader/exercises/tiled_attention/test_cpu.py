@@ -115,12 +115,17 @@ def test_memory_is_tiled(student, rng):
                 hint="Tiling: the N x N scores must not exist anywhere, in any kind of memory, "
                      "and nothing N x N may be prepared at import; one (Br, Bc) tile at a time.",
                 follows=())
-    # the tiles themselves: K and V read Bc rows at a time. A row of N scores fits in a few
-    # tiles' memory, so only the reads show it: a second call, smaller (recording every read
-    # costs ~60 us; at N = 2011 that doubles the call), K and V recorded (judging.recorded)
+    _read_in_tiles(sub, rng, d, dtype)
+
+
+def _read_in_tiles(sub, rng, d: int, dtype: str) -> None:
+    """The tiles themselves: K and V read Bc rows at a time. A row of N scores fits in a few
+    tiles' memory, so only the reads show it: a second call, smaller (recording every read
+    costs ~60 us; at N = 2011 that doubles the call), K and V recorded (judging.key_tiles)."""
     N, Br, Bc = 1000, 32, 32
     Q, K, V = max_in_first_key(rng, N, d, dtype)
-    what, case = f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})", f"N={N}, d={d}, {dtype}, K and V recorded"
+    what = f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})"
+    case = f"N={N}, d={d}, {dtype}, K and V recorded"
     res = tiled_call(sub, Q, K, V, Br, Bc, what, case, rng.seed, record=True)
     assert_close(res.value, reference.attention(Q, K, V), what=what, input_dtype=dtype, terms=N,
                  case=case, seed=rng.seed)
