@@ -202,8 +202,8 @@ def test_backward_finite_difference(student, rng):
 # ------------------------------------------------------------------ memory
 
 def _measured_call(sub, fn, args, what, case, seed):
-    """fn(*args, causal=True) in a fresh worker with tracemalloc on, its peak resident memory
-    (VmHWM) read from here where it can be: (result, the fresh worker's baseline or None, the
+    """fn(*args, causal=True) in a fresh worker with tracemalloc on, its peak memory counted
+    from here where it can be (grader/sandbox/memory.py: the worker's cgroup, or VmHWM): (result, the fresh worker's baseline or None, the
     peak_rss reading or None)."""
     rss = None
     with memory.fresh_worker(sub) as fresh:
@@ -224,8 +224,8 @@ def _measured_call(sub, fn, args, what, case, seed):
 @pytest.mark.check("attention_backward.memory_is_linear")
 def test_memory_is_linear(student, rng):
     """N = 1500, d = 16, Br = Bc = 16, causal: the forward and then the backward, each in a fresh
-    worker with tracemalloc on and its peak resident memory (VmHWM) read from here, as
-    tiled_attention.memory_is_tiled measures. Anything N x N (a float32 score or probability
+    worker with tracemalloc on and its peak memory counted from here (its cgroup, or VmHWM), as
+    tiled_attention.memory_is_tiled measures; a call during which tracemalloc was stopped fails. Anything N x N (a float32 score or probability
     matrix is 9 MB) is far above the bound: the outputs, three N x d temporaries, vectors of N,
     a few tiles."""
     sub = student()
@@ -241,6 +241,13 @@ def test_memory_is_linear(student, rng):
         what = f"{fn}(..., Br={Br}, Bc={Bc}, causal=True)"
         case = f"N={N}, d={d}, {dtype}"
         res, baseline, rss = _measured_call(sub, fn, args, what, case, rng.seed)
+        if res.extras.get("tracemalloc_tampered"):   # grader/worker/probes.py's sentinel
+            raise CheckFailed(
+                f"{what} ({case}) [seed {rng.seed}]: {res.extras['tracemalloc_tampered']}: the "
+                f"grader's in-process memory evidence was switched off, so this call earns no "
+                f"memory points. Leave tracemalloc alone.",
+                hint="The grader measures memory: never stop, restart or clear tracemalloc.",
+                follows=())
         # every output counted as float64 (float32 input may give float64 gradients)
         outputs = n_out * N * d * 8
         # and O(N d) temporaries in any dtype: up to six N x d float64 arrays (every input
