@@ -35,7 +35,7 @@ def test_bandwidth(student, rng, gpu, credit, workers):
     # runs below. Those costs are taken out as measured here with nothing of the student alive;
     # the student cannot skip them, since every request's outputs are verified afterwards.
     note = timing.quiet_gpu(workers, what)
-    harness = timing.per_call_ms(timing.local_request(lambda t: t, [x.clone()]))
+    harness = timing.harness_gpu_ms(x.clone())   # its GPU time: what it adds to a GPU-bound loop
     eager = timing.per_call_ms(timing.local_request(_eager, [x.clone()]))
     traced = sub.call("softmax", marker, opts={"trace": True})
     assert_close(traced.value, g.softmax_reference(x), what="softmax(x)", dtype="float16",
@@ -53,7 +53,7 @@ def test_bandwidth(student, rng, gpu, credit, workers):
     eager = min(eager, timing.per_call_ms(timing.local_request(_eager, [x.clone()])))
     # the harness cost too, again: one stalled measurement (seen once on the H200: 82 ms) must
     # not be subtracted; the smaller of the two takes less off the student's time, never more
-    harness = min(harness, timing.per_call_ms(timing.local_request(lambda t: t, [x.clone()])))
+    harness = min(harness, timing.harness_gpu_ms(x.clone()))
     copy = gpu.ceiling("copy_gbs")
     # the floor judges the time as measured, before the harness's estimated cost comes off
     impossible = timing.below_floor(mine, moved / copy / 1e6, what)
