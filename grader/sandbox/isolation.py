@@ -245,10 +245,12 @@ def choose() -> Level:
         if want != "user":
             level, why = _os_level() if "os" not in refused else (None, "refused (GRADER_REFUSE_LEVELS)")
         if level is None:
-            from grader.sandbox import user_level   # below the trusted step: imports grader
+            from grader.sandbox import user_level   # below the trusted step, as every import here
 
-            level, why_user = (user_level.level(_repo()) if "user" not in refused
-                               else (None, "refused (GRADER_REFUSE_LEVELS)"))
+            found, why_user = (user_level.level(_repo(), interpreter(), UNSHARE_USER)
+                               if "user" not in refused else (None, "refused (GRADER_REFUSE_LEVELS)"))
+            if found is not None:
+                level = Level("user", found["description"], found["unshare"], found["uid"], found["gid"])
             if level is None and want != "auto":
                 why = f"os isolation: {why}; user isolation: {why_user}"
                 level = Level("unavailable", f"isolation asked for but unavailable: {why}", reason=why)

@@ -184,7 +184,7 @@ class Launched:
             pass
         _USER_WORKERS.discard(id(self))
         if self.level.name == "user" and not _USER_WORKERS:
-            user_level.reap(self.level.uid)   # the machine's /tmp is shared, a PID namespace rare
+            user_level.reap(isolation.interpreter(), self.level.uid)   # the machine's /tmp is shared, a PID namespace rare
 
     def close_files(self, keep_capture: bool = False) -> None:
         if self.cgroup is not None and self.proc.poll() is not None:
@@ -277,7 +277,7 @@ def launch(exercise: str, mode: str, sources: Path, scratch: Path, level: isolat
         # root starts the drop step (and a watching tool, which stays root); the worker, and the
         # namespaces where the student may make them, start as the student
         below = [*level.unshare, "--", *worker_argv] if level.unshare else worker_argv
-        argv = [*(tool or []), *user_level.as_student(level.uid, level.gid, below)]
+        argv = [*(tool or []), *user_level.as_student(isolation.interpreter(), level.uid, level.gid, below)]
         popen_env = worker_env
     else:
         argv = [*level.unshare, *(["--"] if level.unshare else []), *worker_argv]

@@ -30,8 +30,8 @@ import shutil
 import subprocess
 import sys
 
-from grader.sandbox import isolation
-
+# isolation.py's --drop step (run by path: isolation imports this module, not the other way)
+DROP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "isolation.py")
 UID_RANGE = range(61000, 65000)   # no name, no files; inside a 16-bit mapped container's range
 LOCKS = "/run/lock/grader-uids"  # root-only: one held lock file per uid in use
 # Run as the student: 0 when the grader's folder is closed to it, 3 when it is open
@@ -64,15 +64,16 @@ def student_ids() -> tuple[int, int, str]:
     raise OSError("every uid of the user level is in use")
 
 
-def as_student(uid: int, gid: int, argv: list) -> list:
-    """argv, run as uid/gid with no groups and no_new_privs (isolation.py's --drop step)."""
+def as_student(python: str, uid: int, gid: int, argv: list) -> list:
+    """argv, run as uid/gid with no groups and no_new_privs (isolation.py's --drop step, started
+    by `python`)."""
     spec = {"uid": uid, "gid": gid, "argv": argv}
-    return [isolation.interpreter(), "-I", "-S", isolation.__file__, "--drop", json.dumps(spec)]
+    return [python, "-I", "-S", DROP, "--drop", json.dumps(spec)]
 
 
-def _run_as(uid: int, gid: int, argv: list) -> int:
+def _run_as(python: str, uid: int, argv: list) -> int:
     try:
-        return subprocess.run(as_student(uid, gid, argv), stdin=subprocess.DEVNULL,
+        return subprocess.run(as_student(python, uid, uid, argv), stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, cwd="/",
                               timeout=30).returncode
@@ -80,8 +81,10 @@ def _run_as(uid: int, gid: int, argv: list) -> int:
         return -1
 
 
-def level(repo: str) -> tuple["isolation.Level | None", str]:
-    """The user level where this process can have it, else None and why not."""
+def level(repo: str, python: str, unshare_user: list) -> tuple[dict | None, str]:
+    """The user level where this process can have it: its uid, gid, unshare prefix and one-line
+    description; else None and why not. `python`: the worker's interpreter; `unshare_user`: the
+    options of the student's own namespaces."""
     if sys.platform != "linux" or not hasattr(os, "setgroups"):
         return None, "needs Linux"
     if os.geteuid() != 0:
@@ -90,20 +93,23 @@ def level(repo: str) -> tuple["isolation.Level | None", str]:
         uid, gid, name = student_ids()
     except OSError as e:
         return None, f"no uid for the student: {e}"
-    code = _run_as(uid, gid, [isolation.interpreter(), "-I", "-c", PROBE, repo])
+    code = _run_as(python, uid, [python, "-I", "-c", PROBE, repo])
     if code == 3:
         return None, (f"the grader's folder {repo} is open to {name}: make it 0700 "
                       f"(run_autograder does this for /autograder/source)")
     if code != 0:
-        return None, (f"{name} cannot run {isolation.interpreter()} (is the interpreter inside "
-                      f"the grader's folder, or under a folder closed to other users?)")
+        return None, (f"{name} cannot run {python} (is the interpreter inside the grader's "
+                      f"folder, or under a folder closed to other users?)")
+    found = {"uid": uid, "gid": gid, "unshare": []}
     unshare = shutil.which("unshare")
-    if unshare and _run_as(uid, gid, [unshare, *isolation.UNSHARE_USER, "--", "/bin/true"]) == 0:
-        return isolation.Level("user", f"user: {name} (no groups, no_new_privs), rlimits, own user+pid+net "
-                                       f"namespaces; namespaces of root's own refused here",
-                               [unshare, *isolation.UNSHARE_USER], uid, gid), ""
-    return isolation.Level("user", f"user: {name} (no groups, no_new_privs), rlimits, file permissions; "
-                                   f"no namespaces here (the network is reachable)", [], uid, gid), ""
+    if unshare and _run_as(python, uid, [unshare, *unshare_user, "--", "/bin/true"]) == 0:
+        found["unshare"] = [unshare, *unshare_user]
+        found["description"] = (f"user: {name} (no groups, no_new_privs), rlimits, own user+pid+net "
+                                f"namespaces; namespaces of root's own refused here")
+    else:
+        found["description"] = (f"user: {name} (no groups, no_new_privs), rlimits, file permissions; "
+                                f"no namespaces here (the network is reachable)")
+    return found, ""
 
 
 def open_base(base) -> None:
@@ -130,12 +136,12 @@ def lib_copy(grader_dir, base) -> str:
 SHARED = ("/tmp", "/var/tmp", "/dev/shm")   # the machine's own at this level: shared with what follows
 
 
-def reap(uid: int) -> None:
+def reap(python: str, uid: int) -> None:
     """Kill every process of uid (kill(-1) sent as that uid reaches only its own processes) and
     remove what it left at the top of the shared folders: nothing student code started or
     planted outlives the last worker, even without a PID or mount namespace. The uid is this
     grader's alone (`student_ids`), so nothing else is touched."""
-    _run_as(uid, uid, [isolation.interpreter(), "-I", "-S", "-c", "import os; os.kill(-1, 9)"])
+    _run_as(python, uid, [python, "-I", "-S", "-c", "import os; os.kill(-1, 9)"])
     for folder in SHARED:
         try:
             entries = list(os.scandir(folder))
