@@ -118,16 +118,22 @@ def in_root(lower: list[Path], upper: Path, command: str, env: dict, cgroup: Cgr
     script = "\n".join(["set -e", *setup, f"exec {run}"])
     outer = f"{cgroup.enter()}; " if cgroup else ""
     argv = ["/bin/sh", "-c", outer + 'exec "$@"', "enter",
-            "unshare", "--mount", "--propagation", "private", "--pid", "--fork", "--", "/bin/sh", "-c", script]
+            "unshare", "--mount", "--propagation", "private", "--pid", "--fork", "--kill-child", "--",
+            "/bin/sh", "-c", script]   # --kill-child: a run stopped (a test's timeout) takes its container along
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
 
 
 class Image:
     """The zip's image: setup.sh run once in an overlay on `root`; `grade` runs submissions."""
 
-    def __init__(self, root: Path, zip_path: Path, work: Path, env: dict | None = None):
+    def __init__(self, root: Path, zip_path: Path, work: Path, env: dict | None = None,
+                 built: Path | None = None):
+        """`built`: the image layer of an earlier Image of the same zip, kept (no setup.sh)."""
         self.root, self.work = root, work
-        self.layer = work / "image"
+        self.layer = built or work / "image"
+        self.setup_s, self.setup = 0.0, None
+        if built is not None:
+            return
         self.layer.mkdir(parents=True)
         source = self.layer / "autograder" / "source"
         with zipfile.ZipFile(zip_path) as zf:
