@@ -237,3 +237,20 @@ def test_a_grader_folder_open_to_the_student_is_not_a_grade(tmp_path):
         assert "os isolation:" in report["grading_failed"] and "unavailable" in report["grading_failed"]
     finally:
         shutil.rmtree(open_repo, ignore_errors=True)
+
+
+def test_two_graders_at_once_get_two_uids():
+    """Each grader process holds its uid while it runs (a lock), so two grades at the user level
+    at once (`batch --jobs 2`) never share a user: no reading each other's scratch, no reaping
+    each other's workers."""
+    code = ("import sys, time; sys.path.append(%r); from grader.sandbox import user_level; "
+            "print(user_level.student_ids()[0], flush=True); time.sleep(3)" % str(ROOT))
+    procs = [subprocess.Popen([sys.executable, "-I", "-c", code], stdout=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    try:
+        uids = [int(p.stdout.readline()) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert uids[0] != uids[1] and all(61000 <= u < 65000 for u in uids), uids

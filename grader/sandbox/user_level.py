@@ -2,8 +2,9 @@
 default capabilities: no CAP_SYS_ADMIN, so `unshare --mount` is refused).
 
 The worker then runs as a dedicated unprivileged user: a uid (and gid) of UID_RANGE that no name
-and no file has, one per grader process (`student_ids`). The launcher starts `isolation.py --drop` as root, which clears the supplementary groups, sets the gid
-and uid, sets PR_SET_NO_NEW_PRIVS and execs the worker; the worker sets its rlimits as at the os
+and no file has, one per grader process (`student_ids`). The launcher starts `isolation.py --drop`
+as root, which clears the supplementary groups, sets the gid and uid, sets PR_SET_NO_NEW_PRIVS
+and execs the worker; the worker sets its rlimits as at the os
 level (RLIMIT_NPROC counts every process of that uid). What the user may not read is kept from it
 by file permissions, checked here by a probe that runs as that user before any student code:
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 
@@ -50,6 +52,9 @@ def student_ids() -> tuple[int, int, str]:
 
     folder = LOCKS if os.path.isdir(os.path.dirname(LOCKS)) else "/tmp/grader-uids"
     os.makedirs(folder, mode=0o700, exist_ok=True)
+    st = os.lstat(folder)   # in /tmp a student of an earlier grade could have made it first
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o077:
+        raise OSError(f"{folder} is not a folder of root's alone")
     start = os.getpid() % len(UID_RANGE)
     for i in range(len(UID_RANGE)):
         uid = UID_RANGE[(start + i) % len(UID_RANGE)]
