@@ -207,6 +207,22 @@ class Launched:
                 pass
 
 
+def _worker_lib(level: isolation.Level, base: Path) -> str:
+    """The folder the worker imports the `grader` package from: bound inside the os level's
+    root, a copy it may read at the user level (the grader's own folder is closed to it), a
+    link to the grader's at the process level."""
+    if level.name == "os":
+        return isolation.INSIDE_LIB
+    if level.name == "user":
+        user_level.open_base(base)
+        return user_level.lib_copy(GRADER_DIR, base)
+    lib_dir = base / "lib"
+    if not (lib_dir / "grader").exists():
+        lib_dir.mkdir(exist_ok=True)
+        (lib_dir / "grader").symlink_to(GRADER_DIR)
+    return str(lib_dir)
+
+
 _USER_WORKERS: set = set()   # user-level workers not yet killed: the last one reaps the uid
 
 
@@ -243,17 +259,7 @@ def launch(exercise: str, mode: str, sources: Path, scratch: Path, level: isolat
            "scratch": inside(scratch, isolation.INSIDE_WORK),
            "memory_limit_bytes": MEMORY_LIMIT_BYTES, "file_limit_bytes": isolation.FILE_LIMIT_BYTES,
            "process_limit": isolation.PROCESS_LIMIT if level.as_student else None}
-    if isolated:
-        lib = isolation.INSIDE_LIB
-    elif level.name == "user":
-        user_level.open_base(base)
-        lib = user_level.lib_copy(GRADER_DIR, base)
-    else:
-        lib_dir = base / "lib"
-        if not (lib_dir / "grader").exists():
-            lib_dir.mkdir(exist_ok=True)
-            (lib_dir / "grader").symlink_to(GRADER_DIR)
-        lib = str(lib_dir)
+    lib = _worker_lib(level, base)
     tmp = cfg["scratch"] if level.name == "user" else "/tmp"   # the machine's /tmp is shared there
     worker_env = {**isolation.environment(mode, cfg["scratch"], tmp), **(env or {})}
     worker_argv = [isolation.interpreter(), "-I", "-B", "-c", BOOT.format(lib=lib), json.dumps(cfg)]
