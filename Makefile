@@ -7,7 +7,7 @@
 #   make gpuinfo | bench       the GPU's capability and limits; benchmark plots and Measure table
 #   make test | stubs          the repo's own tests; exercises/ written from solutions/ (staff)
 #   make release | gradescope  student release, Gradescope zip (course staff)
-#   make gradescope-jammy      the zip graded as on Gradescope, in an Ubuntu 22.04 root (root, ~15 min)
+#   make gradescope-jammy      the zip graded as on Gradescope, in an Ubuntu 22.04 root (root, ~20 min)
 SUBMISSION ?= $(if $(IMPL),$(IMPL),exercises)
 REPORTS ?= reports
 PY = $(shell cat .python)
