@@ -4,9 +4,10 @@
 #   make check EX=flash_triton one exercise
 #   make grade-gpu             every layer, GPU correctness and speed included
 #   make grade-gpu TARGET=gb10 also check each Triton kernel's shared memory against the Spark
-#   make gpuinfo | bench       the GPU's capability and limits; benchmark plots and Measure table
+#   make gpuinfo | bench       the GPU's memory ladder and limits; benchmark plots and Measure table
 #   make test | stubs          the repo's own tests; exercises/ written from solutions/ (staff)
 #   make release | gradescope  student release, Gradescope zip (course staff)
+#   make gradescope-jammy      the zip graded as on Gradescope, in an Ubuntu 22.04 root (root, ~20 min)
 SUBMISSION ?= $(if $(IMPL),$(IMPL),exercises)
 REPORTS ?= reports
 PY = $(shell cat .python)
@@ -16,9 +17,9 @@ RUN_GRADER = $(PY) -I grader/__main__.py --submission $(SUBMISSION) $(if $(TARGE
 GRADER = $(RUN_GRADER) --json $(REPORTS)/grade.json --markdown $(REPORTS)/grade.md
 CPU_LAYERS = cpu,adversarial,interp
 
-.PHONY: setup grade grade-gpu check gpuinfo test stubs bench release gradescope clean help
+.PHONY: setup grade grade-gpu check gpuinfo test stubs bench release gradescope gradescope-jammy clean help
 help:
-	@sed -n '2,9p' Makefile | sed 's/^# //'
+	@sed -n '2,10p' Makefile | sed 's/^# //'
 
 .python: requirements.txt tools/setup.sh
 	@sh tools/setup.sh
@@ -51,11 +52,14 @@ stubs: .python
 	$(INSTRUCTOR_ONLY)
 	@$(PY) -m tools.stubs
 
-# The lesson's gpuinfo.py (given code): capability, SMs, shared memory per block, L2
+# The lesson's gpuinfo.py (given code), then the memory ladder: registers, shared memory, L2,
+# HBM, sizes from the device, bandwidths measured or derived, the ridge point (tools/gpuinfo.py);
+# without a GPU, the lesson's A100 and GB10 figures
 gpuinfo: .python
-	@$(PY) gpuinfo.py
+	@$(PY) -m tools.gpuinfo --out $(REPORTS)/gpuinfo
 
-# The lesson's benchmark: attn_bench.json, PNG plots and the Measure table (needs a GPU)
+# The lesson's benchmark: attn_bench.json, PNG plots and the Measure table on a GPU; without
+# one, the NumPy Measure (naive vs tiled attention on the CPU: time and peak memory against N)
 bench: .python
 	@$(PY) -m tools.bench --submission $(SUBMISSION) --out $(REPORTS)/bench
 
@@ -68,6 +72,16 @@ release: .python
 gradescope: .python
 	$(INSTRUCTOR_ONLY)
 	@$(PY) -m tools.gradescope --out dist/autograder.zip
+
+# tests/test_gradescope_root.py in a debootstrap root of Gradescope's default image (made once:
+# root, debootstrap, overlayfs, cgroups); GRADESCOPE_TORCH_INDEX= installs PyPI's torch instead of
+# the CPU index (a machine that cannot reach it)
+JAMMY ?= /srv/jammy
+gradescope-jammy: .python
+	$(INSTRUCTOR_ONLY)
+	@$(PY) -m tools.gradescope_root build --root $(JAMMY) --suite jammy
+	@mkdir -p $(REPORTS) && GRADESCOPE_ROOT=$(JAMMY) GRADESCOPE_ROOT_LOG=$(REPORTS)/gradescope_jammy.json $(PY) -m pytest -s \
+	  tests/test_gradescope_root.py
 
 clean:
 	rm -rf $(REPORTS) dist attn_bench.json .pytest_cache

@@ -119,6 +119,10 @@ def grade_one(sub: Path, out: Path, args, exercises: list[str], gpu: str | None)
     env = dict(os.environ)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
+    # the grader's own measurements (SDPA baselines, ceilings) once for the whole batch
+    env.setdefault("GRADER_MEASUREMENTS", str(out / "measurements.json"))
+    if "GRADER_JOBS" not in env:   # each grade splits its CPU layers over its share of the cores
+        env["GRADER_JOBS"] = str(max(1, len(os.sched_getaffinity(0)) // max(1, args.jobs)))
     row = {"submission": sub.name}
     try:
         try:

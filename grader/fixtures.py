@@ -191,6 +191,7 @@ class GpuContext:
         import torch
 
         from grader.judge import ceilings, devices
+        from grader.judge.remembered import remembered
 
         for sub in plugin.workers.all():   # no student process alive while the ceilings are timed
             sub.close()
@@ -202,9 +203,12 @@ class GpuContext:
         self.tile_profile = self.profile
         if self.target is not None:
             self.tile_profile = target.tile_profile(self.profile, self.target)
-        # measured once, up front, in this process: the report's header shows them
-        self.ceilings = {"copy_gbs": round(float(ceilings.copy_bandwidth_gbs(torch)), 1),
-                         "matmul_tflops": round(float(ceilings.matmul_tflops(torch)), 1)}
+        # measured once, up front, in this process (or earlier in this batch: judge.remembered);
+        # the report's header shows them
+        self.ceilings = {
+            name: round(float(remembered("ceiling", {"name": name}, lambda f=f: f(torch))), 1)
+            for name, f in (("copy_gbs", ceilings.copy_bandwidth_gbs),
+                            ("matmul_tflops", ceilings.matmul_tflops))}
         plugin.device_info.update(self.info, **self.ceilings)
 
     def ceiling(self, name: str) -> float:

@@ -76,6 +76,7 @@ class GradeReport:
     notes: list[str] = field(default_factory=list)
     device_info: dict = field(default_factory=dict)   # GPU details and ceilings measured in the run
     isolation: str = ""   # how student code was isolated (grader.sandbox.isolation), one line
+    seccomp: str = ""     # what the kernel denied the workers, per mode (grader.worker.seccomp)
     target: dict = field(default_factory=dict)   # grader.judge.target.Evidence.to_dict(); {}: none
 
     @property

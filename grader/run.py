@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -23,6 +24,7 @@ import pytest
 
 from grader import registry
 from grader.environment import Environment, detect
+from grader import parallel
 from grader.plugin import GradePlugin
 from grader.registry import EXERCISES, HIDDEN_DIR, LAYERS, ROOT, check_files
 from grader.results import GradeReport, Result, Selection
@@ -31,6 +33,8 @@ from grader.sandbox.proxy import Workers
 CHECK_TIMEOUT_S = 900   # backstop per check; calls into student code have their own limits
 GPU_LAYERS = ("gpu", "perf")
 PLUGINS = ["grader.fixtures", "pytest_timeout"]   # named, since entry points are not loaded
+
+PARALLEL = "graded in a parallel process"   # why the in-process session skips a split layer
 
 # progress(check, done, total): called before each selected check runs (see grader.cli)
 Progress = Callable[[registry.Check, int, int], None]
@@ -87,13 +91,58 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
     wants_gpu = bool(relevant & set(GPU_LAYERS)) and (layers is None or bool(set(GPU_LAYERS) & set(layers)))
     env = detect(want_cuda=wants_gpu)
     layers_run, layers_not_run = select_layers(env, layers, relevant)
-    selection = Selection(exercises, layers_run, layers_not_run, only_checks)
     if sandbox is not None:
         os.environ["GRADER_SANDBOX"] = "1" if sandbox else "0"
+    # the CPU layers of several exercises side by side, one grading process per core
+    # (grader.parallel), and on a machine with cores to spare beside the GPU layers, which
+    # always run here, one check at a time (their workers are the only ones on the GPU)
+    jobs = parallel.jobs_for(exercises, layers_run)
+    split = [name for name in layers_run if name in parallel.CPU_LAYERS] if jobs > 1 else []
+    here = [name for name in layers_run if name not in split]
+    counter = ProgressCount(progress)
+    cpu_part = parallel.Background(lambda: parallel.grade_cpu_layers(
+        submission, exercises, split, jobs, checks, hidden, only_checks, target, counter.elsewhere))
+    if split and not (here and parallel.may_overlap()):
+        cpu_part.run()
+    elif split:
+        cpu_part.start()
+    selection = Selection(exercises, here, {**layers_not_run, **{name: PARALLEL for name in split}},
+                          only_checks)
     workers = Workers(submission)
     plugin = GradePlugin(checks, selection, env, workers)
     plugin.target = targets.Evidence(target_profile) if target_profile else None   # fixtures read it
+    notes = []
+    if here:
+        notes += _run_pytest(plugin, workers, exercises, hidden, counter.here if progress else None)
+    else:
+        workers.close()
+    elsewhere, seconds, more, levels = cpu_part.result() if split else ({}, {}, [], {})
+    notes += more
+    if split and cpu_part.started:
+        notes.append(f"The CPU layers ran beside the GPU layers, in {jobs} grading processes of "
+                     f"their own; none of their workers can see a GPU.")
+    for name, s in seconds.items():
+        plugin.layer_seconds[name] = round(plugin.layer_seconds.get(name, 0.0) + s, 2)
 
+    results = [elsewhere.get(c.id) or plugin.results.get(c.id) or _missing(c, selection, env, plugin)
+               for c in checks.values() if c.exercise in EXERCISES]
+    report = GradeReport(str(_relative(submission)), env.device, results,
+                         round(time.perf_counter() - start, 2), layers_run, layers_not_run,
+                         plugin.layer_seconds, notes, plugin.device_info)
+    # the level the workers ran at
+    report.isolation = (getattr(workers, "isolation", "") if here else "") or levels.get("isolation", "")
+    # and what the kernel denied them (grader.worker.seccomp), per mode
+    report.seccomp = parallel.join_levels({**levels.get("seccomp", {}),
+                                           **parallel.parse_levels(getattr(workers, "seccomp", ""))})
+    if plugin.target is not None:
+        report.target = plugin.target.to_dict(plugin.device_info.get("name") or env.device)
+    return report
+
+
+def _run_pytest(plugin: GradePlugin, workers: Workers, exercises: list[str], hidden: bool,
+                progress: Progress | None) -> list[str]:
+    """Run the selected checks in this process; the notes of a run that stopped early. Every
+    worker is stopped when it returns."""
     files = [str(p) for e in exercises for p in check_files(e)]
     if hidden:
         files += [str(p) for e in exercises for p in check_files(e, hidden=True)]
@@ -116,16 +165,31 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
         workers.close()
         if autoload is None:
             os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+    return notes
 
-    results = [plugin.results.get(c.id) or _missing(c, selection, env, plugin)
-               for c in checks.values() if c.exercise in EXERCISES]
-    report = GradeReport(str(_relative(submission)), env.device, results,
-                         round(time.perf_counter() - start, 2), layers_run, layers_not_run,
-                         plugin.layer_seconds, notes, plugin.device_info)
-    report.isolation = getattr(workers, "isolation", "")   # the level the workers ran at
-    if plugin.target is not None:
-        report.target = plugin.target.to_dict(plugin.device_info.get("name") or env.device)
-    return report
+
+class ProgressCount:
+    """One count of checks for the progress display, from this process's checks and the
+    parallel processes' (grader.parallel), which may report at the same time."""
+
+    def __init__(self, progress: Progress | None):
+        self.progress = progress
+        self.lock = threading.Lock()
+        self.done = {"here": 0, "elsewhere": 0}
+        self.total = {"here": 0, "elsewhere": 0}
+
+    def _report(self, part: str, check, done: int, total: int) -> None:
+        if self.progress is None:
+            return
+        with self.lock:
+            self.done[part], self.total[part] = done, total
+            self.progress(check, sum(self.done.values()), sum(self.total.values()))
+
+    def here(self, check, done: int, total: int) -> None:
+        self._report("here", check, done, total)
+
+    def elsewhere(self, check, done: int, total: int) -> None:
+        self._report("elsewhere", check, done, total)
 
 
 class ProgressPlugin:

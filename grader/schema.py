@@ -8,6 +8,16 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class Band:
+    """How a graded-by-degree measurement becomes credit (grader.judge.verdicts): full credit at
+    `full` or better, none at `zero` or worse, linear in between, either way round: a time
+    ratio (lower is better: full < zero) or a fraction of a ceiling (higher is better)."""
+    full: float
+    zero: float
+    what: str = ""            # the measurement, for the report: "time / fastest SDPA time"
+
+
+@dataclass(frozen=True)
 class Exercise:
     name: str
     title: str
@@ -24,6 +34,10 @@ class Exercise:
     # the Triton rules).
     audit: str = "numpy"
     order: int = 100          # its place in the lesson: reports list exercises in this order
+    # The perf checks' thresholds, as data (grader.judge.verdicts): {measure: Band}, and where a
+    # device profile needs others, {profile key: {measure: Band}} (grader.judge.devices).
+    bands: dict = dataclasses.field(default_factory=dict)
+    device_bands: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,11 @@ def grader_without_audit(root: Path = ROOT) -> list[str]:
     """The same command line with the static audit (grader.judge.audit) switched off, for tests
     of what stops student code at run time (the sandbox, the launcher's limits): the audit is a
     first filter a determined submission can get past, so those defences must hold without it.
-    (`audit.audit;` first: a renamed function fails loudly instead of leaving the audit on.)"""
-    code = (f"import sys; sys.path.append({str(root)!r}); from grader.judge import audit; "
+    (`audit.audit;` first: a renamed function fails loudly instead of leaving the audit on.)
+    GRADER_JOBS=1: the switch reaches this process only, so no grading process of its own
+    (grader.parallel) may grade with the audit back on."""
+    code = (f"import os, sys; os.environ['GRADER_JOBS'] = '1'; sys.path.append({str(root)!r}); "
+            "from grader.judge import audit; "
             "audit.audit; audit.audit = lambda directory, exercise: []; "
             "from grader.cli import main; sys.exit(main())")
     return [sys.executable, "-I", "-c", code]

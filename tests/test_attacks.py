@@ -49,6 +49,10 @@ CASES = {
     "flood": (False, {"error", "not_implemented", "crashed"}),
     "codec_bomb": (False, {"error"}),
     "library_import": (False, None),
+    "alias_fork": (False, None),
+    "thread_allowed_module": (False, None),
+    "process_allowed_module": (False, None),
+    "exec_tool": (False, None),
 }
 
 
@@ -162,9 +166,20 @@ def library_files_are_not_imported(data, elapsed):
     assert MARKER not in json.dumps(data), "the submission's opt_einsum.py ran"
 
 
+def the_kernel_said_no(data, elapsed):
+    """Each of these would earn full marks if its fork, thread, process or exec started (it
+    computes the answer only there): the worker's seccomp filter refused it, and the message
+    says why (grader/worker/seccomp.py)."""
+    assert data["seccomp"] == "cpu: processes+threads", data["seccomp"]
+    for t in online(data):
+        assert "without threads or processes" in t["message"], t
+
+
 SHOWS = {"flood": flood_costs_little_memory, "codec_bomb": codec_bombs_are_named,
          "library_import": library_files_are_not_imported,
-         "hang_reply": hanging_reply_times_out_and_counts}
+         "hang_reply": hanging_reply_times_out_and_counts,
+         **dict.fromkeys(("alias_fork", "thread_allowed_module", "process_allowed_module",
+                          "exec_tool"), the_kernel_said_no)}
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -1,5 +1,5 @@
 """The extension track has points of its own and leaves the core's 100 alone; each of its
-exercises (flash_decode, attention_backward, flash_backward) gets full marks from the solution
+exercises (flash_decode, attention_backward, flash_backward, io_model) gets full marks from the solution
 on the CPU layers it has, public and hidden, zero from the stub without a grader error. Their mutants run in
 tests/test_mutants.py with the others."""
 
@@ -15,9 +15,11 @@ EXTENSION = sorted(e.name for e in registry.EXERCISES.values() if e.track == "ex
 HIDDEN = {"flash_decode": {"flash_decode.hidden_shapes", "flash_decode.hidden_merge"},
           "attention_backward": {"attention_backward.hidden_shapes",
                                  "attention_backward.inputs_untouched"},
-          "flash_backward": {"flash_backward.hidden_shapes"}}
+          "flash_backward": {"flash_backward.hidden_shapes"},
+          "io_model": {"io_model.hidden_shapes"}}
 # the layers each one's CPU grading covers (a NumPy-only exercise has no interp checks)
-LAYERS = {"attention_backward": "cpu,adversarial", "flash_backward": "adversarial,interp"}
+LAYERS = {"attention_backward": "cpu,adversarial", "flash_backward": "adversarial,interp",
+          "io_model": "cpu,adversarial"}
 
 
 def test_every_extension_exercise_is_covered():

@@ -14,12 +14,14 @@ from tests.helpers import GRADER, ROOT, SOLUTIONS
 
 
 def no_namespaces_env(tmp_path) -> dict:
-    """A PATH whose `unshare` fails, as it does where the container refuses namespaces."""
+    """A PATH whose `unshare` fails, as it does where the container refuses namespaces, and no
+    user level either (GRADER_REFUSE_LEVELS, as for a grader that is not root): no acceptable
+    level at all. tests/test_user_level.py has the root whose namespaces are refused."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "unshare").write_text("#!/bin/sh\nexit 1\n")
     (bin_dir / "unshare").chmod(0o755)
-    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "GRADER_REFUSE_LEVELS": "user"}
 
 
 def test_no_sandbox_is_not_a_grade(tmp_path):

@@ -44,11 +44,13 @@ python3 -c 'import sys; v = sys.version_info; sys.exit(v < (3, 10) or v.releasel
     echo "setup.sh: the lab needs a released Python 3.10 or newer; python3 is $(python3 --version 2>&1)" >&2; exit 1; }
 python3 -m venv /autograder/venv
 pip=/autograder/venv/bin/pip
-# PyTorch's CPU wheel first (no GPU on Gradescope; the default wheel brings gigabytes of CUDA)
-$pip install --quiet --index-url https://download.pytorch.org/whl/cpu "$(grep -E '^torch' requirements.txt)"
+# PyTorch's CPU wheel first (no GPU on Gradescope; the default wheel brings gigabytes of CUDA).
+# LAB_TORCH_INDEX overrides the index, empty for pip's own (a test machine without this one)
+torch_index="${LAB_TORCH_INDEX-https://download.pytorch.org/whl/cpu}"
+$pip install --quiet ${torch_index:+--index-url "$torch_index"} "$(grep -E '^torch' requirements.txt)"
 $pip install --quiet -r requirements.txt
-# the unprivileged user student code runs as (grader/sandbox/isolation.py); util-linux's unshare
-# gives it its own PID, mount and network namespaces
+# the unprivileged user student code runs as at the os level (grader/sandbox/isolation.py);
+# util-linux's unshare gives it its own PID, mount and network namespaces
 id labstudent > /dev/null 2>&1 || useradd --system --no-create-home --home-dir /nonexistent \
     --shell /usr/sbin/nologin labstudent
 command -v unshare > /dev/null || apt-get install -y -qq util-linux > /dev/null
@@ -95,6 +97,9 @@ PYTHON="${{PYTHON:-$( [ -x "$ROOT/venv/bin/python" ] && echo "$ROOT/venv/bin/pyt
 RESULTS="$ROOT/results/results.json"
 mkdir -p "$ROOT/results"
 rm -rf "$RESULTS"            # nothing that was there before this run counts, file or folder
+# the grader, its hidden checks: closed to every other user (the student's, at the "user"
+# isolation level, where file permissions are what keeps them; the grader checks it)
+chmod 700 "$ROOT/source"
 private="$(cd "$(mktemp -d)" && pwd -P)"   # 0700: student code (another user) cannot reach it
 work="$(mktemp -d)"
 chmod 755 "$work"

@@ -38,7 +38,7 @@ STAFF_DOCS = {"docs/INSTRUCTORS.md", "docs/gpu"}   # the staff's pages and GPU r
 STAFF_BLOCK = re.compile(r"\n?<!-- staff -->.*?<!-- /staff -->\n?", re.S)
 # what a shipped README or doc must not point students to: files the release leaves out
 LEFT_OUT_REFERENCE = re.compile(r"(?<![\w.-])(solutions|hidden_tests|tests)/|docs/gpu\b|INSTRUCTORS\.md")
-INSTRUCTOR_ONLY = {"tools/release.py", "tools/gradescope.py", "tools/stubs.py"}  # make release/gradescope/stubs
+INSTRUCTOR_ONLY = {"tools/release.py", "tools/gradescope.py", "tools/gradescope_root.py", "tools/stubs.py"}  # make release/gradescope(-jammy)/stubs
 SECRET = ("solutions", "hidden_tests")
 # an import of what the release leaves out: that file would fail in the student's tree
 IMPORTS_LEFT_OUT = re.compile(r"^\s*(from|import)\s+(solutions|hidden_tests|tests)\b", re.M)

@@ -84,6 +84,27 @@ def sdpa_ms(q, k, v, *, causal: bool = False, do=None, backends=FASTEST_BACKENDS
     return best
 
 
+def fastest_sdpa(q, k, v, *, causal: bool = False, do=None) -> dict:
+    """sdpa_ms for the perf layer: measured once per device and software within a batch
+    (grader.judge.remembered), so every submission is compared with the same baseline."""
+    import os
+
+    from grader.judge.remembered import ENV, remembered
+
+    if not os.environ.get(ENV):   # a single grade: its checks cross-check their own baselines
+        return sdpa_ms(q, k, v, causal=causal, do=do)
+    args = {"shape": list(q.shape), "dtype": str(q.dtype), "causal": bool(causal),
+            "backward": do is not None}
+
+    def measure() -> dict:
+        # twice, the faster of each pass kept: a baseline slowed once (another process on the
+        # GPU) would otherwise stand for the whole batch; it can only ever be slowed
+        a, b = (sdpa_ms(q, k, v, causal=causal, do=do) for _ in range(2))
+        return {**a, **{p: min(a[p], b[p]) for p in ("fwd", "bwd") if p in a}}
+
+    return remembered("sdpa", args, measure)
+
+
 def _checked_ms(fn, args, p: str, check, timer, target_ms: float) -> float:
     """Validate, then time: one plain call checked by `check`, then `timer`."""
     out = fn(*args)

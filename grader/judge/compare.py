@@ -124,7 +124,9 @@ def assert_close(got, expected, *, what: str = "output", dtype: str | None = Non
     """Fail with "expected vs got" unless `got` matches `expected` everywhere.
 
     got: what the student returned (NumPy array, TensorValue or number).
-    expected: float64 reference values.
+    expected: the reference values: a NumPy array (float64), or a torch tensor on any device
+        (a GPU reference of a large output): the comparison then runs there, with the same
+        rules and messages.
     dtype: the dtype the output must have (Triton: the wrapper allocates it); checked when given.
     input_dtype: NumPy exercises instead: the dtype of the input; any float output is accepted
         and the tolerance is `numpy_tolerance(input_dtype, terms)` (see the policy above).
@@ -145,38 +147,76 @@ def assert_close(got, expected, *, what: str = "output", dtype: str | None = Non
         if _RANK.get(got_dtype, 2) < _RANK.get(input_dtype, 1):
             note = (f" (the output is {got_dtype}, less precise than the {input_dtype} input: "
                     f"return at least {input_dtype})")
-    g = np.asarray(values(got), dtype=np.float64)
-    e = np.asarray(expected, dtype=np.float64)
-    if g.shape != e.shape:
+    ops = _Torch(expected) if type(expected).__name__ == "Tensor" else _NumPy
+    g, e = ops.float64(values(got)), ops.float64(expected)
+    if tuple(g.shape) != tuple(e.shape):
         raise CheckFailed(f"{what}{context}: expected shape {tuple(e.shape)}, got {tuple(g.shape)}")
-    if e.size == 0:
+    size = int(np.prod(e.shape))
+    if size == 0:
         return 0.0
     table = TOLERANCES.get(dtype or got_dtype, TOLERANCES["float32"])
     atol = table[0] if atol is None else atol
     rtol = table[1] if rtol is None else rtol
     if baseline_err is not None:
         atol = max(atol, 2 * baseline_err)
-    nan = np.isnan(g) & ~np.isnan(e)
+    nan = ops.isnan(g) & ~ops.isnan(e)
     if nan.any():
-        idx = np.unravel_index(np.argmax(nan), g.shape)
-        raise CheckFailed(f"{what}{context}: got NaN at {where(idx)} ({int(nan.sum())} of {g.size} "
-                          f"elements are NaN); expected {e[idx]:.6g} there")
-    inf = np.isinf(g) & ~np.isinf(e)
+        idx = ops.first(nan)
+        why = ", e.g. never written or read from past the end" if ops is not _NumPy else ""
+        raise CheckFailed(f"{what}{context}: got NaN at {where(idx)} ({int(nan.sum())} of {size} "
+                          f"elements are NaN{why}); expected {float(e[idx]):.6g} there")
+    inf = ops.isinf(g) & ~ops.isinf(e)
     if inf.any():
-        idx = np.unravel_index(np.argmax(inf), g.shape)
-        raise CheckFailed(f"{what}{context}: got {g[idx]} at {where(idx)} ({int(inf.sum())} "
-                          f"elements overflowed); expected {e[idx]:.6g}")
-    err = np.abs(g - e)
-    err[np.isinf(e) & (g == e)] = 0.0
-    bad = err > atol + rtol * np.abs(e)
+        idx = ops.first(inf)
+        raise CheckFailed(f"{what}{context}: got {float(g[idx])} at {where(idx)} ({int(inf.sum())} "
+                          f"elements overflowed); expected {float(e[idx]):.6g}")
+    err = abs(g - e)
+    err[ops.isinf(e) & (g == e)] = 0.0
+    bad = err > atol + rtol * abs(e)
     worst = float(err.max())
     if bad.any():
-        idx = np.unravel_index(np.argmax(np.where(bad, err, -1.0)), g.shape)
+        idx = ops.first(bad, err)
         raise CheckFailed(
-            f"{what}{context}: max abs error {worst:.3g} at {where(idx)}: got {g[idx]:.6g}, "
-            f"expected {e[idx]:.6g}; {int(bad.sum())} of {g.size} elements outside "
+            f"{what}{context}: max abs error {worst:.3g} at {where(idx)}: got {float(g[idx]):.6g}, "
+            f"expected {float(e[idx]):.6g}; {int(bad.sum())} of {size} elements outside "
             f"atol={atol:.3g}, rtol={rtol:.3g}{note}")
     return worst
+
+
+class _NumPy:
+    """assert_close's operations on the host."""
+    isnan, isinf = staticmethod(np.isnan), staticmethod(np.isinf)
+
+    @staticmethod
+    def float64(x):
+        return np.asarray(x, dtype=np.float64)
+
+    @staticmethod
+    def first(mask, err=None) -> tuple:
+        """The index of the first True of `mask`, or with `err`, of its largest error."""
+        flat = np.argmax(mask) if err is None else np.argmax(np.where(mask, err, -1.0))
+        return np.unravel_index(flat, mask.shape)
+
+
+class _Torch:
+    """assert_close's operations where the reference tensor lives (a GPU): a large output is
+    never copied to the host in float64."""
+
+    def __init__(self, reference):
+        import torch
+
+        self.torch, self.device = torch, reference.device
+        self.isnan, self.isinf = torch.isnan, torch.isinf
+
+    def float64(self, x):
+        t = self.torch
+        return (x if isinstance(x, t.Tensor) else t.from_numpy(np.asarray(x))).to(self.device, t.float64)
+
+    def first(self, mask, err=None) -> tuple:
+        t = self.torch
+        flat = mask.flatten().int().argmax() if err is None else \
+            t.where(mask, err, t.full_like(err, -1.0)).flatten().argmax()
+        return tuple(int(i) for i in t.unravel_index(flat, mask.shape))
 
 
 def assert_shape(got, shape: tuple, what: str = "output", dtype: str | None = None) -> None:

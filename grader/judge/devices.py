@@ -2,7 +2,8 @@
 
 One profile per family, picked by compute capability (`profile_for`). A profile says how much
 shared memory one block may use, the spec-sheet bandwidth, whether the GPU shares its memory
-with the CPU, which flash_fwd tile shapes are worth trying there, and the perf thresholds. Nothing
+with the CPU, and which flash_fwd tile shapes are worth trying there; the perf thresholds are
+the exercises' (grader.judge.verdicts), by profile key where a device needs its own. Nothing
 here assumes Hopper: an unknown device gets conservative defaults, and the shared memory the
 device itself reports always wins over the table.
 
@@ -72,18 +73,6 @@ class Profile:
     wgmma: bool | None = False     # Hopper's warpgroup MMA (Triton keeps num_stages K/V buffers);
                                    # None: not known, take the larger estimate
     flash_configs: tuple = ()      # FLASH_CANDIDATES that fit smem_per_block (filled in below)
-    # flash_fwd time / fastest SDPA backend time: full marks at or below flash_full_ratio (the
-    # lesson: "within 1.5 to 3x of a production backend is a good result"), none at or above
-    # flash_zero_ratio, linear in between.
-    flash_full_ratio: float = 3.0
-    flash_zero_ratio: float = 6.0
-    # fused softmax GB/s as a fraction of the measured copy bandwidth: full / zero credit.
-    softmax_full_fraction: float = 0.6
-    softmax_zero_fraction: float = 0.15
-    # fused softmax speed-up over softmax_eager: full / zero credit. Counting passes gives about
-    # 4x (eager reads 5 MN and writes 3 MN elements, fused reads MN and writes MN).
-    eager_speedup_full: float = 2.0
-    eager_speedup_zero: float = 1.0
     # naive attention runs only if its estimated bytes fit in this fraction of free memory, minus
     # the reserve (grader/judge/ceilings.py: fits).
     memory_fraction: float = 0.8
@@ -119,7 +108,6 @@ GB10 = _fill(Profile(
     smem_per_block=99 * KB,         # 101376 bytes; 100 KB per SM
     bandwidth_gbs=273.0,            # LPDDR5X, shared with the CPU
     unified_memory=True,
-    softmax_full_fraction=0.6,
     memory_fraction=0.5,            # unified: a page cache or the CPU side can eat "free" memory
     memory_reserve_bytes=8 << 30,
     notes="Leads: 48 SMs?, 24 MB L2, 128 GB LPDDR5X unified, no wgmma/TMEM; "
@@ -159,12 +147,12 @@ AMPERE = _fill(Profile(
 
 UNKNOWN = _fill(Profile(
     name="unknown GPU",
+    key="unknown",                  # an exercise's device_bands may name it
     capabilities=(),
     smem_per_block=48 * KB,         # every CUDA GPU gives a block 48 KB without opting in
     bandwidth_gbs=None,
     unified_memory=False,
     wgmma=None,
-    softmax_full_fraction=0.5,
     memory_fraction=0.5,
     memory_reserve_bytes=2 << 30,
     notes="Not in the table: conservative defaults. The shared memory the device reports "
@@ -212,17 +200,6 @@ def profile_for(capability, name: str = "", smem_per_block: int | None = None) -
     if smem_per_block and int(smem_per_block) != profile.smem_per_block:
         profile = profile.with_smem(smem_per_block)
     return profile
-
-
-def linear_credit(value: float, full: float, zero: float) -> float:
-    """Credit in [0, 1]: 1 at `full` or better, 0 at `zero` or worse, linear in between.
-
-    Works both ways: a time ratio (full=3, zero=6: lower is better) or a fraction of a ceiling
-    (full=0.6, zero=0.15: higher is better).
-    """
-    if full == zero:
-        return 1.0 if value == full else 0.0
-    return min(1.0, max(0.0, (value - zero) / (full - zero)))
 
 
 def describe(torch, device: int = 0) -> dict:

@@ -10,7 +10,7 @@ Timing lives in grader/judge/timing.py (the perf layer's requests, checksums, ba
 
 from __future__ import annotations
 
-from grader.judge.compare import TOLERANCES, CheckFailed, where
+from grader.judge.compare import CheckFailed, where
 from grader.judge.inputs import seeded, torch_randn
 
 MIB = 1 << 20
@@ -128,39 +128,6 @@ def softmax_reference(x):
 
 
 # --------------------------------------------------------------------------- comparison
-
-
-def assert_close_gpu(got, expected, *, what: str, dtype: str, case: str = "", seed=None,
-                     atol: float | None = None, rtol: float | None = None) -> float:
-    """grader.judge.compare.assert_close for large outputs: the same rules and message, on the GPU.
-
-    got: TensorValue from the worker; expected: reference tensor on the GPU."""
-    t = _torch()
-    context = "".join([f" ({case})" if case else "", f" [seed {seed}]" if seed is not None else ""])
-    if got.dtype != dtype:
-        raise CheckFailed(f"{what}{context}: expected dtype {dtype}, got {got.dtype}")
-    if tuple(got.shape) != tuple(expected.shape):
-        raise CheckFailed(f"{what}{context}: expected shape {tuple(expected.shape)}, got {tuple(got.shape)}")
-    a, r = TOLERANCES[dtype]
-    atol = a if atol is None else atol
-    rtol = r if rtol is None else rtol
-    g = t.from_numpy(got.array).to(expected.device, t.float64)
-    e = expected.to(t.float64)
-    nan = t.isnan(g)
-    if nan.any():
-        idx = t.unravel_index(nan.flatten().int().argmax(), g.shape)
-        raise CheckFailed(f"{what}{context}: got NaN at {where(idx)} ({int(nan.sum())} of {g.numel()} "
-                          f"elements are NaN, e.g. never written or read from past the end); expected "
-                          f"{float(e[idx]):.6g} there")
-    err = (g - e).abs()
-    bad = err > atol + rtol * e.abs()
-    worst = float(err.max()) if err.numel() else 0.0
-    if bad.any():
-        idx = t.unravel_index(t.where(bad, err, t.full_like(err, -1.0)).flatten().argmax(), g.shape)
-        raise CheckFailed(f"{what}{context}: max abs error {worst:.3g} at {where(idx)}: got "
-                          f"{float(g[idx]):.6g}, expected {float(e[idx]):.6g}; {int(bad.sum())} of "
-                          f"{g.numel()} elements outside atol={atol:g}, rtol={rtol:g}")
-    return worst
 
 
 def assert_unchanged(after, before, what: str) -> None:

@@ -24,6 +24,7 @@ def to_json(report: GradeReport) -> dict:
         "device": report.device,
         "target": summary.target_of(report) or None,   # grader.judge.target: advice, not points
         "isolation": summary.isolation(report),
+        "seccomp": summary.seccomp(report),
         "grading_failed": report.grading_failed,   # non-empty: not a grade (the CLI exits 3)
         "elapsed_s": report.elapsed_s,
         "layers_run": report.layers_run,
@@ -95,6 +96,8 @@ def to_gradescope(report: GradeReport) -> dict:
         lines.append(summary.not_run_line(report) + ".")
     if summary.isolation(report):
         lines.append(f"Isolation: {summary.isolation(report)}.")
+    if summary.seccomp(report):
+        lines.append(f"Seccomp filter: {summary.seccomp(report)}.")
     return {
         "score": report.score,
         "execution_time": int(round(report.elapsed_s)),

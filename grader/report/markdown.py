@@ -60,6 +60,8 @@ def to_markdown(report: GradeReport) -> str:
         facts.append(f"- {inline(summary.target_header(report))}")
     if summary.isolation(report):
         facts.append(f"- isolation: {summary.isolation(report)}")
+    if summary.seccomp(report):
+        facts.append(f"- seccomp filter: {summary.seccomp(report)}")
     if summary.not_run_line(report):
         facts.append(f"- {summary.not_run_line(report)}")
     facts.append(f"- time: {report.elapsed_s:.1f} s ("

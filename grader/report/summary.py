@@ -40,6 +40,10 @@ def isolation(report: GradeReport) -> str:
     return getattr(report, "isolation", "") or ""
 
 
+def seccomp(report: GradeReport) -> str:
+    return getattr(report, "seccomp", "") or ""
+
+
 def selected(report: GradeReport) -> list[Result]:
     """Results of the selected exercises (a `make check` shows its exercise only)."""
     return [r for r in report.results if r.message != NOT_SELECTED]

@@ -94,6 +94,8 @@ def print_terminal(report: GradeReport, console: Console | None = None, details:
         tail.append(screen.line((not_run, "dim"), rows=2))
     if summary.isolation(report):
         tail.append(screen.line((f"isolation: {summary.isolation(report)}", "dim")))
+    if summary.seccomp(report):
+        tail.append(screen.line((f"seccomp filter: {summary.seccomp(report)}", "dim")))
     tail.append(screen.line((summary.total_line(report), "bold"), f"  ({report.elapsed_s:.0f} s)",
                             rows=2))   # time per layer: in the Markdown report
     for note in report.notes:

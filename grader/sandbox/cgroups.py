@@ -1,6 +1,7 @@
 """The per-worker cgroups the launcher puts each sandboxed worker in (memory, CPU weight, a pids
 limit), made on the host before the worker starts and removed after it stops; moved out of
-grader/sandbox/isolation.py, which also runs as a script inside the sandbox."""
+grader/sandbox/isolation.py, which also runs as a script inside the sandbox. `MemoryCgroup`
+reads (and resets) a worker's memory cgroup from the grader's side: grader/sandbox/memory.py."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ class WorkerCgroup:
       pids  every task the worker starts counts, up to PIDS_MAX: a fork bomb stops there
             without touching anyone else's processes;
       cpu   the whole worker weighs as much as one busy process per core (up to 8), however many
-            threads or processes it starts: the grader and other workers keep their share.
-    `make` returns None where neither is available."""
+            threads or processes it starts: the grader and other workers keep their share;
+      memory  no limit (RLIMIT_AS does that), only the count: the peak of the whole process
+            tree, read and reset by the grader (MemoryCgroup), never by the worker (/sys is
+            read-only in the sandbox, and the files belong to root).
+    `make` returns None where none is available."""
 
     def __init__(self, paths: list):
         self.paths = paths
@@ -24,7 +28,9 @@ class WorkerCgroup:
         paths = []
         cores = min(os.cpu_count() or 1, 8)   # a worker weighs as much as one busy process per core
         for controller, settings in (("pids", {"pids.max": str(PIDS_MAX)}),
-                                     ("cpu", {"cpu.shares": str(1024 * cores), "cpu.weight": str(100 * cores)})):
+                                     ("cpu", {"cpu.shares": str(1024 * cores),
+                                              "cpu.weight": str(100 * cores)}),
+                                     ("memory", {})):
             base = cgroup_base(controller)
             if base is None:
                 continue
@@ -39,7 +45,7 @@ class WorkerCgroup:
                         with open(os.path.join(path, key), "w") as f:
                             f.write(value)
                         wrote = True
-                if not wrote and made:
+                if settings and not wrote and made:
                     raise OSError("no setting to write")
             except OSError:
                 if made:
@@ -79,6 +85,79 @@ class WorkerCgroup:
 
 PIDS_MAX = 1024
 _BASES: dict = {}
+
+
+class MemoryCgroup:
+    """The memory cgroup of one worker, as the grader reads it (v1 or v2):
+
+        usage()        bytes charged now to every process of the worker's tree
+        reset_peak()   start a new peak here (v1: memory.max_usage_in_bytes; v2: memory.peak,
+                       which since Linux 6.12 resets per open file: the grader keeps its own)
+        peak()         the largest usage since the reset (or since the cgroup was made, where
+                       v2's peak cannot be reset: `resettable` is then False)
+
+    `of(pid)` finds it from /proc/<pid>/cgroup, and only a cgroup the launcher made for a worker
+    (a `grader-...` folder) that is not the grader's own: anything else would count other
+    processes too."""
+
+    def __init__(self, path: str, v2: bool):
+        self.path, self.v2 = path, v2
+        self._peak_fd: int | None = None
+        self.resettable = not v2
+
+    @classmethod
+    def of(cls, pid: int) -> "MemoryCgroup | None":
+        base = cgroup_base("memory")
+        if base is None:
+            return None
+        try:
+            with open(f"/proc/{pid}/cgroup") as f:
+                lines = [line.rstrip("\n").split(":", 2) for line in f]
+        except OSError:
+            return None
+        v2 = not base.startswith("/sys/fs/cgroup/memory")   # cgroup_base's two kinds of folder
+        if v2:
+            found = next((p for h, ctl, p in lines if h == "0" and ctl == ""), None)
+        else:
+            found = next((p for _, ctl, p in lines if "memory" in ctl.split(",")), None)
+        if not found:
+            return None
+        path = os.path.join("/sys/fs/cgroup" if v2 else "/sys/fs/cgroup/memory", found.lstrip("/"))
+        if not os.path.basename(path).startswith("grader-") or os.path.dirname(path) != base:
+            return None
+        return cls(path, v2)
+
+    def _read(self, name: str) -> int:
+        with open(os.path.join(self.path, name)) as f:
+            return int(f.read().split()[0])
+
+    def usage(self) -> int:
+        return self._read("memory.current" if self.v2 else "memory.usage_in_bytes")
+
+    def reset_peak(self) -> None:
+        if not self.v2:
+            with open(os.path.join(self.path, "memory.max_usage_in_bytes"), "w") as f:
+                f.write("0")
+            return
+        if self._peak_fd is None:
+            self._peak_fd = os.open(os.path.join(self.path, "memory.peak"), os.O_RDWR)
+        try:
+            os.write(self._peak_fd, b"reset\n")
+            self.resettable = True
+        except OSError:
+            self.resettable = False   # before Linux 6.12: the peak since the cgroup was made
+
+    def peak(self) -> int:
+        if not self.v2:
+            return self._read("memory.max_usage_in_bytes")
+        if self._peak_fd is None:
+            return self._read("memory.peak")
+        return int(os.pread(self._peak_fd, 64, 0).split()[0])
+
+    def close(self) -> None:
+        if self._peak_fd is not None:
+            os.close(self._peak_fd)
+            self._peak_fd = None
 
 
 def cgroup_base(controller: str) -> str | None:

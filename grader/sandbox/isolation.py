@@ -1,6 +1,6 @@
 """Isolation from the operating system: how a worker process is started.
 
-Two levels (`choose()` picks one per grading run; the report says which ran):
+Three levels (`choose()` picks one per grading run; the report and results.json say which ran):
 
   os        Root (Gradescope's container, a GPU box run by an instructor, CI) or asked for with
             GRADER_SANDBOX=1 / --sandbox. The worker runs under util-linux
@@ -16,13 +16,18 @@ Two levels (`choose()` picks one per grading run; the report says which ran):
             `nobody`) with no supplementary groups and PR_SET_NO_NEW_PRIVS, and execs the worker
             with `python -I -B` and an allow-listed environment. The worker is PID 1 of its PID
             namespace: when it dies (or is killed), every process it started dies with it.
+  user      Root whose namespaces are refused (Docker's default capabilities, no CAP_SYS_ADMIN):
+            the worker runs as a dedicated unprivileged user, kept from the grader's files by
+            file permissions (grader/sandbox/user_level.py says what is checked, and how).
+            --sandbox accepts it; GRADER_SANDBOX=user asks for it alone.
   process   No privileges (a student on a laptop): the worker is a process in its own session, in
             a scratch folder, with an address-space limit. Where the kernel lets an unprivileged
             user create namespaces, it also gets its own user, PID and network namespaces (no
             network, no process outliving the worker).
 
-GRADER_SANDBOX=0 forces "process"; GRADER_SANDBOX=1 forces "os" (and fails closed: every check
-of the run reports that isolation could not be set up, rather than running unisolated).
+GRADER_SANDBOX=0 forces "process"; GRADER_SANDBOX=1 asks for "os", else "user" (and fails closed:
+where neither can be had, every check of the run reports that isolation could not be set up, with
+both reasons, rather than running unisolated; the report says "Not a grade").
 """
 
 from __future__ import annotations
@@ -198,22 +203,29 @@ PROCESS_LIMIT = 4096               # RLIMIT_NPROC of the sandbox user (processes
 
 @dataclass
 class Level:
-    name: str                  # "os", "process", or "unavailable" (os asked for, cannot be had)
+    name: str                  # "os", "user", "process", or "unavailable" (asked for, cannot be had)
     description: str           # one line for the report
     unshare: list = field(default_factory=list)   # the unshare prefix, [] for none
     uid: int | None = None
     gid: int | None = None
-    reason: str = ""           # why "os" is unavailable
+    reason: str = ""           # why "os" (and "user") is unavailable
+
+    @property
+    def as_student(self) -> bool:
+        """Student code runs as a user of its own (os and user levels)."""
+        return self.name in ("os", "user")
 
 
 _CHOSEN: dict = {}
 
 
 def requested() -> str:
-    """'os', 'process' or 'auto' from GRADER_SANDBOX."""
+    """'os', 'user', 'process' or 'auto' from GRADER_SANDBOX."""
     value = os.environ.get("GRADER_SANDBOX", "").strip().lower()
     if value in ("1", "os", "yes", "true", "on"):
         return "os"
+    if value == "user":
+        return "user"
     if value in ("0", "process", "no", "false", "off"):
         return "process"
     return "auto"
@@ -225,15 +237,33 @@ def choose() -> Level:
     if want in _CHOSEN:
         return _CHOSEN[want]
     level = None
-    if want == "os" or (want == "auto" and os.geteuid() == 0):
-        level, why = _os_level()
+    # GRADER_REFUSE_LEVELS=os,user: the repo's tests play a container that refuses them (it can
+    # only make a grade fail, never run student code with less isolation)
+    refused = os.environ.get("GRADER_REFUSE_LEVELS", "").split(",")
+    if want in ("os", "user") or (want == "auto" and os.geteuid() == 0):
+        why = "not asked for (GRADER_SANDBOX=user)"
+        if want != "user":
+            level, why = _os_level() if "os" not in refused else (None, "refused (GRADER_REFUSE_LEVELS)")
         if level is None:
-            level = (Level("unavailable", f"os isolation asked for but unavailable: {why}", reason=why)
-                     if want == "os" else None)
+            from grader.sandbox import user_level   # below the trusted step, as every import here
+
+            found, why_user = (user_level.level(_repo(), interpreter(), UNSHARE_USER)
+                               if "user" not in refused else (None, "refused (GRADER_REFUSE_LEVELS)"))
+            if found is not None:
+                level = Level("user", found["description"], found["unshare"], found["uid"], found["gid"])
+            if level is None and want != "auto":
+                why = f"os isolation: {why}; user isolation: {why_user}"
+                level = Level("unavailable", f"isolation asked for but unavailable: {why}", reason=why)
     if level is None:
         level = _process_level()
     _CHOSEN[want] = level
     return level
+
+
+def _repo() -> str:
+    """The grader's folder: the parent of the `grader` package (hidden_tests/ and solutions/
+    live there)."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _os_level() -> tuple[Level | None, str]:
@@ -328,9 +358,11 @@ def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def environment(mode: str, home: str) -> dict:
+def environment(mode: str, home: str, tmp: str = "/tmp") -> dict:
+    """The worker's whole environment: an allow-list. `tmp`: its TMPDIR (its scratch where /tmp
+    is the machine's own, shared)."""
     env = {k: os.environ[k] for k in ENV_KEEP if k in os.environ}
-    env.update(PATH="/usr/local/bin:/usr/bin:/bin", HOME=home, TMPDIR="/tmp", USER="student",
+    env.update(PATH="/usr/local/bin:/usr/bin:/bin", HOME=home, TMPDIR=tmp, USER="student",
                LOGNAME="student", LANG=env.get("LANG", "C.UTF-8"), PYTHONDONTWRITEBYTECODE="1",
                PYTHONNOUSERSITE="1", TRITON_CACHE_DIR=os.path.join(home, ".triton"),
                MPLCONFIGDIR=os.path.join(home, ".matplotlib"), XDG_CACHE_HOME=os.path.join(home, ".cache"))

@@ -22,7 +22,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from grader.registry import EXERCISES
-from grader.sandbox import cgroups, isolation
+from grader.sandbox import cgroups, isolation, user_level
 from grader.wire import codec
 
 GRADER_DIR = Path(__file__).resolve().parents[1]     # the `grader` package
@@ -182,6 +182,9 @@ class Launched:
             proc.wait(60)
         except subprocess.TimeoutExpired:
             pass
+        _USER_WORKERS.discard(id(self))
+        if self.level.name == "user" and not _USER_WORKERS:
+            user_level.reap(isolation.interpreter(), self.level.uid)   # the machine's /tmp is shared, a PID namespace rare
 
     def close_files(self, keep_capture: bool = False) -> None:
         if self.cgroup is not None and self.proc.poll() is not None:
@@ -202,6 +205,25 @@ class Launched:
                 os.close(self.capture_fd)
             except OSError:
                 pass
+
+
+def _worker_lib(level: isolation.Level, base: Path) -> str:
+    """The folder the worker imports the `grader` package from: bound inside the os level's
+    root, a copy it may read at the user level (the grader's own folder is closed to it), a
+    link to the grader's at the process level."""
+    if level.name == "os":
+        return isolation.INSIDE_LIB
+    if level.name == "user":
+        user_level.open_base(base)
+        return user_level.lib_copy(GRADER_DIR, base)
+    lib_dir = base / "lib"
+    if not (lib_dir / "grader").exists():
+        lib_dir.mkdir(exist_ok=True)
+        (lib_dir / "grader").symlink_to(GRADER_DIR)
+    return str(lib_dir)
+
+
+_USER_WORKERS: set = set()   # user-level workers not yet killed: the last one reaps the uid
 
 
 def _children(pid: int) -> list[int]:
@@ -236,22 +258,17 @@ def launch(exercise: str, mode: str, sources: Path, scratch: Path, level: isolat
            "submission_dir": inside(sources, isolation.INSIDE_SRC),
            "scratch": inside(scratch, isolation.INSIDE_WORK),
            "memory_limit_bytes": MEMORY_LIMIT_BYTES, "file_limit_bytes": isolation.FILE_LIMIT_BYTES,
-           "process_limit": isolation.PROCESS_LIMIT if isolated else None}
-    if isolated:
-        lib = isolation.INSIDE_LIB
-    else:
-        lib_dir = base / "lib"
-        if not (lib_dir / "grader").exists():
-            lib_dir.mkdir(exist_ok=True)
-            (lib_dir / "grader").symlink_to(GRADER_DIR)
-        lib = str(lib_dir)
-    worker_env = {**isolation.environment(mode, cfg["scratch"]), **(env or {})}
+           "process_limit": isolation.PROCESS_LIMIT if level.as_student else None}
+    lib = _worker_lib(level, base)
+    tmp = cfg["scratch"] if level.name == "user" else "/tmp"   # the machine's /tmp is shared there
+    worker_env = {**isolation.environment(mode, cfg["scratch"], tmp), **(env or {})}
     worker_argv = [isolation.interpreter(), "-I", "-B", "-c", BOOT.format(lib=lib), json.dumps(cfg)]
-    if tool and (tool_as_student or not isolated):
+    if tool and (tool_as_student or not level.as_student):
         worker_argv, tool = [*tool, *worker_argv], None
-    if isolated:
+    if level.as_student:
         os.chown(scratch, level.uid, level.gid)
         scratch.chmod(0o700)
+    if isolated:
         root = base / f"root-{scratch.name}"
         root.mkdir(mode=0o700, exist_ok=True)
         spec = {"root": str(root), "grader": str(GRADER_DIR), "sources": str(sources),
@@ -262,12 +279,19 @@ def launch(exercise: str, mode: str, sources: Path, scratch: Path, level: isolat
         argv = [*level.unshare, "--", isolation.interpreter(), "-I", "-S", isolation.__file__,
                 json.dumps(spec)]
         popen_env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-        cgroup = cgroups.WorkerCgroup.make(f"grader-{os.getpid()}-{time.monotonic_ns()}")
-        if cgroup is not None:
-            argv = cgroup.wrap(argv)
+    elif level.name == "user":
+        # root starts the drop step (and a watching tool, which stays root); the worker, and the
+        # namespaces where the student may make them, start as the student
+        below = [*level.unshare, "--", *worker_argv] if level.unshare else worker_argv
+        argv = [*(tool or []), *user_level.as_student(isolation.interpreter(), level.uid, level.gid, below)]
+        popen_env = worker_env
     else:
         argv = [*level.unshare, *(["--"] if level.unshare else []), *worker_argv]
         popen_env = worker_env
+    if level.as_student:
+        cgroup = cgroups.WorkerCgroup.make(f"grader-{os.getpid()}-{time.monotonic_ns()}")
+        if cgroup is not None:
+            argv = cgroup.wrap(argv)
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=capture_fd, stderr=capture_fd,
                                 pass_fds=(child_sock.fileno(), capture_fd), env=popen_env,
@@ -281,7 +305,10 @@ def launch(exercise: str, mode: str, sources: Path, scratch: Path, level: isolat
         raise
     child_sock.close()
     conn = Connection(os.dup(parent_sock.fileno()))
-    return Launched(proc, conn, parent_sock, capture_fd, level, cgroup)
+    launched = Launched(proc, conn, parent_sock, capture_fd, level, cgroup)
+    if level.name == "user":
+        _USER_WORKERS.add(id(launched))
+    return launched
 
 
 def remove_tree(path: Path) -> None:

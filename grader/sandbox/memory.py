@@ -1,20 +1,35 @@
 """Peak memory of a worker, measured from outside it: the kernel's count, not the student's.
 
 tracemalloc runs inside the worker and sees only what Python's and NumPy's allocators report; an
-anonymous mmap, a C extension or memory allocated at import escapes it. This module reads the
-worker's resident memory from /proc, in the trusted process:
+anonymous mmap, a C extension, memory allocated at import or a child process escapes it, and the
+student can stop it. This module reads the worker's memory in the trusted process:
 
     with fresh_worker(sub) as fresh:           # a new worker: nothing left from earlier checks
-        base = fresh_baseline(fresh)           # VmRSS of a fresh worker that imported an empty module
-        with peak_rss(fresh) as peak:          # clear_refs resets VmHWM to the current RSS
+        base = fresh_baseline(fresh)           # the same count for a worker whose module is empty
+        with peak_rss(fresh) as peak:          # the peak is reset here, read at the end
             r = fresh.call("tiled_attention", ...)
     peak["bytes"] - base                       # what the student's module and call hold at the peak
 
-Memory is absolute: the peak is judged against a fresh process's baseline, so whatever the
-student's module allocated at import counts as well. The call runs in a worker of its own, fresh
-for it: memory the C allocator kept from earlier checks' calls (glibc does not hand a freed heap
-back at once; 16 MB stayed after naive_attention at N = 1000) would otherwise count against
-the student.
+Two counts, the first that this machine has (`Meter`):
+  cgroup   the worker's own memory cgroup (grader/sandbox/cgroups.py, made by the launcher at
+           the os level): every process of its tree, anonymous memory, tmpfs and page cache
+           alike; reset and read by the grader only (v1 memory.max_usage_in_bytes, v2
+           memory.peak). The worker cannot reach these files: /sys is read-only in the
+           sandbox and they belong to root.
+  VmHWM    the worker process's peak resident set (/proc/<pid>/status), reset through
+           /proc/<pid>/clear_refs: the worker process alone, no children (the seccomp filter
+           denies it any). A process can reset its own VmHWM, so its VmRSS is also sampled every
+           2 ms by the grader during the block (`_Sampler`): a reset after the peak does not
+           undo what was read.
+
+Memory is absolute: the peak is judged against a baseline worker's count (same exercise name and
+mode, the same libraries loaded, an empty module), so whatever the student's module allocated
+at import, or kept from an earlier call, counts against the call. The memory checks run their
+call in a worker of their own, fresh for it: memory the C allocator kept from earlier checks'
+calls (glibc does not hand a freed heap back at once; 16 MB stayed after naive_attention at
+N = 1000) would otherwise count against the student. The gates of other calls (the tiled checks'
+`tiled_call`) read the same count in the exercise's shared worker, which trims its heap after
+every traced call (grader/worker/probes.py), with a margin for what stays.
 """
 
 from __future__ import annotations
@@ -22,6 +37,8 @@ from __future__ import annotations
 import contextlib
 import tempfile
 from pathlib import Path
+
+from grader.sandbox import cgroups
 
 _BASELINES: dict[str, int | None] = {}
 
@@ -48,20 +65,91 @@ class Unmeasurable(Exception):
     the submission changed its process (PR_SET_DUMPABLE, for one). Checks count it as failed."""
 
 
+class Meter:
+    """How one worker's memory is counted: its memory cgroup where it has one, else the worker
+    process's VmRSS and VmHWM. `how` names it for messages and for the baseline's cache."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.cgroup = cgroups.MemoryCgroup.of(pid)
+        if self.cgroup is None:
+            self.how = "VmHWM and VmRSS sampled every 2 ms, the worker process alone"
+        else:
+            peak = "memory.peak" if self.cgroup.v2 else "memory.max_usage_in_bytes"
+            self.how = f"its cgroup's {peak}, every process of its tree"
+
+    def current(self) -> int:
+        return self.cgroup.usage() if self.cgroup is not None else status_bytes(self.pid, "VmRSS")
+
+    def reset(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.reset_peak()
+        else:
+            reset_peak(self.pid)
+
+    def peak(self) -> int:
+        return self.cgroup.peak() if self.cgroup is not None else status_bytes(self.pid, "VmHWM")
+
+
+def meter(sub) -> Meter:
+    """The Meter of `sub`'s current worker (read afresh: a process id is only unique while its
+    process lives)."""
+    return Meter(sub.worker_pid)
+
+
 @contextlib.contextmanager
 def peak_rss(sub):
-    """VmHWM of `sub`'s worker over the block (the peak resident bytes): result["bytes"]."""
-    pid = sub.worker_pid
+    """The peak memory of `sub`'s worker over the block: result["bytes"], with "before" (the
+    count when it started), "how", and "since_start" (True where the peak could not be reset,
+    cgroup v2 before Linux 6.12: then it is the peak since the worker started, which a fresh
+    worker's measurement can still use). Raises Unmeasurable where it cannot be read or reset."""
     try:
-        reset_peak(pid)
-        result = {"pid": pid, "before": status_bytes(pid, "VmRSS")}
-    except OSError as e:
+        m = meter(sub)
+        before = m.current()
+        m.reset()
+        since_start = m.cgroup is not None and not m.cgroup.resettable
+        result = {"pid": m.pid, "before": before, "how": m.how, "since_start": since_start}
+    except (OSError, ValueError) as e:
         raise Unmeasurable(f"could not reset the worker's peak memory ({e})") from None
-    yield result
+    sampler = _Sampler(m.pid) if m.cgroup is None else None
     try:
-        result["bytes"] = status_bytes(pid, "VmHWM")
-    except OSError as e:
+        yield result
+        result["bytes"] = max(m.peak(), sampler.stop() if sampler else 0)
+    except (OSError, ValueError) as e:
         raise Unmeasurable(f"could not read the worker's peak memory ({e})") from None
+    finally:
+        if sampler is not None:
+            sampler.stop()
+        if m.cgroup is not None:
+            m.cgroup.close()
+
+
+class _Sampler:
+    """VmRSS of a worker read every SAMPLE_S by a thread of the grader, where only VmHWM counts
+    it: a process can reset its own VmHWM (/proc/self/clear_refs) after its peak, but not what
+    was read here meanwhile. An N x N matrix that lives a few milliseconds is seen."""
+
+    def __init__(self, pid: int):
+        import threading
+
+        self.pid, self.most, self._done = pid, 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.wait(SAMPLE_S):
+            try:
+                self.most = max(self.most, status_bytes(self.pid, "VmRSS"))
+            except (OSError, RuntimeError, ValueError):
+                return
+
+    def stop(self) -> int:
+        self._done.set()
+        self._thread.join()
+        return self.most
+
+
+SAMPLE_S = 0.002
 
 
 @contextlib.contextmanager
@@ -77,24 +165,38 @@ def fresh_worker(sub):
         fresh.close()
 
 
-def fresh_baseline(sub) -> int | None:
-    """VmRSS of a fresh worker like `sub`'s (same exercise name and mode) whose module is empty:
-    the memory no submission can avoid. Measured once per grading run and mode. None where this
-    machine does not let the grader reset a worker's peak (then only tracemalloc is evidence)."""
+def fresh_baseline(sub, module: str = "", warm: tuple = ()) -> int | None:
+    """The memory count of a fresh worker like `sub`'s (same exercise name and mode, counted the
+    same way) whose module is `module` (empty by default: no submission), after it ran each
+    call of `warm` ((function name, args) pairs): the memory no submission can avoid. A warm-up
+    that does the exercise's kind of work (matrix products of its largest sizes) touches what
+    the libraries keep (BLAS's workspace: about 5 MB after a 1000 x 1000 product), which a
+    submission's worker holds as well. Measured once per grading run, mode, count and module.
+    None where this machine does not let the grader reset a worker's peak (then only
+    tracemalloc is evidence)."""
     from grader.sandbox.proxy import Submission
 
     if not available():
         return None
-    if sub.mode not in _BASELINES:
+    try:
+        how = meter(sub).how
+    except OSError:
+        return None
+    key = f"{sub.mode}/{how}/{hash((module, warm))}"
+    if key not in _BASELINES:
         with tempfile.TemporaryDirectory(prefix="grader-baseline-") as tmp:
-            (Path(tmp) / f"{sub.exercise}.py").write_text("")
+            (Path(tmp) / f"{sub.exercise}.py").write_text(module)
             empty = Submission(sub.exercise, Path(tmp), sub.mode, Path(tmp) / "scratch")
             try:
-                pid = empty.worker_pid
-                reset_peak(pid)
-                _BASELINES[sub.mode] = status_bytes(pid, "VmRSS")
+                for fn, args in warm:
+                    empty.call(fn, *args)
+                m = meter(empty)
+                m.reset()   # where the peak cannot be reset, it cannot be measured: None
+                _BASELINES[key] = m.current() if m.how == how else None
+                if m.cgroup is not None:
+                    m.cgroup.close()
             except OSError:
-                _BASELINES[sub.mode] = None
+                _BASELINES[key] = None
             finally:
                 empty.close()
-    return _BASELINES[sub.mode]
+    return _BASELINES[key]

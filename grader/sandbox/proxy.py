@@ -80,6 +80,7 @@ class Submission:
         self._worker: Launched | None = None
         self._load_error: errors.StudentProblem | None = None
         self._timeouts = 0
+        self.seccomp = ""   # the filter's level, from the worker's first reply
 
     # ------------------------------------------------------------------ public interface
 
@@ -159,11 +160,14 @@ class Submission:
         except OSError as e:
             raise errors.GraderError(f"could not start a worker: {e}") from None
         try:   # before any student code runs: a failure here is the sandbox's, not the student's
-            self._request({"op": "ping"}, LOAD_TIMEOUT_S, "ping")
+            pong = self._request({"op": "ping"}, LOAD_TIMEOUT_S, "ping")
         except errors.StudentProblem as e:
             self._kill()
             self._load_error = errors.GraderError(f"the worker could not start: {e}")
             raise self._load_error from None
+        # what the kernel denies this worker (grader.worker.seccomp), said before any student
+        # code ran, so it can be believed
+        self.seccomp = str(pong.get("seccomp", "") if isinstance(pong, dict) else "")[:200]
         try:
             reply = self._request({"op": "load"}, LOAD_TIMEOUT_S, "import")
         except errors.StudentProblem as e:
@@ -191,6 +195,9 @@ class Submission:
             self._kill()
             out = shorten(self._read_capture(keep=False), 600)
             tail = f"\nIts last output:\n{out}" if out else ""
+            if "Thread creation failed" in out:   # libgomp aborts: torch.set_num_threads(n > 1)
+                tail += ("\nThe grader runs the exercise without threads or processes (the "
+                         "lesson's code needs neither): leave torch's thread count as it is.")
             raise errors.WorkerCrashed(
                 f"the worker {describe_exit(code)} while running {self._what(what)}{tail}") from None
         except codec.CodecError as e:
@@ -268,6 +275,7 @@ class Workers:
         self.isolation = self.level.description
         self.sources = copy_sources(self.directory, self.scratch / "sources")
         self._subs: dict[tuple[str, str], Submission] = {}
+        self._seccomp: dict[str, str] = {}   # mode -> level, of workers already closed
 
     def get(self, exercise: str, mode: str = "cpu") -> Submission:
         key = (exercise, mode)
@@ -294,7 +302,17 @@ class Workers:
     def all(self) -> list[Submission]:
         return list(self._subs.values())
 
+    @property
+    def seccomp(self) -> str:
+        """The seccomp filter's level per mode of the workers that started, one line."""
+        levels = {**self._seccomp, **self._levels()}
+        return "; ".join(f"{mode}: {level}" for mode, level in sorted(levels.items()))
+
+    def _levels(self) -> dict[str, str]:
+        return {mode: sub.seccomp for (_, mode), sub in self._subs.items() if sub.seccomp}
+
     def close(self) -> None:
+        self._seccomp.update(self._levels())   # the report names them after the close
         for sub in self._subs.values():
             sub.close()
         self._subs.clear()

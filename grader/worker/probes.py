@@ -44,6 +44,7 @@ opts keys (all optional):
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import tracemalloc as _tracemalloc
 
 import numpy as np
@@ -136,6 +137,9 @@ def around_call(opts: dict, args: list, kwargs: dict):
         reads = recorders.collect()
         if reads:
             extras["reads"] = reads
+        # the next call's outside memory count (grader/sandbox/memory.py) starts from what is
+        # held, not from what this call freed and the C allocator kept (a fraction of a ms)
+        _trim_heap()
 
 
 def run(fn, args: list, kwargs: dict, opts: dict):
@@ -212,16 +216,48 @@ def _is_array(a) -> bool:
     return isinstance(a, np.ndarray) or type(a).__name__ == "Tensor"
 
 
+# tracemalloc's C functions, bound before student code runs: patching tracemalloc's module
+# attributes later changes nothing here
+_TM_START, _TM_STOP, _TM_RESET = _tracemalloc.start, _tracemalloc.stop, _tracemalloc.reset_peak
+_TM_TRACING, _TM_TRACED = _tracemalloc.is_tracing, _tracemalloc.get_traced_memory
+_TM_TRACEBACK = _tracemalloc.get_object_traceback
+
+
 @contextlib.contextmanager
 def _tracemalloc_peak(extras: dict):
-    _tracemalloc.start()
-    _tracemalloc.reset_peak()
-    base = _tracemalloc.get_traced_memory()[0]
+    """extras["peak_bytes"]: tracemalloc's peak over the call, above what was traced at its start.
+    Stopping tracing (stop() ... start()) or clearing it drops every trace, so a sentinel block
+    allocated after the start loses its own: extras["tracemalloc_tampered"] says what was seen,
+    and the trusted side fails the call. reset_peak() is not seen here: the outside count
+    (grader/sandbox/memory.py) gates every call that this peak gates."""
+    _TM_START()
+    _TM_RESET()
+    sentinel = bytearray(64)   # traced from here: its trace goes if tracing is stopped or cleared
+    base = _TM_TRACED()[0]
     try:
         yield
     finally:
-        extras["peak_bytes"] = _tracemalloc.get_traced_memory()[1] - base
-        _tracemalloc.stop()
+        tracing = _TM_TRACING()
+        peak = _TM_TRACED()[1]
+        if not tracing:
+            extras["tracemalloc_tampered"] = "tracing was stopped during the call"
+        elif _TM_TRACEBACK(sentinel) is None:
+            extras["tracemalloc_tampered"] = ("tracing was stopped and restarted, or cleared, "
+                                              "during the call")
+        extras["peak_bytes"] = peak - base
+        _TM_STOP()
+
+
+try:
+    _MALLOC_TRIM = ctypes.CDLL(None).malloc_trim   # glibc's, bound before student code runs
+except (OSError, AttributeError):
+    _MALLOC_TRIM = None                            # not glibc: nothing to trim
+
+
+def _trim_heap() -> None:
+    """Hand the C heap's free memory back to the OS (glibc's malloc_trim; a fraction of a ms)."""
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
 
 
 @contextlib.contextmanager

@@ -9,11 +9,18 @@ as fd 1 and 2) that the trusted side reads, also after a crash.
 
 Modes: "cpu" (NumPy exercises), "interp" (Triton kernels on the CPU, TRITON_INTERPRET=1),
 "cuda" (real kernels). The mode is fixed before any import, since Triton reads it at import.
+
+Before the submission is imported the worker walls itself off (`wall_off`): the libraries the
+mode needs are loaded, the environment and argv become fixed values, imports of the exercise
+files go through an allow-list (grader.worker.imports), and in the CPU modes a seccomp filter
+refuses every new process, exec and thread (grader.worker.seccomp). Its level is the ping
+reply's "seccomp", which the report names.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib.util
 import json
 import os
@@ -23,8 +30,17 @@ import sys
 import time
 import traceback
 
-from grader.worker import probes, replay
+from grader.worker import imports, probes, replay, seccomp
 from grader.wire import codec
+
+# What the exercise's code sees of the environment, the same in every call of a mode (sanitized,
+# profiled, timed, hidden or plain): what the lesson's code reads (TRITON_INTERPRET) and what the
+# libraries read while they run (PATH and the CUDA folders for Triton's ptxas and gcc, its
+# cache, tempfile's TMPDIR, the GPU's visibility, the one-thread settings)
+THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+ENV_KEPT = ("PATH", "HOME", "TMPDIR", "LANG", "TRITON_INTERPRET", "TRITON_CACHE_DIR",
+            "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "TRITON_PTXAS_PATH",
+            "TRITON_LIBCUDA_PATH", *THREAD_ENV)
 
 
 def main() -> None:
@@ -46,6 +62,9 @@ def main() -> None:
         os.environ.pop("TRITON_INTERPRET", None)
     if cfg["mode"] in ("cpu", "interp"):
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # CPU modes never touch a GPU
+    # one BLAS/OpenMP thread, read when torch loads (now, or when a CPU exercise imports it):
+    # no thread pool is started once the seccomp filter refuses new threads
+    os.environ.update(THREAD_ENV)
     limit = cfg.get("memory_limit_bytes")
     if limit and cfg["mode"] != "cuda":  # CUDA reserves huge address ranges; rely on its OOM
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -62,7 +81,48 @@ def main() -> None:
     # last: the exercise files import each other (bench_attn: `from flash_triton import ...`),
     # but nothing there can stand in for a library or a module of the standard library
     sys.path.append(cfg["submission_dir"])
-    Worker(Connection(cfg["conn_fd"]), cfg).serve()
+    conn = Connection(cfg["conn_fd"])
+    Worker(conn, cfg, wall_off(cfg)).serve()
+
+
+def wall_off(cfg: dict) -> str:
+    """Close the worker before the submission is imported (its import runs student code): warm
+    the libraries the mode needs, so none starts a thread or a tool later; fix the environment
+    and argv; install the import allow-list and the seccomp filter. Returns the filter's level.
+
+    In the CPU modes the filter refuses processes, exec and threads. On the GPU it is not
+    installed: Triton compiles each kernel with ptxas (and its driver stub with gcc), so exec
+    and fork must work there; the answer's provenance (recorded kernel launches) is what
+    judges a Triton answer on every layer (docs/SECURITY.md)."""
+    import numpy  # noqa: F401 - every mode
+    if cfg["mode"] in ("interp", "cuda"):
+        import torch
+        import triton  # noqa: F401
+        import triton.language  # noqa: F401
+
+        torch.set_num_threads(1)   # no intra-op pool to start inside a call
+    fix_environment(cfg["mode"])
+    sys.argv = ["-c"]           # what `python -c` leaves, without the worker's configuration
+    sys.orig_argv = [sys.executable, "-c"]
+    imports.AllowList(cfg["submission_dir"]).install()
+    if cfg["mode"] == "cuda":
+        return "off on the GPU: Triton compiles kernels with ptxas and gcc"
+    return seccomp.install(threads=True)
+
+
+def fix_environment(mode: str) -> None:
+    """os.environ becomes ENV_KEPT's variables, the same in every call of the mode. In the CPU
+    modes the C-level block goes too (unsetenv). On the GPU it stays as it was started (putenv
+    puts it back below os.environ): the CUDA driver, torch's allocator and compute-sanitizer's
+    injection library read it with getenv when CUDA starts, inside the student's call, and
+    /proc/self/environ shows the initial block anyway (docs/SECURITY.md)."""
+    initial = dict(os.environ)
+    os.environ.clear()          # unsetenv for each
+    os.environ.update({k: initial[k] for k in ENV_KEPT if k in initial})
+    if mode == "cuda":
+        for key, value in initial.items():
+            if key not in os.environ:
+                os.putenv(key, value)
 
 
 def _patch_interpreter_index() -> None:
@@ -88,9 +148,11 @@ def _patch_interpreter_index() -> None:
 
 
 class Worker:
-    def __init__(self, conn, cfg: dict):
+    def __init__(self, conn, cfg: dict, seccomp_level: str):
         self.conn = conn
         self.cfg = cfg
+        self.seccomp = seccomp_level
+        self.walled = seccomp_level.startswith("processes")
         self.module = None
         self.capture_fd = cfg["capture_fd"]
 
@@ -109,7 +171,7 @@ class Worker:
             if op == "exit":
                 return
             if op == "ping":   # the loop runs: the sandbox is set up, no student code has run
-                reply = {"ok": True}
+                reply = {"ok": True, "seccomp": self.seccomp}
             elif op == "replay":   # a replay worker (grader.worker.replay): no student call
                 reply = self.replay(msg)
             else:
@@ -139,7 +201,7 @@ class Worker:
                 spec.loader.exec_module(module)
             except BaseException as e:  # noqa: BLE001 - SystemExit at import is a student error too
                 sys.modules.pop(name, None)
-                return failure(e, at="import", student_file=path)
+                return failure(e, at="import", student_file=path, walled=self.walled)
         self.module = module
         return {"ok": True}
 
@@ -177,13 +239,14 @@ class Worker:
                 try:
                     value = probes.run(fn, args, kwargs, opts)
                 except BaseException as e:  # noqa: BLE001
-                    return failure(e, at=fn_name, student_file=self.cfg["path"])
+                    return failure(e, at=fn_name, student_file=self.cfg["path"], walled=self.walled)
                 extras["worker_s"] = time.perf_counter() - t0
         return {"ok": True, "value": value, "extras": extras}
 
 
-def failure(e: BaseException, at: str, student_file: str) -> dict:
-    """Describe an exception from student code for the trusted side."""
+def failure(e: BaseException, at: str, student_file: str, walled: bool = False) -> dict:
+    """Describe an exception from student code for the trusted side. `walled`: the seccomp
+    filter is installed, so an EPERM from a fork or an exec is its answer."""
     if isinstance(e, NotImplementedError):
         kind = "not_implemented"
     elif isinstance(e, SystemExit):
@@ -196,10 +259,23 @@ def failure(e: BaseException, at: str, student_file: str) -> dict:
         keep = [line for line in tb if student_file in line or not line.startswith("  File")]
         text = "".join(keep[-12:])
         message = str(e) if not isinstance(e, SystemExit) else f"sys.exit({e.code!r}) was called"
+        if walled and hit_the_wall(e):
+            message += NO_THREADS_OR_PROCESSES
     except BaseException:  # noqa: BLE001 - an exception whose __str__ raises, or a huge exit code
         text, message = "", "(its message could not be shown)"
     return {"ok": False, "kind": kind, "type": str.__str__(type(e).__name__)[:200],
             "message": str.__str__(message)[:2000], "traceback": str.__str__(text)[-3000:], "at": at}
+
+
+NO_THREADS_OR_PROCESSES = (" (the grader runs the exercise without threads or processes, so this "
+                           "cannot work here; the lesson's code needs neither)")
+
+
+def hit_the_wall(e: BaseException) -> bool:
+    """Whether `e` is what the seccomp filter makes of a fork, an exec or a new thread."""
+    if isinstance(e, OSError) and e.errno == errno.EPERM:
+        return True
+    return isinstance(e, RuntimeError) and "can't start new thread" in str(e)
 
 
 @contextlib.contextmanager

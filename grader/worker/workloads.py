@@ -147,6 +147,7 @@ def submission_function(module: str, name: str):
 _MAKERS = {"async_work": AsyncWork, "oom_above": OutOfMemoryAbove, "attention": Attention,
            "dtype": torch_dtype, "submission_function": submission_function}
 _MAKERS["read_recorder"] = recorders.ReadRecorder   # inputs that log how they are read
+_MAKERS["row_recorder"] = recorders.RowRecorder     # (N, d) inputs that log which rows are read
 
 
 def make(name: str, /, **params):

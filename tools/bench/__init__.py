@@ -24,5 +24,7 @@ Benchmarks are data: each exercise folder with a bench.py declares its BENCHMARK
 
 FLOPs (grader.judge.baselines.attention_flops): 4*B*H*N^2*D forward, halved when causal;
 the backward 2.5x the forward. Bytes for GB/s: each benchmark's declaration.
-Without a CUDA GPU it prints one line and exits 0, writing nothing.
+Without a CUDA GPU it says so in one line and runs only the benchmarks declared host=True:
+the lesson's first Measure, the student's NumPy naive_attention and tiled_attention on the CPU
+(grader/exercises/tiled_attention/bench.py), with its table, plots and measure.md.
 """

@@ -12,9 +12,8 @@ from pathlib import Path
 from grader.judge import ceilings, devices
 from tools.bench import runner
 
-NO_GPU = ("bench: no CUDA GPU on this machine; `make bench` measures kernels on a GPU "
-          "(see docs/SPARK.md). To see the report from synthetic numbers: "
-          "python -m tools.bench --dry-run --out /tmp/bench")
+NO_GPU = ("bench: no CUDA GPU on this machine: the GPU benchmarks are skipped (see "
+          "docs/SPARK.md); running the NumPy Measure on the CPU (naive vs tiled attention).")
 WORKER_FILE = "bench_worker.json"   # no longer written (the student side returns its rows over the codec)
 FORMULAS = {"copy_gbs": "2 * bytes / time (a copy reads and writes every byte)",
             "matmul_tflops": "2 * n^3 / time, fp16, n = 8192 unless memory is tight"}
@@ -71,6 +70,30 @@ def measure(args, out: Path) -> int:
     return 0
 
 
+def measure_host(args, out: Path) -> int:
+    """No CUDA GPU: the benchmarks declared host=True (NumPy on the CPU), through the same
+    launcher and report; nothing here imports torch."""
+    import platform
+
+    size = "quick" if args.quick else "full"
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    # half of what the host has available, minus 1 GiB (ceilings.memory_budget's "cpu" rule)
+    budget = max(0, int((ceilings.host_available_bytes() or 0) * 0.5) - (1 << 30))
+    plan = runner.plan_runs(size, budget, Path(args.submission).resolve(), "host", None,
+                            args.only)
+    results, errors = runner.run_student(plan, out, args.timeout)
+    cpu = platform.processor() or platform.machine()
+    ceil = dict(device={"cuda": False, "name": f"CPU only ({cpu}, {os.cpu_count()} cores)"},
+                profile="CPU (NumPy only)", host=True, memory_budget_gb=budget / 1e9,
+                elapsed_s=time.perf_counter() - t0,
+                formulas={b.name: b.formula for b in runner.benchmarks() if b.host})
+    runner.write_outputs(out, results, ceil, errors, Path(args.submission) / "predictions.md",
+                         plan["bhd"])
+    print(f"bench: wrote {out}/measure.md, *.json and *.png in {ceil['elapsed_s']:.0f} s")
+    return 0
+
+
 def has_gpu() -> bool:
     try:
         import torch
@@ -104,10 +127,10 @@ def main(argv=None) -> int:
         runner.write_outputs(out, results, ceil, [], Path(args.submission) / "predictions.md")
         print(f"bench: synthetic report (--dry-run) in {out}/measure.md")
         return 0
-    if args.device == "cuda" and not has_gpu():
-        print(NO_GPU)
-        return 0
     if not Path(args.submission).is_dir():
         print(f"bench: no such folder {args.submission}", file=sys.stderr)
         return 2
+    if args.device == "cuda" and not has_gpu():
+        print(NO_GPU, flush=True)
+        return measure_host(args, out)
     return measure(args, out)

@@ -2,7 +2,9 @@
 "write the prediction column before running anything").
 
 Tables are recognised by their headers: N / impl / ms / GB (attention) or shape / impl / GB/s
-(softmax); cells are read loosely ('~64 ms', '8K', '1,024'); blank, '?' or '-' is None.
+(softmax); a table whose impl cells are naive_attention and tiled_attention is the NumPy Measure
+(N / impl / s / peak MB). Cells are read loosely ('~64 ms', '8K', '1,024'); blank, '?' or '-' is
+None.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ _ATTN_ALIASES = {"naive": "naive", "eager": "naive", "sdpa": "sdpa", "mine": "mi
 _SOFTMAX_ALIASES = {"softmax": "softmax", "softmax (triton)": "softmax", "triton": "softmax",
                     "fused": "softmax", "softmax_eager": "softmax_eager", "eager": "softmax_eager",
                     "torch.softmax": "torch.softmax", "torch": "torch.softmax"}
+_NUMPY_IMPLS = ("naive_attention", "tiled_attention")     # tiled_attention.py's functions
 
 
 def parse_number(cell: str):
@@ -50,10 +53,12 @@ def parse_predictions(text: str) -> dict:
     """The student's predictions from predictions.md.
 
     Returns {"attn": {(N, impl): {"ms": float|None, "peak_gb": float|None}},
-             "softmax": {(rows, cols, impl): {"gbs": float|None}}}. Blank cells are None;
-    tables are recognised by their headers (N / impl / ms / GB, or shape / impl / GB/s).
+             "softmax": {(rows, cols, impl): {"gbs": float|None}},
+             "numpy": {(N, impl): {"s": float|None, "peak_mb": float|None}}}. Blank cells are
+    None; tables are recognised by their headers (N / impl / ms / GB, or shape / impl / GB/s)
+    and, for the NumPy Measure, by its impl names.
     """
-    found = {"attn": {}, "softmax": {}}
+    found = {"attn": {}, "softmax": {}, "numpy": {}}
     for header, rows in _tables(text):
         col = {name: i for i, name in enumerate(header)}
         impl_i = next((i for i, h in enumerate(header) if "impl" in h), None)
@@ -69,6 +74,15 @@ def parse_predictions(text: str) -> dict:
                 name = _SOFTMAX_ALIASES.get(impl)
                 if shape and name:
                     found["softmax"][(*shape, name)] = {"gbs": parse_number(r[gbs_i])}
+                continue
+            if impl in _NUMPY_IMPLS:
+                n = parse_number(r[col.get("n", 0)])
+                s_i = next((i for i, h in enumerate(header) if re.search(r"\bs\b", h)), None)
+                mb_i = next((i for i, h in enumerate(header) if re.search(r"\bmb\b", h)), None)
+                if n:
+                    found["numpy"][(int(n), impl)] = {
+                        "s": parse_number(r[s_i]) if s_i is not None else None,
+                        "peak_mb": parse_number(r[mb_i]) if mb_i is not None else None}
                 continue
             ms_i = next((i for i, h in enumerate(header) if re.search(r"\bms\b", h)), None)
             gb_i = next((i for i, h in enumerate(header) if re.search(r"\bgb\b", h)), None)

@@ -33,7 +33,7 @@ def predictions(path) -> dict:
     """{"attn": ..., "softmax": ...} from the predictions file (empty tables when absent)."""
     path = Path(path)
     if not path.exists():
-        return {"attn": {}, "softmax": {}}
+        return {"attn": {}, "softmax": {}, "numpy": {}}
     return parse_predictions(path.read_text(errors="replace"))
 
 
@@ -45,10 +45,15 @@ def header(ceil: dict, errors, predictions_path) -> list[str]:
         lines += ["**SYNTHETIC numbers from `--dry-run` (a counting model of a GB10), not "
                   "measurements.**", ""]
     spec = ceil.get("spec_bandwidth_gbs")
-    lines += [f"Profile: {ceil.get('profile')}. Ceilings measured in this run: copy "
-              f"**{fmt(ceil.get('copy_gbs'))} GB/s** (2 x bytes / time, a copy reads and writes), "
-              f"fp16 matmul **{fmt(ceil.get('matmul_tflops'))} TFLOP/s** (2 n^3 / time)"
-              + (f"; spec bandwidth {spec:.0f} GB/s." if spec else "."), ""]
+    if ceil.get("host"):
+        lines += ["No CUDA GPU on this machine: only the NumPy Measure ran (the lesson's first "
+                  "Measure, on a laptop); `make bench` on a GPU adds the Triton and PyTorch rows.",
+                  ""]
+    else:
+        lines += [f"Profile: {ceil.get('profile')}. Ceilings measured in this run: copy "
+                  f"**{fmt(ceil.get('copy_gbs'))} GB/s** (2 x bytes / time, a copy reads and "
+                  f"writes), fp16 matmul **{fmt(ceil.get('matmul_tflops'))} TFLOP/s** (2 n^3 / "
+                  f"time)" + (f"; spec bandwidth {spec:.0f} GB/s." if spec else "."), ""]
     path = Path(predictions_path)
     preds = predictions(path)
     filled = sum(v is not None for d in preds.values() for p in d.values() for v in p.values())

@@ -23,6 +23,8 @@ RUNS = {
     "quick": dict(bhd=(1, 32, 128), warmup=5, rep=20),
     "cpu": dict(bhd=(1, 1, 16), warmup=1, rep=2),     # Triton under the interpreter, in seconds
 }
+# device "host" (no CUDA GPU): only the benchmarks declared host=True, NumPy on the CPU; on a
+# GPU those run only when asked for by name (--only numpy): the GPU run measures the GPU
 
 
 def benchmarks(only: str = "all") -> list:
@@ -46,6 +48,9 @@ def plan_runs(size: str, budget: int, submission: Path, device: str, profile,
     plan = dict(submission=str(submission), device=device, size=size, bhd=list(run["bhd"]),
                 warmup=run["warmup"], rep=run["rep"], skipped=[], selected=[])
     for bench in benchmarks(only):
+        if (device == "host" and not bench.host) or (bench.host and device == "cuda"
+                                                     and only != bench.name):
+            continue
         values = [] if bench.gpu_only and device == "cpu" else bench.x_vals.get(size, [])
         todo, skipped = (bench.plan or fits_all)(values, budget, profile, tuple(run["bhd"]))
         plan[bench.name] = todo

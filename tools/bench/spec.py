@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-SIZES = ("full", "quick", "cpu")   # `make bench`, --quick, --device cpu (testing the tool)
+SIZES = ("full", "quick", "cpu")   # `make bench`, --quick, --device cpu (testing the tool); a
+                                   # machine without a GPU runs the host benchmarks at "full"
 
 
 @dataclass
@@ -49,7 +50,7 @@ class Benchmark:
     (the values to run, rows skipped with a note), decided before anything is allocated.
     trials(ctx, values) yields a Trial per row, or a list of finished rows (a run that times
     itself). work(row, ctx) -> FLOPs or bytes of the row; rate = work / time in `unit` ("tflops":
-    TFLOP/s, "gbs": GB/s), `formula` its text. table(rows, report) -> measure.md's section
+    TFLOP/s, "gflops": GFLOP/s, "gbs": GB/s), `formula` its text. table(rows, report) -> measure.md's section
     (report: {"preds", "ceil", "bhd"}); synthetic() -> made-up rows for --dry-run."""
     name: str
     x_names: tuple
@@ -68,13 +69,15 @@ class Benchmark:
     order: int = 100             # its place in the run and in measure.md
     finish: Callable | None = None   # rows -> rows, after the skipped ones are added
     gpu_only: bool = False       # not run under the interpreter (--device cpu)
+    host: bool = False           # NumPy on the CPU, no torch: the one kind of benchmark a
+                                 # machine without a CUDA GPU runs (device "host": a laptop)
 
     @property
     def file(self) -> str:
         return self.json or f"{self.name}_bench.json"
 
     def rate(self, row: dict, ms: float, ctx) -> float:
-        scale = {"tflops": 1e9, "gbs": 1e6}[self.unit]   # FLOPs / ms / 1e9 = TFLOP/s
+        scale = {"tflops": 1e9, "gbs": 1e6, "gflops": 1e6}[self.unit]   # FLOPs / ms / 1e9 = TFLOP/s
         return self.work(row, ctx) / ms / scale
 
 

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.exercises.attention_backward.hints import LSE_LOG2_HINT, LSE_NO_M_HINT, MISTAKES
-from grader.exercises.attention_backward.reference import backward_reference, forward_reference
+from grader.exercises.attention_backward.hints import (DQ_LOW_PRECISION_HINT, LSE_LOG2_HINT,
+                                                       LSE_NO_M_HINT)
+from grader.exercises.attention_backward.hints import MISTAKES as MISTAKE_HINTS
+from grader.exercises.attention_backward.reference import (MISTAKES, backward_reference,
+                                                           forward_reference)
 from grader.judge import reference
-from grader.judge.compare import CheckFailed, assert_close, values
+from grader.judge.compare import CheckFailed, assert_close, numpy_tolerance, values
 from grader.judge.inputs import round_to
 
 
@@ -21,17 +24,99 @@ def close(got, want) -> bool:
     return g.shape == want.shape and bool(np.all(np.abs(g - want) <= 1e-3 * (1 + np.abs(want))))
 
 
-def backward_hint(got, Q, K, V, O, L, dO, causal, Bc) -> str:
-    """The hint of a known mistake when the student's gradients equal its answer, else ''."""
+def mistakes_for(N, causal, Bc):
+    """The known mistakes (reference.MISTAKES) that give an answer of their own on this case."""
+    out = [m for m in MISTAKES if m not in ("mask_strict", "mask_missing", "diagonal_unmasked")
+           or causal]
+    if not (Bc and N % Bc):
+        out.remove("last_block_skipped")        # no short last block to skip
+    return out
+
+
+def backward_hint(got, Q, K, V, O, L, dO, causal, Br, Bc, L_true=None) -> str:
+    """The hint the evidence supports: a known mistake's, when the student's gradients equal its
+    answer; with L_true (the L given was shifted from it), the gradients of L_true; dQ alone off
+    by float16 rounding; else which gradient differs and where (what_differs)."""
     try:
         dq, dk, dv = got
     except (TypeError, ValueError):
         return ""
-    for mistake, hint in MISTAKES.items():
-        want = backward_reference(Q, K, V, O, L, dO, causal, mistake, Bc)
+    N = Q.shape[0]
+    for mistake in mistakes_for(N, causal, Bc):
+        want = backward_reference(Q, K, V, O, L, dO, causal, mistake, Bc, Br)
         if all(close(g, w) for g, w in zip((dq, dk, dv), want)):
-            return hint
-    return ""
+            lo = (N - 1) // Bc * Bc
+            return MISTAKE_HINTS[mistake].format(lo=lo, hi=N - 1, Bc=Bc)
+    want = backward_reference(Q, K, V, O, L, dO, causal)
+    if L_true is not None:
+        true = backward_reference(Q, K, V, O, L_true, dO, causal)
+        if all(close(g, w) for g, w in zip((dq, dk, dv), true)):
+            return IGNORES_L_HINT
+    wrong = wrong_rows(got, want, Q.dtype.name, N)
+    if wrong is None:
+        return ""
+    if wrong[0].any() and not wrong[1].any() and not wrong[2].any():
+        g = np.asarray(values(dq), np.float64)
+        rel = float(np.abs(g - want[0]).max() / max(np.abs(want[0]).max(), 1e-30))
+        if 5e-5 <= rel <= 1e-2:
+            return DQ_LOW_PRECISION_HINT.format(rel=rel)
+    return what_differs(wrong, N, causal, Br, Bc)
+
+
+NO_MATCH = "No known mistake's answer matches."
+IGNORES_L_HINT = ("The gradients equal those of the row's true logsumexp, not of the L given (the "
+                  "true one shifted per row here): the backward found its own normalizer instead "
+                  "of using L. Recompute instead of remember: P = e^(S - L), with the L passed in.")
+
+
+def wrong_rows(got, want, dtype, N):
+    """Per gradient (dQ, dK, dV), which rows are outside the check's tolerance (None when a
+    shape is wrong)."""
+    atol, rtol = numpy_tolerance(dtype, N)
+    out = []
+    for g, w in zip(got, want):
+        g = np.asarray(values(g), np.float64)
+        if g.shape != w.shape:
+            return None
+        with np.errstate(all="ignore"):
+            bad = ~(np.abs(g - w) <= atol + rtol * np.abs(w))
+        out.append(bad.reshape(len(w), -1).any(axis=1))
+    return out
+
+
+def what_differs(wrong, N, causal, Br, Bc) -> str:
+    """Which gradients are wrong, and in which rows, said as blocks where they line up: no
+    mistake is named, none matched."""
+    names = ("dQ", "dK", "dV")
+    bad = [n for n, w in zip(names, wrong) if w.any()]
+    if not bad:
+        return ""
+    right = [n for n in names if n not in bad]
+    parts = []
+    for name, w in zip(names, wrong):
+        if w.any():
+            block = Br if name == "dQ" else Bc
+            parts.append(f"{name} in {_rows(w, block, 'query' if name == 'dQ' else 'key')}")
+    return (f"{NO_MATCH} What differs: {'; '.join(parts)}"
+            + (f"; {', '.join(right)} right" if right else "") + ".")
+
+
+def _rows(bad, block, kind) -> str:
+    """'rows 96..112 (the last key block of 16)' / 'rows 0, 5..9' / 'every row'."""
+    idx = np.flatnonzero(bad)
+    n = len(bad)
+    if len(idx) == n:
+        return "every row"
+    lo = (n - 1) // block * block
+    if idx[0] >= lo and len(idx) == n - lo:
+        return f"rows {lo}..{n - 1} only (the last {kind} block, of {n - lo} rows)"
+    runs, start = [], idx[0]
+    for a, b in zip(idx, list(idx[1:]) + [None]):
+        if b != a + 1:
+            runs.append(f"{start}" if start == a else f"{start}..{a}")
+            start = b
+    shown = ", ".join(runs[:4]) + (", ..." if len(runs) > 4 else "")
+    return f"{len(idx)} of {n} rows ({shown})"
 
 
 def lse_hint(got_L, Q, K, causal=False) -> str:
@@ -95,4 +180,34 @@ def check_backward(sub, Q, K, V, dO, Br, Bc, causal, case, seed, L_shift=None):
             assert_close(g, w, what=f"{what}: {name}", input_dtype=dtype, terms=N, case=label,
                          seed=seed)
     except CheckFailed as e:
-        raise CheckFailed(str(e), hint=backward_hint(got, Q, K, V, O, L, dO, causal, Bc)) from None
+        L_true = None if L_shift is None else L_ref
+        raise CheckFailed(str(e), hint=backward_hint(got, Q, K, V, O, L, dO, causal, Br, Bc,
+                                                     L_true)) from None
+
+
+# ------------------------------------------------------------------ block skipping
+
+def reads_per_row(log: dict) -> np.ndarray:
+    """How many reads of a recording array (grader.worker.recorders, rows kept) covered each
+    row, whole-array reads left out: (n,) ints."""
+    n = int(log.get("n", 0))
+    count = np.zeros(n, np.int64)
+    for _, start, stop in log.get("ranges", []):
+        if not (start == 0 and stop == n):
+            count[start:stop] += 1
+    return count
+
+
+def blocks_above_diagonal(count, N, Br, Bc) -> list[int]:
+    """The key blocks read more often than skipping allows. Row 0 is read by every query
+    block (by each of its tiles, as often as the code reads a tile); a forward that skips the
+    blocks above the diagonal reads key block j only in the query blocks that reach it, those
+    whose last row is >= j, so at most count[0] * reach / n_query_blocks times."""
+    n_q = -(-N // Br)
+    last_rows = np.minimum(np.arange(0, N, Br) + Br - 1, N - 1)
+    over = []
+    for j in range(0, N, Bc):
+        reach = int((last_rows >= j).sum())
+        if count[j:j + Bc].max() * n_q > count[0] * reach:
+            over.append(j // Bc)
+    return over

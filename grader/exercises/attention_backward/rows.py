@@ -23,6 +23,11 @@ CHECKS = [
        "Causal: query i sees keys j <= i. Skip blocks above the diagonal (every key after every "
        "query of the block) and mask s where j > i in every block that crosses the diagonal.",
        follows=("attention_backward.lse_includes_m", "attention_backward.forward_matches_float64")),
+    _C("attention_backward.causal_skips_blocks", "cpu", 2,
+       "causal=True: key blocks above the diagonal are skipped, not computed (rows of K read)",
+       "FlashAttention-2 skips blocks that are fully masked out: a key block that starts after "
+       "the query block's last row is never read or computed; stop the key loop there.",
+       follows=("attention_backward.causal_mask",)),
     _C("attention_backward.max_in_last_block", "adversarial", 2,
        "O and L when the row max sits in the last key block",
        "Break It 2 with L: rescale acc and l by alpha when the max moves; L = m + log(l) uses "
@@ -39,7 +44,7 @@ CHECKS = [
        "mask j > i in the blocks that cross it, so P is 0 there.",
        follows=("attention_backward.backward_matches_float64", "attention_backward.causal_mask")),
     _C("attention_backward.backward_finite_difference", "cpu", 2,
-       "a few gradient entries match central differences of sum(O * dO)",
+       "an entry in every row of each gradient matches central differences of sum(O * dO)",
        "The gradients are those of attention itself: dV = P^T dO, and dQ, dK through "
        "dS = P o (dP - D) with the scale 1/sqrt(d).",
        follows=("attention_backward.backward_matches_float64", "attention_backward.backward_causal")),

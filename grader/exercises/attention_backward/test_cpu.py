@@ -8,9 +8,10 @@ idea per check:
 
   forward_matches_float64     O and L, ragged sizes, Br != Bc, not causal
   causal_mask                 j <= i, the diagonal block with Br != Bc, short last blocks
+  causal_skips_blocks         the key blocks above the diagonal are skipped, not computed
   backward_matches_float64    dQ, dK, dV against float64 analytic gradients
   backward_causal             the same with causal=True
-  backward_finite_difference  a few entries against central differences of the loss
+  backward_finite_difference  an entry per row against central differences of the loss
   memory_is_linear            forward + backward hold nothing N x N
 
 The Break It cases are in test_adversarial.py.
@@ -21,16 +22,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.exercises.attention_backward.judging import (backward_hint, check_backward,
-                                                         check_forward, close, unpack)
+from grader import errors
+from grader.exercises.attention_backward.judging import (backward_hint, blocks_above_diagonal,
+                                                         check_backward, check_forward, close,
+                                                         reads_per_row, unpack)
 from grader.exercises.attention_backward.reference import (backward_reference, forward_reference,
                                                            qkv)
-from grader.judge.compare import Cases, CheckFailed, assert_close, values
+from grader.judge.compare import (Cases, CheckFailed, answer_must_be_right, assert_close,
+                                  values)
 from grader.judge.inputs import round_to
 from grader.sandbox import memory
+from grader.wire.codec import Trusted
 
 KiB, MiB = 1 << 10, 1 << 20
 # (N, d, Br, Bc): N = 1, N < Br, N a multiple of neither block, Br < Bc and Br > Bc
+# O(N d) temporaries the memory check allows, as N x d float64 arrays
+TEMPORARIES = 6
 RAGGED = [(1, 16, 8, 8), (7, 32, 4, 3), (113, 64, 32, 48), (200, 32, 64, 16)]
 
 
@@ -54,8 +61,10 @@ def test_causal_mask(student, rng, credit):
     cases = Cases(credit)
     # Br == Bc first: the diagonal falls on whole blocks; then Br != Bc, where a key block
     # crosses the diagonal without starting at i; N a multiple of neither (short last blocks)
-    shapes = [(100, 32, 16, 16, "float64"), (113, 64, 32, 48, "float32"),
-              (77, 32, 24, 10, "float64"), (50, 16, 4, 12, "float32")]
+    # N = 2 Br + 1: a last query block of one row on the diagonal; Br a multiple of Bc
+    shapes = [(100, 32, 16, 16, "float64"), (33, 16, 16, 16, "float32"),
+              (113, 64, 32, 48, "float32"), (77, 32, 24, 10, "float64"),
+              (50, 16, 4, 12, "float32"), (45, 16, 12, 8, "float64"), (1, 16, 8, 8, "float64")]
     passed_square = False
     for N, d, Br, Bc, dtype in shapes:
         Q, K, V = qkv(rng, N, d, dtype)
@@ -80,6 +89,52 @@ def test_causal_mask(student, rng, credit):
     cases.finish()
 
 
+@pytest.mark.check("attention_backward.causal_skips_blocks")
+def test_causal_skips_blocks(student, rng):
+    """tiled_attention_lse(causal=True) gets Q and K as arrays that log which rows each read
+    covers (grader/worker/recorders.py, rows kept). Key row 0 is read by every query block; a
+    forward that skips the blocks above the diagonal reads the later key blocks in fewer query
+    blocks, in proportion (judging.blocks_above_diagonal). Not seen: K read whole into an
+    ndarray first (np.asarray(K)), then sliced: the check then fails closed and says so."""
+    sub = student()
+    for N, d, Br, Bc, dtype in ((64, 16, 16, 16, "float64"), (77, 32, 24, 10, "float32")):
+        Q, K, V = qkv(rng, N, d, dtype)
+        case = f"N={N}, d={d}, {dtype}, Br={Br}, Bc={Bc}, causal"
+        what = f"tiled_attention_lse(Q, K, V, Br={Br}, Bc={Bc}, causal=True) ({case}) [seed {rng.seed}]"
+        recorded = [Trusted("read_recorder", params={"values": X, "dtype": dtype, "keep_shape": True})
+                    for X in (Q, K)]
+        try:
+            r = sub.call("tiled_attention_lse", *recorded, V, Br, Bc, causal=True)
+        except errors.StudentRaised as e:
+            raise CheckFailed(f"{what}: raised when given the grader's recording Q and K: {e}",
+                              hint="Here Q and K are array-likes that log which rows are read "
+                                   "(shape, dtype, slices K[j:j + Bc], .T, @, astype and NumPy "
+                                   "functions work on them; isinstance(K, np.ndarray) is "
+                                   "False).") from None
+        O_ref, L_ref = forward_reference(Q, K, V, True)
+        with answer_must_be_right("was recorded", ("attention_backward.causal_mask",)):
+            O, L = unpack(r.value, what, 2)
+            assert_close(O, O_ref, what=f"{what}: O", input_dtype=dtype, terms=N)
+        logs = r.extras.get("reads") or [{}, {}]
+        count = reads_per_row(logs[1])
+        if count[0] == 0:
+            raise CheckFailed(
+                f"{what}: K was only read whole ({logs[1].get('whole_reads', 0)} whole-array "
+                f"reads), so which key blocks each query block computed cannot be seen.",
+                hint="Read K block by block, K[j:j + Bc], in the loop: the grader counts the "
+                     "rows each read covers to see the blocks above the diagonal skipped.")
+        over = blocks_above_diagonal(count, N, Br, Bc)
+        if over:
+            raise CheckFailed(
+                f"{what}: key row 0 was read {count[0]} times (once per tile of every query "
+                f"block), and key block(s) {over} (of {Bc} rows) up to {int(count.max())} times: "
+                f"more than the query blocks that reach them allow. Blocks above the diagonal "
+                f"were computed and masked, not skipped.",
+                hint="FlashAttention-2 skips blocks that are fully masked out: when the key "
+                     "block starts after the query block's last row (j > i + br - 1), stop the "
+                     "key loop; every later block is above the diagonal too.")
+
+
 # ------------------------------------------------------------------ backward
 
 @pytest.mark.check("attention_backward.backward_matches_float64")
@@ -98,8 +153,11 @@ def test_backward_matches_float64(student, rng, credit):
 def test_backward_causal(student, rng, credit):
     sub = student()
     cases = Cases(credit)
+    # the diagonal against the block edges every way: Br == Bc, Br < Bc, Br > Bc (a multiple
+    # and not), a last query block of one row, short last blocks of both kinds
     for N, d, Br, Bc, dtype in ((64, 16, 16, 16, "float64"), (113, 64, 32, 48, "float32"),
-                                (77, 32, 24, 10, "float64")):
+                                (77, 32, 24, 10, "float64"), (33, 16, 16, 16, "float32"),
+                                (45, 16, 12, 8, "float64"), (50, 16, 4, 12, "float64")):
         Q, K, V, dO = qkv(rng, N, d, dtype, 4)
         with cases.case(f"N={N}, d={d}, {dtype}, Br={Br}, Bc={Bc}", seed=rng.seed):
             check_backward(sub, Q, K, V, dO, Br, Bc, True, "causal", rng.seed)
@@ -108,9 +166,9 @@ def test_backward_causal(student, rng, credit):
 
 @pytest.mark.check("attention_backward.backward_finite_difference")
 def test_backward_finite_difference(student, rng):
-    """A few entries of dQ, dK, dV against central differences of loss = sum(O * dO), with O
-    computed here in float64: the gradients are those of attention itself, whatever formulas
-    produced them."""
+    """One entry in every row of dQ, dK, dV (its column at random) against central differences
+    of loss = sum(O * dO), with O computed here in float64: the gradients are those of attention
+    itself, whatever formulas produced them, and a single wrong row shows."""
     sub = student()
     N, d, Br, Bc, h = 37, 16, 8, 12, 1e-6
     for causal in (False, True):
@@ -123,8 +181,9 @@ def test_backward_finite_difference(student, rng):
             g = np.asarray(values(g), np.float64)
             if g.shape != (N, d):
                 raise CheckFailed(f"{what}: {name}: expected shape {(N, d)}, got {g.shape}")
-            for _ in range(3):
-                r, c = int(rng.integers(N)), int(rng.integers(d))
+            # one entry in every row: a single wrong row of any gradient shows
+            for r in range(N):
+                c = int(rng.integers(d))
                 old = X[r, c]
                 X[r, c] = old + h
                 up = (forward_reference(Q, K, V, causal)[0] * dO).sum()
@@ -137,14 +196,14 @@ def test_backward_finite_difference(student, rng):
                         f"{what} (N={N}, d={d}, float64) [seed {rng.seed}]: {name}[{r}, {c}]: "
                         f"expected {fd:.8g} (central difference of sum(O * dO)), got "
                         f"{g[r, c]:.8g}",
-                        hint=backward_hint(got, Q, K, V, O, L, dO, causal, Bc))
+                        hint=backward_hint(got, Q, K, V, O, L, dO, causal, Br, Bc))
 
 
 # ------------------------------------------------------------------ memory
 
 def _measured_call(sub, fn, args, what, case, seed):
-    """fn(*args, causal=True) in a fresh worker with tracemalloc on, its peak resident memory
-    (VmHWM) read from here where it can be: (result, the fresh worker's baseline or None, the
+    """fn(*args, causal=True) in a fresh worker with tracemalloc on, its peak memory counted
+    from here where it can be (grader/sandbox/memory.py: the worker's cgroup, or VmHWM): (result, the fresh worker's baseline or None, the
     peak_rss reading or None)."""
     rss = None
     with memory.fresh_worker(sub) as fresh:
@@ -165,8 +224,8 @@ def _measured_call(sub, fn, args, what, case, seed):
 @pytest.mark.check("attention_backward.memory_is_linear")
 def test_memory_is_linear(student, rng):
     """N = 1500, d = 16, Br = Bc = 16, causal: the forward and then the backward, each in a fresh
-    worker with tracemalloc on and its peak resident memory (VmHWM) read from here, as
-    tiled_attention.memory_is_tiled measures. Anything N x N (a float32 score or probability
+    worker with tracemalloc on and its peak memory counted from here (its cgroup, or VmHWM), as
+    tiled_attention.memory_is_tiled measures; a call during which tracemalloc was stopped fails. Anything N x N (a float32 score or probability
     matrix is 9 MB) is far above the bound: the outputs, three N x d temporaries, vectors of N,
     a few tiles."""
     sub = student()
@@ -182,19 +241,31 @@ def test_memory_is_linear(student, rng):
         what = f"{fn}(..., Br={Br}, Bc={Bc}, causal=True)"
         case = f"N={N}, d={d}, {dtype}"
         res, baseline, rss = _measured_call(sub, fn, args, what, case, rng.seed)
+        if res.extras.get("tracemalloc_tampered"):   # grader/worker/probes.py's sentinel
+            raise CheckFailed(
+                f"{what} ({case}) [seed {rng.seed}]: {res.extras['tracemalloc_tampered']}: the "
+                f"grader's in-process memory evidence was switched off, so this call earns no "
+                f"memory points. Leave tracemalloc alone.",
+                hint="The grader measures memory: never stop, restart or clear tracemalloc.",
+                follows=())
         # every output counted as float64 (float32 input may give float64 gradients)
         outputs = n_out * N * d * 8
-        # and up to three N x d float64 temporaries (dO * O for D, a float64 copy of an input)
-        bound = outputs + 3 * N * d * 8 + 4 * N * 8 + 4 * tile + 16 * KiB
+        # and O(N d) temporaries in any dtype: up to six N x d float64 arrays (every input
+        # converted to float64 up front, dO * O for D), a few vectors of N and tile steps; the
+        # N x N scores are 9 MB, five times the bound
+        temps = TEMPORARIES * N * d * 8
+        bound = outputs + temps + 4 * N * 8 + 4 * tile + 16 * KiB
         peak = int(res.extras.get("peak_bytes", 0))
         if peak > bound:
             raise CheckFailed(
                 f"{what} ({case}) [seed {rng.seed}]: expected peak memory under {bound} bytes "
-                f"(the outputs and three N x d temporaries as float64, a few vectors of N, 4 tile steps, 16 KiB), got {peak} "
-                f"bytes as tracemalloc saw it; the N x N scores are {N * N * item} bytes, a Br x N "
-                f"strip {Br * N * item}.",
-                hint="Recompute instead of remember: S and P exist one (Br, Bc) tile at a time, "
-                     "in the forward and in the backward; nothing N x N is built or kept.",
+                f"(the outputs {outputs}, {TEMPORARIES} N x d temporaries as float64 {temps}, a "
+                f"few vectors of N, 4 tile steps, 16 KiB), got {peak} bytes as tracemalloc saw "
+                f"it; the N x N scores are {N * N * item} bytes.",
+                hint=f"The call's peak, {peak} bytes, is over the linear bound {bound} "
+                     f"({TEMPORARIES} N x d float64 arrays beside the outputs): recompute instead "
+                     f"of remember, S and P one (Br, Bc) tile at a time; nothing N x N is built "
+                     f"or kept.",
                 follows=())
         if baseline is not None:
             resident = rss["bytes"] - baseline

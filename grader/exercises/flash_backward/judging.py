@@ -8,16 +8,20 @@ The gradients are judged by two helpers, assert_grads (CPU references, for the i
 and assert_grads_gpu (GPU references, for the gpu layer). They share the tolerance rule
 (`tolerance`) but not their evidence: on an overflowing PyTorch baseline the first falls back
 on float32 PyTorch and the second on the floor alone; the first stops at the first wrong
-gradient, the second compares all three for the hint that names a race on dQ."""
+gradient, the second compares all three for the hint that names a race on dQ. The first's
+hint comes from mistakes.py: the known mistake whose answer the gradients equal, else which
+gradient differs and where."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from grader import errors
-from grader.exercises.flash_backward.hints import (DELTA_HINT, DIAGONAL_HINT, DQ_ONLY_HINT,
-                                                   LSE_LOG2_HINT, LSE_NO_M_HINT, RECOMPUTE_HINT,
-                                                   SCALE_HINT, STRICT_HINT)
+from grader.exercises.flash_backward import mistakes
+from grader.exercises.flash_backward.hints import (DIAGONAL_HINT, DQ_ONLY_HINT, LSE_IS_M_HINT,
+                                                   LSE_LOG2_HINT,
+                                                   LSE_NO_M_HINT, SCALE_HINT,
+                                                   STRICT_HINT)
 from grader.exercises.flash_backward.reference import (backward_reference, forward_reference,
                                                        torch_float32_rounded, torch_same_precision)
 from grader.judge.compare import CheckFailed, assert_close, values
@@ -116,6 +120,8 @@ def judge_forward(value, q, k, v, dtype, causal, context, seed) -> None:
                 hint = LSE_NO_M_HINT
             elif np.allclose(got, ref_L / np.log(2), rtol=1e-2, atol=1e-2):
                 hint = LSE_LOG2_HINT
+            elif np.allclose(got, m, rtol=1e-3, atol=1e-3):
+                hint = LSE_IS_M_HINT
             elif causal:
                 _, strict_L, _ = forward_reference(q, k, v, causal, strict=True)
                 if np.allclose(got[..., 1:], strict_L[..., 1:], rtol=1e-2, atol=1e-2):
@@ -143,27 +149,7 @@ def tolerance(baseline: float, ref_max: float, dtype: str) -> tuple[float, float
     return 2 * baseline + floor, floor
 
 
-def _grad_hint(got, ref, twin_nod, D):
-    """The hint the evidence supports: which gradient is off and like which known mistake."""
-    g = [np.asarray(values(t), dtype=np.float64) for t in got]
-    if any(a.shape != b.shape for a, b in zip(g, ref)):
-        return ""
-
-    def near(a, b):
-        return np.allclose(a, b, rtol=2e-2, atol=2e-2 * max(1.0, float(np.abs(b).max())))
-
-    if not near(g[2], ref[2]):
-        return RECOMPUTE_HINT
-    if not near(g[0], ref[0]) and not near(g[1], ref[1]) and near(g[0], twin_nod[0]) \
-            and near(g[1], twin_nod[1]):
-        return DELTA_HINT
-    for i, name, formula in ((1, "dK", "dS^T Q"), (0, "dQ", "dS K")):
-        if not near(g[i], ref[i]) and near(g[i], ref[i] * np.sqrt(D)):
-            return SCALE_HINT.format(name=name, formula=formula)
-    return ""
-
-
-def assert_grads(got, q, k, v, do, dtype, causal, what, context, seed):
+def assert_grads(got, q, k, v, do, dtype, causal, what, context, seed, blocks=None):
     """dq, dk, dv against float64, each within 2 x PyTorch's same-precision error + a floor.
 
     Where PyTorch in `dtype` is not finite (float16 with a large dO: its float16 dP = dO V^T
@@ -186,7 +172,9 @@ def assert_grads(got, q, k, v, do, dtype, causal, what, context, seed):
             assert_close(g, r, what=f"the {name} of {what}", dtype=dtype, case=context, seed=seed,
                          atol=atol, rtol=0.0)
         except CheckFailed as e:
-            hint = _grad_hint(got, ref, backward_reference(q, k, v, do, causal, False), q.shape[-1])
+            blocks = blocks or {}
+            hint = mistakes.grad_hint(got, q, k, v, do, causal, blocks.get("BLOCK_M"),
+                                      blocks.get("BLOCK_N"))
             raise CheckFailed(f"{e} (allowed: 2 x {source} {baseline:.2g} + floor "
                               f"{floor:.2g})", hint=hint) from None
 
@@ -199,7 +187,8 @@ def check_backward(sub, q, k, v, do, dtype, causal, blocks, seed, case="", opts=
     o, L, _ = forward_reference(q, k, v, causal)
     o, L = round_to(o, dtype), round_to(L, "float32")
     r = call_bwd(sub, q, k, v, o, L, do, dtype, causal, blocks, opts)
-    assert_grads(unpack(r.value, what), q, k, v, do, dtype, causal, what, context, seed)
+    assert_grads(unpack(r.value, what), q, k, v, do, dtype, causal, what, context, seed,
+                 blocks)
     return r.extras, o, L
 
 
@@ -218,7 +207,8 @@ def gradient_hint(ok: dict) -> str:
 
 
 def _gpu_grad_hint(name, x, r, D) -> str:
-    """The hint one wrong gradient on the GPU supports: dv wrong, or dq or dk sqrt(D) too large."""
+    """The hint one wrong gradient on the GPU supports: dq or dk sqrt(D) too large. A wrong dv
+    alone names no cause here (the interp checks compare it with each known mistake's)."""
     import math
 
     import torch
@@ -228,9 +218,7 @@ def _gpu_grad_hint(name, x, r, D) -> str:
     mine = torch.from_numpy(x.array).to(r.device, torch.float64)
     near = torch.allclose(mine, r * math.sqrt(D), rtol=2e-2,
                           atol=2e-2 * max(1.0, float(r.abs().max())))
-    if name == "dv":
-        return RECOMPUTE_HINT
-    if near:
+    if name != "dv" and near:
         return SCALE_HINT.format(name={"dq": "dQ", "dk": "dK"}[name],
                                  formula="dS K" if name == "dq" else "dS^T Q")
     return ""
@@ -253,8 +241,8 @@ def assert_grads_gpu(got, q, k, v, do, dtype, causal, what, case, seed):
             baseline = 0.0
         atol, floor = tolerance(baseline, float(r.abs().max()), dtype)
         try:
-            g.assert_close_gpu(x, r, what=f"the {name} of {what}", dtype=dtype, case=case,
-                               seed=seed, atol=atol, rtol=0.0)
+            assert_close(x, r, what=f"the {name} of {what}", dtype=dtype, case=case,
+                         seed=seed, atol=atol, rtol=0.0)
         except CheckFailed as e:
             failures[name] = (CheckFailed(f"{e} (allowed: 2 x PyTorch's {dtype} error "
                                           f"{baseline:.2g} + floor {floor:.2g})"),
@@ -273,8 +261,8 @@ def assert_forward_gpu(value, q, k, v, dtype, causal, what, case, seed):
 
     o, lse = unpack(value, what)
     ref_o, ref_lse = g.attention_lse_reference(q, k, v, causal)
-    g.assert_close_gpu(o, ref_o, what=f"the o of {what}", dtype=dtype, case=case, seed=seed)
+    assert_close(o, ref_o, what=f"the o of {what}", dtype=dtype, case=case, seed=seed)
     big = max(1.0, float(ref_lse.abs().max()))
-    g.assert_close_gpu(lse, ref_lse, what=f"the lse of {what}", dtype="float32", case=case,
-                       seed=seed, atol=LSE_TOL[dtype] * big, rtol=LSE_TOL[dtype])
+    assert_close(lse, ref_lse, what=f"the lse of {what}", dtype="float32", case=case,
+                 seed=seed, atol=LSE_TOL[dtype] * big, rtol=LSE_TOL[dtype])
     return ref_o, ref_lse

@@ -1,7 +1,7 @@
 """flash_backward's rows of the registry: the exercise, and its public checks with points, layers and
 hints (grader.registry gathers every exercise folder's rows)."""
 
-from grader.schema import Check as _C, Exercise
+from grader.schema import Band, Check as _C, Exercise
 
 # the forward with L, the backward's three kernels, and the autograd wrapper
 EXERCISE = Exercise(
@@ -17,7 +17,10 @@ EXERCISE = Exercise(
                             "the attention and its gradients"),
     },
     audit="triton",
-    order=8)
+    order=8,
+    bands={"vs_sdpa": Band(3.0, 6.0, "time / the fastest SDPA backend's time, forward and backward"),
+           # causal attention does half the work; at 8K cuDNN's own ratio is about 0.62
+           "causal_half": Band(0.6, 0.9, "causal time / non-causal time")})
 
 CHECKS = [
     _C("flash_backward.forward_matches_float64", "interp", 4,

@@ -11,13 +11,12 @@ from grader.exercises.flash_backward.measure import (B_PERF, D_PERF, H_PERF, PER
 from grader.judge.baselines import attention_flops
 from grader.judge.compare import CheckFailed
 
-CAUSAL_FULL, CAUSAL_ZERO = 0.6, 0.9    # causal time / non-causal time: full and zero credit
 EXTRA_COPIES = 6                       # memory beyond the outputs: up to 6 tensors the size of q,
 EXTRA_MIB = 64                         # plus 64 MiB (allocator rounding, a few numbers per row)
 
 
 def _speed(perf: Perf, name: str, credit, gpu) -> None:
-    from grader.judge.devices import linear_credit
+    from grader.judge import verdicts
 
     perf.failure([name])
     prof = gpu.profile
@@ -30,15 +29,15 @@ def _speed(perf: Perf, name: str, credit, gpu) -> None:
                 raise CheckFailed(f"no SDPA backend ran at N={N}{', causal' if causal else ''} "
                                   f"here, so there is no baseline to compare with; no speed points")
             ratio = ms / base_ms
-            fractions.append(linear_credit(ratio, prof.flash_full_ratio, prof.flash_zero_ratio))
+            fractions.append(verdicts.credit("flash_backward", "vs_sdpa", ratio, prof))
             tflops = attention_flops(B_PERF, H_PERF, N, D_PERF, causal, name == "bwd") / ms / 1e9
             lines.append(f"N={N}{' causal' if causal else ''}: {ms:.3f} ms ({tflops:.0f} TFLOP/s) "
                          f"vs SDPA {backend} {base_ms:.3f} ms = {ratio:.2f}x")
     fn = "flash_fwd" if name == "fwd" else "flash_bwd"
     credit.set(sum(fractions) / len(fractions),
                f"{fn}, B={B_PERF}, H={H_PERF}, D={D_PERF}, float16: " + "; ".join(lines)
-               + f". Full marks within {prof.flash_full_ratio:g}x of the fastest SDPA backend's "
-               f"{'backward' if name == 'bwd' else 'forward'}, none past {prof.flash_zero_ratio:g}x; "
+               + f". Against the fastest SDPA backend's "
+               f"{'backward' if name == 'bwd' else 'forward'}, {verdicts.terms('flash_backward', 'vs_sdpa', prof, 'x')}; "
                f"FLOPs = 4*B*H*N^2*D{' x 2.5' if name == 'bwd' else ''}, halved when causal; every "
                f"timed output checked{perf.note}")
 
@@ -55,7 +54,7 @@ def test_backward_speed(student, rng, gpu, credit, workers):
 
 @pytest.mark.check("flash_backward.causal_skips_blocks")
 def test_causal_skips_blocks(student, rng, gpu, credit, workers):
-    from grader.judge.devices import linear_credit
+    from grader.judge import verdicts
 
     perf = measure(student, rng, gpu, workers)
     perf.failure(["fwd", "bwd"])
@@ -63,12 +62,12 @@ def test_causal_skips_blocks(student, rng, gpu, credit, workers):
     N = PERF_N[-1]   # at 4K the per-call costs around the kernel weigh: cuDNN's own ratio is 0.62-0.66
     for name, fn in (("fwd", "flash_fwd"), ("bwd", "flash_bwd")):
         ratio = perf.ms[(name, N, True)] / perf.ms[(name, N, False)]
-        fractions.append(linear_credit(ratio, CAUSAL_FULL, CAUSAL_ZERO))
+        fractions.append(verdicts.credit("flash_backward", "causal_half", ratio, gpu.profile))
         lines.append(f"{fn} N={N}: causal {perf.ms[(name, N, True)]:.3f} ms / non-causal "
                      f"{perf.ms[(name, N, False)]:.3f} ms = {ratio:.2f}")
     credit.set(sum(fractions) / len(fractions),
-               "; ".join(lines) + f". Causal attention does half the work: full marks at "
-               f"{CAUSAL_FULL:g} of the non-causal time or less, none from {CAUSAL_ZERO:g}")
+               "; ".join(lines) + f". Causal attention does half the work: of the non-causal "
+               f"time, {verdicts.terms('flash_backward', 'causal_half', gpu.profile)}")
 
 
 @pytest.mark.check("flash_backward.memory_linear")

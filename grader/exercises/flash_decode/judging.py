@@ -13,11 +13,10 @@ import numpy as np
 
 from grader import errors
 from grader.exercises.flash_decode.reference import CACHE_GUARD_ROWS, decode_reference
-from grader.judge.compare import CheckFailed, assert_close, values
+from grader.exercises.flash_decode import mistakes
+from grader.judge.compare import TOLERANCES, CheckFailed, assert_close, values
 from grader.judge.inputs import tensor
 from grader.judge.kernel_use import assert_in_bounds
-
-
 
 
 def _diagnose(got, expected, error: CheckFailed, nan_hint: str, twins) -> CheckFailed:
@@ -101,7 +100,10 @@ def assert_decode(sub, q, k, v, seq_lens, *, dtype="float16", num_splits=None, g
         f", num_splits={num_splits})" if num_splits is not None else ")")
     context = (f"B={B}, Hq={Hq}, Hkv={Hkv}, L_max={L}, D={D}, seq_lens={lens.tolist()}, {dtype}"
                + (f", {case}" if case else ""))
-    r = sub.call("flash_decode", *args, **({} if num_splits is None else {"num_splits": num_splits}))
+    # torch.empty in the worker returns NaN (poison_empty): a partial state a split does not
+    # store is garbage that shows, not zeros that happen to merge right
+    r = sub.call("flash_decode", *args, **({} if num_splits is None else {"num_splits": num_splits}),
+                 opts={"poison_empty": True})
     out = r.value
     if bounds:   # the lanes the bounds hooks switched off (grader/worker/bounds.py), judged here
         assert_in_bounds(r.extras, ["q", "k_cache", "v_cache", "seq_lens"], f"{what} ({context})",
@@ -111,21 +113,41 @@ def assert_decode(sub, q, k, v, seq_lens, *, dtype="float16", num_splits=None, g
         assert_close(out, expected, what=what, dtype=dtype, case=context, seed=seed)
     except CheckFailed as e:
         failure = _diagnose(out, expected, e, nan_hint, twins)
+        known = None if failure.hint else mistakes.match(out, q, k, v, lens, num_splits,
+                                                         *TOLERANCES[dtype])
+        if known:   # follows: the check aimed at a mistake every case shows leads
+            failure = CheckFailed(str(e), hint=known[0], follows=known[1])
         g = np.asarray(values(out), dtype=np.float64)
-        if g.shape == expected.shape and (np.isinf(g) & np.isfinite(expected)).any():
-            # inf where the answer is finite: something overflowed, large_scores' idea
-            raise CheckFailed(str(e), hint=failure.hint or OVERFLOW_HINT,
+        garbage = mistakes.empty_garbage_hint(out, expected, q, k, lens, num_splits)
+        if garbage and failure.hint in ("", nan_hint) and (not failure.hint or _right_with_one_split(
+                sub, args, lens, expected, what, dtype)):
+            # nan or inf with nothing to overflow, some splits empty, and (when the case's own
+            # nan hint fired) right with one split: the empty splits' state, not the loads
+            failure = CheckFailed(str(e), hint=garbage, follows=("flash_decode.empty_splits",))
+        elif not failure.hint and g.shape == expected.shape and (
+                np.isinf(g) & np.isfinite(expected)).any():
+            # inf where the answer is finite, with scores that can overflow: large_scores' idea
+            raise CheckFailed(str(e), hint=OVERFLOW_HINT,
                               follows=("flash_decode.large_scores",)) from None
-        if not failure.hint and split_hint and num_splits not in (None, 1):
-            args[3] = tensor(lens, "int32", poison=0.0)
-            try:
-                one = sub.call("flash_decode", *args, num_splits=1).value
-                assert_close(one, expected, what=what, dtype=dtype)
-                failure = CheckFailed(str(e), hint=split_hint.format(splits=num_splits))
-            except (CheckFailed, errors.StudentRaised, errors.BadReturn):
-                pass
+        if not failure.hint and split_hint and num_splits not in (None, 1) and \
+                _right_with_one_split(sub, args, lens, expected, what, dtype):
+            failure = CheckFailed(str(e), hint=split_hint.format(splits=num_splits))
+        if not failure.hint:
+            atol, rtol = TOLERANCES[dtype]
+            failure = CheckFailed(str(e), hint=mistakes.what_differs(out, expected, lens, atol, rtol))
         raise failure from None
     return out
+
+
+def _right_with_one_split(sub, args, lens, expected, what, dtype) -> bool:
+    """The control call: the same inputs with num_splits=1 give the right answer."""
+    args = [*args[:3], tensor(lens, "int32", poison=0.0)]
+    try:
+        one = sub.call("flash_decode", *args, num_splits=1, opts={"poison_empty": True}).value
+        assert_close(one, expected, what=what, dtype=dtype)
+        return True
+    except (CheckFailed, errors.StudentRaised, errors.BadReturn):
+        return False
 
 
 OVERFLOW_HINT = ("inf in the output where the answer is finite: something overflowed. exp(s) "

@@ -1,7 +1,7 @@
 """flash_decode's rows of the registry: the exercise, and its public checks with points, layers and
 hints (grader.registry gathers every exercise folder's rows)."""
 
-from grader.schema import Check as _C, Exercise
+from grader.schema import Band, Check as _C, Exercise
 
 # ops a wrapper may run to size its launch (flash_decode: seq_lens.max().item() picks the split
 # count); they compute no attention
@@ -16,7 +16,9 @@ EXERCISE = Exercise(
                               "_decode_split[grid](...) and _decode_merge[grid](...)",
                               "the attention and the merge")},
     extra_ops=SIZE_OPS, audit="mixed",
-    order=6)
+    order=6,
+    bands={"bandwidth": Band(0.6, 0.15, "GB/s of the cache read / the copy bandwidth measured in this run"),
+           "split_speedup": Band(4.0, 1.0, "time with num_splits=1 / time with its own split count")})
 
 CHECKS = [
     _C("flash_decode.merge_matches_one_pass", "cpu", 4,

@@ -1,13 +1,15 @@
 """flash_triton's rows of the registry: the exercise, and its public checks with points, layers and
 hints (grader.registry gathers every exercise folder's rows)."""
 
-from grader.schema import Check as _C, Exercise
+from grader.schema import Band, Check as _C, Exercise
 
 EXERCISE = Exercise(
     "flash_triton", "FlashAttention forward (Triton)", frozenset({"torch", "triton"}), "interp",
     kernels={"flash_fwd": ("flash_fwd(q, k, v)", "_flash_fwd[grid](...)", "the attention")},
     audit="triton",
-    order=4)
+    order=4,
+    # the lesson: "within 1.5 to 3x of a production backend is a good result"
+    bands={"vs_sdpa": Band(3.0, 6.0, "flash_fwd time / the fastest SDPA backend's time")})
 
 CHECKS = [
     _C("flash_triton.uses_kernel", "adversarial", 1, "flash_fwd launches its Triton kernel, which stores the whole output",

@@ -8,6 +8,7 @@ import pytest
 
 from grader.judge.cases import run_cases
 from grader.sandbox import sanitize
+from grader.judge.compare import assert_close
 
 # Real sizes on CUDA (mode "cuda"). Inputs are drawn by torch's generator in the worker and
 # again here (grader.judge.gpu.seeded_inputs), so N = 16K needs no transfer of inputs; the reference
@@ -34,8 +35,8 @@ def test_gpu_real_sizes(student, rng, gpu, credit):
         # but the student's Triton kernels and copies, from any thread of the worker
         r = sub.call("flash_fwd", *markers,
                      opts={"poison_empty": True, "sync": True, "return_args": small})
-        g.assert_close_gpu(r.value, g.attention_reference(q, k, v), what="flash_fwd(q, k, v)",
-                           dtype=dtype, case=case, seed=rng.seed)
+        assert_close(r.value, g.attention_reference(q, k, v), what="flash_fwd(q, k, v)",
+                     dtype=dtype, case=case, seed=rng.seed)
         if small:
             for name, after, before in zip("qkv", r.extras["args_after"], (q, k, v)):
                 g.assert_unchanged(after, before, f"{name} ({case})")
@@ -48,9 +49,9 @@ def test_gpu_real_sizes(student, rng, gpu, credit):
         markers, (q, k, v) = g.seeded_inputs(rng, (B, H, N, D), "float16", scale=(5.0, -5.0, 1.0),
                                              guard=GUARD_ROWS * D, absolute=True)
         out = sub.call("flash_fwd", *markers, opts={"poison_empty": True, "sync": True}).value
-        g.assert_close_gpu(out, g.attention_reference(q, k, v), what="flash_fwd(q, k, v)",
-                           dtype="float16", case=f"float16 ({B}, {H}, {N}, {D}), q > 0 > k: "
-                           f"every real score strongly negative", seed=rng.seed)
+        assert_close(out, g.attention_reference(q, k, v), what="flash_fwd(q, k, v)",
+                     dtype="float16", case=f"float16 ({B}, {H}, {N}, {D}), q > 0 > k: "
+                     f"every real score strongly negative", seed=rng.seed)
 
     cases = [(f"{dtype} ({B}, {H}, {N}, {D}) [seed {rng.seed}]",
               lambda c=(B, H, N, D, dtype): run(*c)) for B, H, N, D, dtype in GPU_CASES]

@@ -62,8 +62,11 @@ def test_online_max_sum(student, rng, credit):
 def test_one_pass(student, rng, credit):
     """online_max_sum gets an array that logs its reads (grader/worker/recorders.py): a whole
     read (x.max(), np.exp(x), x - m, np.asarray(x)) covers all of x; element-wise or chunk-wise
-    reading in order is one pass; going back to the start is a second pass. Not seen: two passes
-    over a copy made first with np.asarray(x) (that copy is a plain ndarray)."""
+    reading in order is one pass; going back to the start is a second pass. Copies made by x's
+    own methods (x.copy(), x.astype(), x.tolist(), np.copy(x)) log into the same record, so two
+    passes over them are two passes. Not seen: two passes over a copy made through NumPy's array
+    protocol (np.asarray(x), np.array(x): a plain ndarray, as NumPy requires), the line drawn in
+    docs/ARCHITECTURE.md ("One pass, and what a copy hides")."""
     sub = student()
     cases = Cases(credit)
     for n, dtype in ((1000, "float64"), (333, "float32"), (7, "float64")):

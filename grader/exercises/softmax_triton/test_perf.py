@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from grader.judge.compare import CheckFailed
+from grader.judge.compare import CheckFailed, assert_close
 
 BANDWIDTH_SHAPE = (32768, 4096)   # 256 MiB of fp16: far past any L2
 
@@ -23,7 +23,7 @@ def _eager(x):
 def test_bandwidth(student, rng, gpu, credit, workers):
     from grader.judge import gpu as g
     from grader.judge import timing
-    from grader.judge.devices import linear_credit
+    from grader.judge import verdicts
 
     sub = student()
     rows, cols = BANDWIDTH_SHAPE
@@ -35,11 +35,11 @@ def test_bandwidth(student, rng, gpu, credit, workers):
     # runs below. Those costs are taken out as measured here with nothing of the student alive;
     # the student cannot skip them, since every request's outputs are verified afterwards.
     note = timing.quiet_gpu(workers, what)
-    harness = timing.per_call_ms(timing.local_request(lambda t: t, [x.clone()]))
+    harness = timing.harness_gpu_ms(x.clone())   # its GPU time: what it adds to a GPU-bound loop
     eager = timing.per_call_ms(timing.local_request(_eager, [x.clone()]))
     traced = sub.call("softmax", marker, opts={"trace": True})
-    g.assert_close_gpu(traced.value, g.softmax_reference(x), what="softmax(x)", dtype="float16",
-                       case=f"{rows} x {cols}", seed=rng.seed)
+    assert_close(traced.value, g.softmax_reference(x), what="softmax(x)", dtype="float16",
+                 case=f"{rows} x {cols}", seed=rng.seed)
     # the gate's profiler (CUPTI) stays attached to the process it ran in and slows every later
     # launch there: the timed requests run in a fresh worker
     sub.close()
@@ -53,20 +53,21 @@ def test_bandwidth(student, rng, gpu, credit, workers):
     eager = min(eager, timing.per_call_ms(timing.local_request(_eager, [x.clone()])))
     # the harness cost too, again: one stalled measurement (seen once on the H200: 82 ms) must
     # not be subtracted; the smaller of the two takes less off the student's time, never more
-    harness = min(harness, timing.per_call_ms(timing.local_request(lambda t: t, [x.clone()])))
-    mine, eager = mine - harness, eager - harness
+    harness = min(harness, timing.harness_gpu_ms(x.clone()))
     copy = gpu.ceiling("copy_gbs")
+    # the floor judges the time as measured, before the harness's estimated cost comes off
     impossible = timing.below_floor(mine, moved / copy / 1e6, what)
     if impossible:
         raise CheckFailed(impossible)
+    mine, eager = mine - harness, eager - harness
     gbs = moved / mine / 1e6
     fraction, speedup = gbs / copy, eager / mine
     p = gpu.profile
-    score = (0.5 * linear_credit(fraction, p.softmax_full_fraction, p.softmax_zero_fraction)
-             + 0.5 * linear_credit(speedup, p.eager_speedup_full, p.eager_speedup_zero))
+    score = (0.5 * verdicts.credit("softmax_triton", "bandwidth", fraction, p)
+             + 0.5 * verdicts.credit("softmax_triton", "vs_eager", speedup, p))
     credit.set(score, f"softmax on {rows} x {cols} float16: {mine:.3f} ms = {gbs:.0f} GB/s "
                f"(bytes = 2 x rows x cols x 2), {fraction:.0%} of the copy bandwidth measured in "
-               f"this run ({copy:.0f} GB/s; full marks from {p.softmax_full_fraction:.0%}); "
-               f"{speedup:.1f}x faster than softmax_eager ({eager:.3f} ms; full marks from "
-               f"{p.eager_speedup_full:g}x); every timed call's output checked "
+               f"this run ({copy:.0f} GB/s; {verdicts.terms('softmax_triton', 'bandwidth', p)}); "
+               f"{speedup:.1f}x faster than softmax_eager ({eager:.3f} ms; "
+               f"{verdicts.terms('softmax_triton', 'vs_eager', p, 'x')}); every timed call's output checked "
                f"(per call, {harness:.3f} ms of refill and checksum taken out){note}")

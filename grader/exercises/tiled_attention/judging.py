@@ -1,13 +1,19 @@
 """tiled_attention's judgement of one call: the memory gate every tiled check goes through
-(tiled_call), and the comparison with the float64 reference with a hint for a known mistake
-(check_tiled, check_naive). Shared by its cpu and adversarial checks and its hidden checks."""
+(tiled_call: tracemalloc in the worker, and the worker's memory counted outside it), the read
+records of K and V (key_tiles, one_pass_over_keys), and the comparison with the float64
+reference with a hint for a known mistake (check_tiled, check_naive). Shared by its cpu and
+adversarial checks and its hidden checks."""
 
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 
 from grader.judge import diagnose, reference
 from grader.judge.compare import CheckFailed, assert_close, values
+from grader.sandbox import memory
+from grader.wire.codec import Trusted
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -20,59 +26,205 @@ def tile_step(d: int, Br: int, Bc: int) -> int:
     return 8 * (Br * Bc + Br * d + Bc * d)
 
 
+# the warm-up of the outside count's baseline worker (grader.sandbox.memory.fresh_baseline): the
+# exercise's largest products, so BLAS's workspace is touched there as in a submission's worker
+WARM_MODULE = ("import numpy as np\n\n\ndef warm(N, d, dtype):\n"
+               "    a = np.ones((N, d), dtype=dtype)\n"
+               "    return float(((a @ a.T) @ a).sum())\n")
+WARM = (("warm", (1000, 128, "float64")), ("warm", (2011, 16, "float32")))
+# measured on the solution and the variants: the worker's heap and caches drift by < 1.5 MB
+# between calls; a tiled call's count rises < 0.6 MB beyond its inputs and output
+LEFTOVER_SLACK = 2 * MiB
+GROWTH_SLACK = 1 * MiB
+LARGEST_CALL = 5 * MiB     # inputs and output of the largest call (N = 1000, d = 128, float64)
+_LAST_IO: dict[int, int] = {}   # worker pid -> bytes of the last call's inputs and output
+
+
+def io_bytes(arrays) -> int:
+    return sum(np.asarray(values(a)).nbytes for a in arrays)
+
+
+def outside_extra(sub, rss: dict, io: int) -> tuple[int, int]:
+    """(grown, held): bytes beyond what no call can avoid, counted outside the worker.
+    grown: how far its count rose during the call, less this call's inputs and output
+    (received, decoded, answered: twice each) and a slack; a child's memory and an mmap count.
+    held: its count when the call started, less a warm baseline worker's, the last call's
+    inputs and output (which the worker still holds when this one starts) and a slack: memory
+    allocated at import, or kept from an earlier call."""
+    if "bytes" not in rss:
+        return 0, 0
+    # a peak that could not be reset (rss["since_start"]) holds earlier calls' too: no rise known
+    grown = 0 if rss["since_start"] else rss["bytes"] - rss["before"] - 2 * io - GROWTH_SLACK
+    base = memory.fresh_baseline(sub, WARM_MODULE, WARM)
+    if base is None:
+        return grown, 0
+    # the last call seen here, or one made elsewhere: at least this call's size, and where
+    # nothing is known the exercise's largest call (the hidden checks' untouched-inputs calls
+    # are made with the shapes of the call before them)
+    leftover = max(_LAST_IO.get(rss["pid"], LARGEST_CALL), io)
+    return grown, rss["before"] - base - leftover - LEFTOVER_SLACK
+
+
+def tampered(what: str, case: str, seed: int, res, follows: tuple = (MEMORY,)) -> None:
+    """Fail the call whose tracemalloc evidence the student switched off (probes.py says so)."""
+    how = res.extras.get("tracemalloc_tampered")
+    if how:
+        raise CheckFailed(
+            f"{what} ({case}) [seed {seed}]: {how}: the grader's in-process memory evidence was "
+            f"switched off, so this call earns no tiled points. Leave tracemalloc alone.",
+            hint="Tiling is this exercise's idea, and the grader measures it: never stop, restart "
+                 "or clear tracemalloc.", follows=follows)
+
+
 def tiled_call(sub, Q, K, V, Br: int | None, Bc: int | None, what: str, case: str, seed: int,
-               opts: dict | None = None):
-    """tiled_attention(Q, K, V[, Br, Bc]) with tracemalloc on in the worker, gated on its
-    memory: this exercise's idea is tiling, so a call whose peak holds about the N x N scores
-    earns nothing in any tiled check, whatever its output (the kernel-use gate of the Triton
-    exercises, for tiles). The gate trips only on N x N evidence: a peak beyond the output of
-    more than 4 tile steps + 8 KiB + four float64 N x d arrays (copies of Q, K, V and a float64
-    acc for the whole output: wasteful, memory_is_tiled's business, but tiled) AND of at least
-    half an N x N float32 matrix (2 N^2 bytes). Where N x N is not well above that (small N,
-    large d), nothing can tell the two apart and nothing trips; every tiled check has a case
-    where it is."""
+               opts: dict | None = None, record: bool = False):
+    """tiled_attention(Q, K, V[, Br, Bc]) with tracemalloc on in the worker and its memory
+    counted outside it too (grader.sandbox.memory: the worker's cgroup, or VmHWM; what it held
+    when the call started counts, outside_extra), gated on that memory: this exercise's idea is
+    tiling, so a call whose peak holds about the N x N scores earns nothing in any tiled check,
+    whatever its output (the kernel-use gate of the Triton exercises, for tiles). Any of the
+    counts trips the gate; a call during which tracemalloc was stopped or cleared fails as well.
+    The gate trips only on N x N evidence: a peak beyond the output of more than 4 tile steps +
+    8 KiB + four float64 N x d arrays (copies of Q, K, V and a float64 acc for the whole output:
+    wasteful, memory_is_tiled's business, but tiled) AND of at least half an N x N float32
+    matrix (2 N^2 bytes). Where N x N is not well above that (small N, large d), nothing can
+    tell the two apart and nothing trips; every tiled check has a case where it is. record: K
+    and V arrive as arrays that log which rows are read (recorded(); key_tiles and
+    one_pass_over_keys judge the log; the result is then returned whole, extras["reads"]
+    included)."""
     blocks = {} if Br is None else {"Br": Br, "Bc": Bc}
-    res = sub.call("tiled_attention", Q, K, V, **blocks, opts={**(opts or {}), "tracemalloc": True})
+    args = (Q, *recorded(K, V)) if record else (Q, K, V)
+    try:
+        with memory.peak_rss(sub) if memory.available() else contextlib.nullcontext({}) as rss:
+            res = sub.call("tiled_attention", *args, **blocks,
+                           opts={**(opts or {}), "tracemalloc": True})
+    except memory.Unmeasurable as e:
+        raise CheckFailed(f"{what} ({case}) [seed {seed}]: {e}; the memory gate fails closed.",
+                          hint="Leave the process alone: no prctl, no changes to /proc.",
+                          follows=(MEMORY,)) from None
     N, d = Q.shape
     Br, Bc = Br or 64, Bc or 64
+    tampered(what, case, seed, res)
     out_item = max(Q.dtype.itemsize, np.asarray(values(res.value)).dtype.itemsize
                    if np.asarray(values(res.value)).dtype.kind == "f" else 0)
     output = N * d * out_item
-    tile = tile_step(d, Br, Bc)
+    io = io_bytes((Q, K, V)) + output
     peak = int(res.extras.get("peak_bytes", 0))
-    extra = peak - output
-    scores = N * N * Q.dtype.itemsize
-    if extra > 4 * tile + 8 * KiB + 4 * N * d * 8 and extra >= 2 * N * N:
+    outside = outside_extra(sub, rss, io)   # (grown during the call, held before it)
+    if rss:
+        _LAST_IO[rss["pid"]] = io
+    memory_gate(what, case, seed, N, d, Br, Bc, Q.dtype.itemsize, output, peak, outside,
+                rss.get("how"))
+    return res if opts or record else res.value
+
+
+def memory_gate(what: str, case: str, seed: int, N: int, d: int, Br: int, Bc: int, item: int,
+                output: int, peak: int, outside: tuple, how: str | None) -> None:
+    """tiled_call's verdict on one call's memory (see there): tracemalloc's peak, and the
+    outside count's rise during the call with what the worker held before it, against one
+    bound; what was held before the call alone has its own message."""
+    tile = tile_step(d, Br, Bc)
+    scores = N * N * item
+    allowed = 4 * tile + 8 * KiB + 4 * N * d * 8
+    grown, held = outside
+    hint = ("Tiling is this exercise's idea: build one (Br, Bc) score tile at a time from "
+            "q = Q[i:i+Br] and k = K[j:j+Bc], never the N x N scores, in any memory (also none "
+            "prepared at import or kept from an earlier call).")
+    if held > allowed and held >= 2 * N * N and held >= grown:
         raise CheckFailed(
-            f"{what} ({case}) [seed {seed}]: the call held about the N x N scores: tracemalloc saw "
-            f"a peak of {peak} bytes, {extra} beyond the {output}-byte output, where one "
-            f"(Br, Bc) tile step takes {tile} bytes and the N x N scores {scores}. An output "
-            f"computed without tiles earns no tiled points, right or not (memory_is_tiled "
-            f"measures this).",
-            hint="Tiling is this exercise's idea: build one (Br, Bc) score tile at a time from "
-                 "q = Q[i:i+Br] and k = K[j:j+Bc], never the N x N scores.",
+            f"{what} ({case}) [seed {seed}]: when the call started, the worker already held "
+            f"{held} bytes more than a fresh worker that loaded the same libraries and the "
+            f"call's inputs (counted outside it: {how}), where one (Br, Bc) tile step takes "
+            f"{tile} bytes. Memory allocated at import or kept from an earlier call counts "
+            f"against the call that uses it: a tiled call needs none.", hint=hint,
             follows=(MEMORY,))
-    return res if opts else res.value
+    for seen, by in ((peak - output, f"tracemalloc saw a peak of {peak} bytes, {peak - output} "
+                                     f"beyond the {output}-byte output"),
+                     (grown + max(held, 0),
+                      f"the worker's memory (counted outside it: {how}; mmaps included) rose "
+                      f"{grown} bytes more during the call than its inputs and output account "
+                      f"for" +
+                      (f", on top of {held} held before it" if held > 0 else ""))):
+        if seen > allowed and seen >= 2 * N * N:
+            raise CheckFailed(
+                f"{what} ({case}) [seed {seed}]: the call held about the N x N scores: {by}; "
+                f"one (Br, Bc) tile step takes {tile} bytes and the N x N scores {scores}. An "
+                f"output computed without tiles earns no tiled points, right or not "
+                f"(memory_is_tiled measures this).", hint=hint, follows=(MEMORY,))
 
 
-def check_tiled(sub, Q, K, V, Br: int, Bc: int, case: str, seed: int):
-    """Call tiled_attention (gated on its memory) and compare with the float64 reference."""
+def recorded(K, V) -> tuple:
+    """K and V as the worker's RowRecorder (grader/worker/recorders.py): real (N, d) arrays of
+    the same values that log which rows NumPy reads."""
+    return tuple(Trusted("row_recorder", params={"values": a, "dtype": a.dtype.name, "name": name})
+                 for a, name in ((K, "K"), (V, "V")))
+
+
+def reads_of(res) -> dict:
+    """The row logs of K and V from a recorded call, by name (empty where none came back)."""
+    return {r.get("name"): r for r in res.extras.get("reads") or [] if isinstance(r, dict)}
+
+
+def key_tiles(res, N: int, Bc: int, what: str, case: str, seed: int) -> None:
+    """The lesson's tiles: K and V read Bc rows at a time. A read of more rows at once (K @ q
+    for a whole query row, K.T of all keys in one product) is attention without key tiles,
+    whatever memory it took."""
+    for name, log in sorted(reads_of(res).items()):
+        widest = int(log.get("widest_rows", 0))
+        if widest > Bc:
+            raise CheckFailed(
+                f"{what} ({case}) [seed {seed}]: expected {name} to be read one block of at most "
+                f"Bc = {Bc} rows at a time, but one operation read {widest} of its {N} rows at "
+                f"once: right or not, a row of N scores is not a (Br, Bc) tile.",
+                hint=f"Tiling: the inner loop takes one key/value block at a time, k = K[j:j+Bc] "
+                     f"and v = V[j:j+Bc], and builds the (Br, Bc) score tile q @ k.T; a whole row "
+                     f"of scores (K @ q against every key) is not a tile.",
+                follows=())
+
+
+def one_pass_over_keys(res, what: str, case: str, seed: int) -> None:
+    """The online rescale: per query block, one pass over the key blocks, each read with its
+    value block. More passes over K than over V is a pass for the max alone, then sums against
+    a fixed max: right, but the rescale by alpha that makes one pass enough is skipped."""
+    logs = reads_of(res)
+    k, v = (int(logs.get(name, {}).get("passes", 0)) for name in ("K", "V"))
+    if k > v > 0:
+        raise CheckFailed(
+            f"{what} ({case}) [seed {seed}]: expected one pass over the key blocks per query "
+            f"block, each key block read with its value block; K was read in {k} passes and V "
+            f"in {v}: a pass over K for the row max first, then the sums against that fixed "
+            f"max. Right here, but not the online softmax.",
+            hint="The online rescale: one pass over the key blocks. Keep a running max m; when a "
+                 "block raises it, rescale l and acc by alpha = exp(m - m_new) before adding the "
+                 "block's p and p @ v. No separate pass to find the max first.")
+
+
+def check_tiled(sub, Q, K, V, Br: int, Bc: int, case: str, seed: int, one_pass: bool = False):
+    """Call tiled_attention (gated on its memory) and compare with the float64 reference.
+    one_pass: K and V recorded, and the call must make one pass over the key blocks
+    (one_pass_over_keys), judged after its values."""
     label = f"N={Q.shape[0]}, d={Q.shape[1]}, {Q.dtype.name}, {case}"
-    out = tiled_call(sub, Q, K, V, Br, Bc, f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})", label, seed)
+    what = f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})"
+    res = tiled_call(sub, Q, K, V, Br, Bc, what, label, seed, record=one_pass)
+    out = res.value if one_pass else res
     try:
-        assert_close(out, reference.attention(Q, K, V),
-                     what=f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})",
+        assert_close(out, reference.attention(Q, K, V), what=what,
                      input_dtype=Q.dtype.name, terms=Q.shape[0],
                      case=f"N={Q.shape[0]}, d={Q.shape[1]}, {Q.dtype.name}, {case}", seed=seed)
     except CheckFailed as e:
         # the hint only when the output equals a known mistake's answer (grader/judge/diagnose.py)
         raise CheckFailed(str(e), hint=diagnose.attention_hint(
             out, Q, K, V, block_n=Bc, input_dtype=Q.dtype.name) or e.hint) from None
+    if one_pass:
+        one_pass_over_keys(res, what, label, seed)
 
 
 def check_naive(sub, Q, K, V, case: str, seed: int):
     """Call naive_attention and compare with the float64 reference."""
     out = sub.naive_attention(Q, K, V)
+    if memory.available():   # what the worker still holds when the next call starts (tiled_call)
+        with contextlib.suppress(OSError, memory.Unmeasurable):
+            _LAST_IO[sub.worker_pid] = io_bytes((Q, K, V, out))
     try:
         assert_close(out, reference.attention(Q, K, V),
                      what="naive_attention(Q, K, V)", input_dtype=Q.dtype.name, terms=Q.shape[0],

@@ -1,7 +1,8 @@
 """adversarial checks for exercises/tiled_attention.py (lesson: Break It 2, and the running max
 that keeps exp in range). One idea per check:
 
-  max_in_last_block      Break It 2: the row max moves into the last key block (alpha)
+  max_in_last_block      Break It 2: the row max moves into the last key block (alpha), and
+                         one pass over the key blocks (no pass for the max alone first)
   large_scores           scores that overflow exp without the max subtracted
   negative_scores        rows whose scores are all far below 0 (the running max starts at -inf)
 
@@ -52,9 +53,11 @@ def test_max_in_last_block(student, rng, credit):
             Q, K, V = Q.astype(dtype), K.astype(dtype), randn(rng, (N, d), dtype)
             with cases.case(f"N={N}, d={d}, {dtype}, Br={Br}, Bc={Bc}", seed=rng.seed):
                 try:
+                    # K and V recorded: a pass over the keys for the max, then sums against
+                    # it, is right here but skips the rescale (judging.one_pass_over_keys)
                     check_tiled(sub, Q, K, V, Br, Bc,
                            f"Br={Br}, Bc={Bc}, row max in the last key block (last {boosted} keys)",
-                           rng.seed)
+                           rng.seed, one_pass=True)
                 except CheckFailed as e:
                     if e.follows is not None:   # the memory gate's failure, as it is
                         raise

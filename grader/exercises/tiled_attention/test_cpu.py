@@ -23,7 +23,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.exercises.tiled_attention.judging import KiB, MiB, check_naive, check_tiled, tiled_call
+from grader.exercises.tiled_attention.judging import (KiB, MiB, check_naive, check_tiled, key_tiles,
+                                                     tampered, tiled_call)
 from grader.exercises.tiled_attention.reference import DTYPES, max_in_first_key, qkv
 from grader.judge import reference
 from grader.judge.compare import Cases, CheckFailed, assert_close, values
@@ -40,9 +41,13 @@ def test_memory_is_tiled(student, rng):
     scores per row (one row at a time, K @ q), a Br x N strip or a copy of Q, K or V costs far
     more than the tiles do. Two measurements, one call:
       tracemalloc in the worker: Python and NumPy allocations (evidence from inside);
-      VmHWM of the worker, reset before the call and read by this process (grader/judge/memory.py):
-      everything resident, an anonymous mmap included, against a fresh worker's baseline, so
-      memory allocated at import counts. The call runs in a fresh worker of its own."""
+      the worker's memory counted outside it, reset before the call and read by this process
+      (grader/sandbox/memory.py: its cgroup, the whole process tree, or its VmHWM): everything
+      resident, an anonymous mmap and a child's memory included, against a fresh worker's
+      baseline, so memory allocated at import counts. The call runs in a fresh worker of its
+      own. A call during which tracemalloc was stopped or cleared fails.
+    Then a second call, N = 1000, in the exercise's worker, with K and V recorded
+    (judging.key_tiles): each read must cover at most Bc rows (no whole row of N scores)."""
     sub = student()
     N, d, Br, Bc, dtype = 2011, 16, 16, 16, "float32"
     Q, K, V = max_in_first_key(rng, N, d, dtype)
@@ -61,6 +66,7 @@ def test_memory_is_tiled(student, rng):
             raise CheckFailed(f"{what} ({case}) [seed {rng.seed}]: {e}, though a fresh worker's "
                               f"could be; the memory check fails closed.",
                               hint="Leave the process alone: no prctl, no changes to /proc.") from None
+    tampered(what, case, rng.seed, res, follows=())   # tracemalloc switched off: no evidence
     # the output may be float64 for float32 input (the policy in grader/judge/compare.py)
     output = N * d * max(item, np.asarray(values(res.value)).dtype.itemsize)
     # the tiles of one step, each counted as float64 (a float32 input may be widened per tile):
@@ -102,12 +108,28 @@ def test_memory_is_tiled(student, rng):
             raise CheckFailed(
                 f"{what} ({case}) [seed {rng.seed}]: expected the worker's peak resident memory "
                 f"within {rss_bound} bytes of a fresh worker's, got {resident} bytes more "
-                f"(VmHWM {rss['bytes']}, fresh worker {baseline}; tracemalloc saw only {peak}). "
+                f"(counted by {rss['how']}: {rss['bytes']}, a fresh worker {baseline}; "
+                f"tracemalloc saw only {peak}). "
                 f"Memory that tracemalloc cannot see (an mmap, a buffer made at import) counts "
                 f"too. {sizes}",
                 hint="Tiling: the N x N scores must not exist anywhere, in any kind of memory, "
                      "and nothing N x N may be prepared at import; one (Br, Bc) tile at a time.",
                 follows=())
+    _read_in_tiles(sub, rng, d, dtype)
+
+
+def _read_in_tiles(sub, rng, d: int, dtype: str) -> None:
+    """The tiles themselves: K and V read Bc rows at a time. A row of N scores fits in a few
+    tiles' memory, so only the reads show it: a second call, smaller (recording every read
+    costs ~60 us; at N = 2011 that doubles the call), K and V recorded (judging.key_tiles)."""
+    N, Br, Bc = 1000, 32, 32
+    Q, K, V = max_in_first_key(rng, N, d, dtype)
+    what = f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})"
+    case = f"N={N}, d={d}, {dtype}, K and V recorded"
+    res = tiled_call(sub, Q, K, V, Br, Bc, what, case, rng.seed, record=True)
+    assert_close(res.value, reference.attention(Q, K, V), what=what, input_dtype=dtype, terms=N,
+                 case=case, seed=rng.seed)
+    key_tiles(res, N, Bc, what, case, rng.seed)
 
 
 class _nothing:

@@ -4,6 +4,8 @@ check aimed at it, and that check's hint (the failure's own, else the registry's
 from tests.cases import Mutant
 
 DS = "ds = p * (dp - delta[:, None])                                   # dS = P * (dP - D)\n"
+BWD_MASK = ("            valid = valid & (cols[None, :] <= rows[:, None])\n"
+            "        p = tl.where(valid, p, 0.0)\n")
 DK = "        dk += tl.dot(tl.trans(ds.to(q.dtype)), q)                        # dK = dS^T Q\n"
 RECOMPUTE = "        # recompute instead of remember: P = exp(S - L), from the L the forward saved\n"
 DQ_LAUNCH = ("    _bwd_dq[(triton.cdiv(N, BLOCK_M), B * H)](\n"
@@ -86,4 +88,22 @@ MUTANTS = [
                  ("q, k, v, do, lse, delta, dk, dv, N,", "q, k, v, do, lse, delta, dk, dv, dq, N,"),
                  (DQ_LAUNCH, "    dq = dq.to(q.dtype)\n")),
            checks=(), gpu=("flash_backward.gpu_real_sizes",), idea="atomic"),
+    # L = m: the log of the row sum forgotten (the autograd wrapper's backward then gets it too)
+    Mutant("lse_is_m", "flash_backward",
+           find="lse = (m_i + tl.log2(l_i)) * 0.6931471805599453",
+           replace="lse = m_i * 0.6931471805599453",
+           checks=("flash_backward.lse_includes_m",), idea="m + log(l)"),
+    # the D trick with the wrong factor: dO * dO instead of dO * O
+    Mutant("d_from_do", "flash_backward",
+           find="tl.store(Delta + pid_bh * N + rows, tl.sum(o * do, axis=1), mask=rows < N)",
+           replace="tl.store(Delta + pid_bh * N + rows, tl.sum(do * do, axis=1), mask=rows < N)",
+           checks=("flash_backward.backward_matches_float64",), idea="rowsum(dO * O)"),
+    Mutant("dq_scaled_twice", "flash_backward",
+           find="    dq = dq * scale\n", replace="    dq = dq * scale * scale\n",
+           checks=("flash_backward.backward_matches_float64",), idea="applied twice in dQ"),
+    # the backward kernels alone hide the diagonal (j < i); the forward is right
+    Mutant("bwd_causal_strict", "flash_backward",
+           find=BWD_MASK + "        dv +=", replace=BWD_MASK.replace("<=", "<") + "        dv +=",
+           also=((BWD_MASK + "        dp =", BWD_MASK.replace("<=", "<") + "        dp ="),),
+           checks=("flash_backward.backward_causal",), idea="j <= i"),
 ]

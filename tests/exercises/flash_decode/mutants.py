@@ -57,4 +57,32 @@ MUTANTS = [
            find="    return o\n",
            replace="    return decode_reference(q, k_cache, v_cache, seq_lens).to(q.dtype)\n",
            checks=("flash_decode.uses_kernel",), idea="_decode_split"),
+    # the 1/sqrt(D) scale left out of the scores
+    Mutant("no_scale", "flash_decode",
+           find="num_splits, split_size, 1.0 / math.sqrt(D),", replace="num_splits, split_size, 1.0,",
+           checks=("flash_decode.matches_reference",), idea="1/sqrt(D)"),
+    # the merge kernel rescales acc onto the common max, but adds the l of the splits as they are
+    Mutant("merge_l_not_rescaled", "flash_decode",
+           find="l_run = l_run * alpha + tl.sum(l * w, axis=0)", replace="l_run = l_run + tl.sum(l, axis=0)",
+           checks=("flash_decode.max_in_last_split",), idea="adds the l_s as they are"),
+    # ... or l, and not acc
+    Mutant("merge_acc_not_rescaled", "flash_decode",
+           find="acc_run = acc_run * alpha + tl.sum(acc * w[:, None], axis=0)",
+           replace="acc_run = acc_run + tl.sum(acc, axis=0)",
+           checks=("flash_decode.max_in_last_split",), idea="adds the acc_s as they are"),
+    # a split with no keys stores nothing: the merge reads torch.empty's garbage
+    Mutant("empty_split_stores_nothing", "flash_decode",
+           find="    tl.store(MidM + row, m_i, mask=head_ok)\n    tl.store(MidL + row, l_i, mask=head_ok)\n"
+                "    tl.store(MidAcc + row[:, None] * D + dims[None, :], acc, mask=head_ok[:, None])",
+           replace="    if lo < hi:\n"
+                   "        tl.store(MidM + row, m_i, mask=head_ok)\n"
+                   "        tl.store(MidL + row, l_i, mask=head_ok)\n"
+                   "        tl.store(MidAcc + row[:, None] * D + dims[None, :], acc, mask=head_ok[:, None])",
+           checks=("flash_decode.empty_splits",), idea="empty state"),
+    # a split size that is no multiple of BLOCK_N: each split's last block runs into the next
+    # split (the loads are masked on seq_len only), so the keys there count twice
+    Mutant("split_not_block_multiple", "flash_decode",
+           find="split_size = triton.cdiv(triton.cdiv(max(L_max, 1), num_splits), BLOCK_N) * BLOCK_N",
+           replace="split_size = triton.cdiv(max(L_max, 1), num_splits)",
+           checks=("flash_decode.matches_reference",), idea="multiple of BLOCK_N"),
 ]

@@ -1,0 +1,250 @@
+"""The CPU layers of several exercises at once: one grading process per CPU core.
+
+A grade is a pytest session in one trusted process (grader.run), and most of its time is spent
+waiting on one worker at a time: the interpreter running a Triton kernel, a worker importing
+torch. On a laptop's cores the exercises can go side by side. `grade_cpu_layers` starts `jobs`
+grading processes (`python -I grader/part.py`, the same grader, trusted like this one), hands
+each an exercise as soon as it is free, heaviest first, and gathers their results. Each grades
+its exercise with the ordinary `grader.run.grade`: its own workers, its own sandbox, the same
+checks; student code still runs only in workers. The GPU layers are never split: timed work must
+have the GPU alone, and grader.run runs them here, after these.
+
+The protocol (grader/part.py answers it) is JSON lines: a request {"exercise", "submission", "layers", "include_hidden",
+"only_checks", "target"} on the child's stdin; {"progress": check_id} lines, then one
+{"results": {...}} line, on its stdout. What else the child prints goes to its stderr, which is
+read only when it dies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from grader.registry import ROOT, Check
+from grader.results import Result
+from grader.sandbox import budget
+
+CPU_LAYERS = ("cpu", "adversarial", "interp")
+LAYER_COST = {"cpu": 1, "adversarial": 1, "interp": 2}   # heaviest exercise first: interp is slow
+MAX_JOBS = 4
+OVERLAP_CORES = 8   # below this the CPU layers wait for the GPU layers to finish
+
+
+def jobs_for(exercises: list[str], layers: list[str]) -> int:
+    """How many grading processes: GRADER_JOBS if set, else one per core (at most MAX_JOBS),
+    one when memory is short (grader.sandbox.budget) or when there is nothing to split."""
+    cpu_layers = [layer for layer in layers if layer in CPU_LAYERS]
+    if len(exercises) < 2 or not cpu_layers:
+        return 1
+    wanted = os.environ.get("GRADER_JOBS", "")
+    if wanted.isdigit():
+        return max(1, min(int(wanted), len(exercises)))
+    if budget.one_exercise_at_a_time():
+        return 1
+    cores = len(os.sched_getaffinity(0))
+    quota = cpu_quota()   # a container's CPU limit is not in the affinity mask (Gradescope: 0.5)
+    if quota is not None:
+        cores = min(cores, max(1, int(quota)))
+    return max(1, min(cores, MAX_JOBS, len(exercises)))
+
+
+def cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """The CPUs this process's cgroup may use (v2 cpu.max, v1 cpu.cfs_quota_us / period);
+    None when there is no limit or it cannot be read."""
+    try:
+        text = (root / "cpu.max").read_text().split()
+        if text and text[0] != "max":
+            return int(text[0]) / int(text[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    for folder in (root / "cpu", root / "cpu,cpuacct"):
+        try:
+            quota = int((folder / "cpu.cfs_quota_us").read_text())
+            period = int((folder / "cpu.cfs_period_us").read_text())
+        except (OSError, ValueError):
+            continue
+        if quota > 0 and period > 0:
+            return quota / period
+    return None
+
+
+def may_overlap() -> bool:
+    """Whether the CPU layers may run beside the GPU layers: only with cores to spare (the timed
+    checks launch kernels from one Python thread, which a busy CPU would slow); GRADER_OVERLAP=0
+    or 1 decides instead."""
+    wanted = os.environ.get("GRADER_OVERLAP", "")
+    if wanted in ("0", "1"):
+        return wanted == "1"
+    return len(os.sched_getaffinity(0)) >= OVERLAP_CORES
+
+
+class Background:
+    """`fn()` run now (`run`) or in a thread (`start`); `result()` returns its value or raises
+    its exception."""
+
+    def __init__(self, fn):
+        self.fn, self.started = fn, False
+        self._value, self._error, self._thread = None, None, None
+
+    def _call(self) -> None:
+        try:
+            self._value = self.fn()
+        except BaseException as e:   # noqa: BLE001 - re-raised in result(), in the caller's thread
+            self._error = e
+
+    def run(self) -> None:
+        self._call()
+
+    def start(self) -> None:
+        self.started = True
+        self._thread = threading.Thread(target=self._call, name="cpu-layers", daemon=True)
+        self._thread.start()
+
+    def result(self):
+        if self._thread is not None:
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def grade_cpu_layers(submission: Path, exercises: list[str], layers: list[str], jobs: int,
+                     checks: dict[str, Check], include_hidden: bool, only_checks, target,
+                     progress=None) -> tuple[dict[str, Result], dict[str, float], list[str], dict]:
+    """Grade `layers` (CPU layers) of `exercises` in `jobs` processes. Returns the results of
+    those exercises' checks in those layers by id, the seconds per layer (summed over the
+    processes), notes, and {"isolation": the level the workers ran at, "seccomp": {mode: what
+    the kernel denied them}}."""
+    mine = [c for c in checks.values() if c.exercise in exercises and c.layer in layers
+            and (not only_checks or c.id in only_checks)]
+    cost = {e: sum(LAYER_COST.get(c.layer, 1) for c in mine if c.exercise == e) for e in exercises}
+    queue = sorted(exercises, key=lambda e: -cost[e])
+    total, done = len(mine), [0]
+    results: dict[str, Result] = {}
+    seconds: dict[str, float] = {}
+    notes: list[str] = []
+    levels = {"isolation": "", "seccomp": {}}
+
+    def request(child: _Child) -> None:
+        child.send({"exercise": queue.pop(0), "submission": str(submission), "layers": layers,
+                    "include_hidden": include_hidden, "only_checks": only_checks, "target": target})
+
+    def finished(child: _Child, reply: dict) -> None:
+        for cid, fields in reply["results"].items():
+            check = checks.get(cid)
+            if check is not None and check.exercise == child.exercise and check.layer in layers:
+                results[cid] = result_from(check, fields)
+        for layer, s in reply.get("layer_seconds", {}).items():
+            seconds[layer] = round(seconds.get(layer, 0.0) + float(s), 2)
+        notes.extend(reply.get("notes", []))
+        levels["isolation"] = levels["isolation"] or reply.get("isolation", "")
+        levels["seccomp"].update(parse_levels(reply.get("seccomp", "")))
+
+    children = [_Child() for _ in range(min(jobs, len(queue)))]
+    sel = selectors.DefaultSelector()
+    for child in children:
+        request(child)
+        sel.register(child.proc.stdout, selectors.EVENT_READ, child)
+    busy = len(children)
+    try:
+        while busy:
+            for key, _ in sel.select():
+                child = key.data
+                line = child.proc.stdout.readline()
+                if not line:   # the grading process died: its exercise is the grader's failure
+                    sel.unregister(child.proc.stdout)
+                    busy -= 1
+                    _lost(child, checks, layers, results, child.stderr_tail())
+                    continue
+                msg = json.loads(line)
+                if "progress" in msg:
+                    done[0] += 1
+                    if progress is not None and msg["progress"] in checks:
+                        progress(checks[msg["progress"]], done[0] - 1, total)
+                    continue
+                finished(child, msg)
+                if queue:
+                    request(child)
+                else:
+                    sel.unregister(child.proc.stdout)
+                    busy -= 1
+    finally:
+        for child in children:
+            child.stop()
+    return results, seconds, notes, levels
+
+
+def parse_levels(line: str) -> dict[str, str]:
+    """{mode: level} from a report's seccomp line ("cpu: processes+threads; interp: ...")."""
+    pairs = (part.split(":", 1) for part in str(line or "").split("; ") if ":" in part)
+    return {mode.strip(): level.strip() for mode, level in pairs}
+
+
+def join_levels(levels: dict[str, str]) -> str:
+    return "; ".join(f"{mode}: {level}" for mode, level in sorted(levels.items()))
+
+
+def result_to_dict(r: Result) -> dict:
+    return {"status": r.status, "score": r.score, "message": r.message, "output": r.output,
+            "duration_s": r.duration_s, "failure_hint": r.failure_hint,
+            "failure_follows": None if r.failure_follows is None else list(r.failure_follows),
+            "grader_error": r.grader_error, "secondary": r.secondary}
+
+
+def result_from(check: Check, d: dict) -> Result:
+    follows = d.get("failure_follows")
+    return Result(check, d["status"], float(d["score"]), d.get("message", ""), d.get("output", ""),
+                  float(d.get("duration_s", 0.0)), d.get("failure_hint", ""),
+                  None if follows is None else tuple(follows), bool(d.get("grader_error")),
+                  bool(d.get("secondary")))
+
+
+def _lost(child: "_Child", checks, layers, results, why: str) -> None:
+    for c in checks.values():
+        if c.exercise == child.exercise and c.layer in layers and c.id not in results:
+            results[c.id] = Result(c, "error", 0.0, f"grader error (the grading process for "
+                                   f"{child.exercise} stopped: {why or 'no output'}); this is not "
+                                   f"your code's fault: please report it to the course staff",
+                                   grader_error=True)
+
+
+class _Child:
+    """One grading process (grader/part.py), fed one exercise at a time."""
+
+    def __init__(self):
+        env = dict(os.environ, GRADER_JOBS="1")   # it grades one exercise: no processes of its own
+        self.stderr_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"grader-part-{os.getpid()}-{id(self)}.log"
+        self._stderr = open(self.stderr_path, "w+b")
+        self.proc = subprocess.Popen([sys.executable, "-I", "-B", str(ROOT / "grader" / "part.py")],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self._stderr, env=env, text=True, bufsize=1)
+        self.exercise = ""
+
+    def send(self, request: dict) -> None:
+        self.exercise = request["exercise"]
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+
+    def stderr_tail(self) -> str:
+        self.proc.wait(timeout=30)
+        self._stderr.seek(0)
+        text = self._stderr.read().decode(errors="replace").strip()
+        return f"exit {self.proc.returncode}; " + text[-400:]
+
+    def stop(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._stderr.close()
+        self.stderr_path.unlink(missing_ok=True)

@@ -1,0 +1,44 @@
+"""One grading process of a parallel grade (grader.parallel), started as
+
+    python -I -B grader/part.py
+
+by the grade that splits its CPU layers across the cores. The repo root goes after
+site-packages, as in grader/__main__.py, so nothing in the current folder shadows an import.
+It reads requests on stdin and answers on stdout (grader.parallel says how)."""
+
+import json
+import os
+import sys
+
+
+def serve() -> None:
+    """Grade each requested exercise with grader.run.grade; answer on the real stdout, while
+    anything else printed in this process goes to stderr."""
+    from pathlib import Path
+
+    from grader.parallel import result_to_dict
+    from grader.run import grade
+
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+    def progress(check, done, total):
+        out.write(json.dumps({"progress": check.id}) + "\n")
+
+    for line in sys.stdin:
+        req = json.loads(line)
+        report = grade(Path(req["submission"]), [req["exercise"]], req["layers"],
+                       include_hidden=req["include_hidden"], only_checks=req["only_checks"],
+                       progress=progress, target=req["target"])
+        out.write(json.dumps({"results": {r.check.id: result_to_dict(r) for r in report.results},
+                              "layer_seconds": report.layer_seconds, "notes": report.notes,
+                              "isolation": report.isolation,
+                              "seccomp": report.seccomp}) + "\n")
+
+
+if __name__ == "__main__":
+    _root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    _cwd = os.getcwd()
+    sys.path[:] = [p for p in sys.path if p not in ("", ".", _cwd, _root)] + [_root]
+    serve()

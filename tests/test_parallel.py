@@ -1,0 +1,123 @@
+"""The CPU layers of several exercises graded side by side (grader.parallel): the same report as
+one process, progress for every check, and a grading process that dies is the grader's failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+from grader import parallel
+from grader.registry import all_checks
+from tests.helpers import GRADER, ROOT, SOLUTIONS
+
+EXERCISES = "online_softmax,tiled_attention"
+
+
+def graded(tmp_path, jobs: str) -> dict:
+    out = tmp_path / f"report-{jobs}.json"
+    env = dict(os.environ, GRADER_JOBS=jobs)
+    proc = subprocess.run([*GRADER, "--submission", str(SOLUTIONS), "--exercises", EXERCISES,
+                           "--layers", "cpu,adversarial", "--quiet", "--json", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(out.read_text())
+
+
+def test_parallel_report_equals_one_process(tmp_path):
+    one, two = graded(tmp_path, "1"), graded(tmp_path, "2")
+    fields = ("status", "score", "max_score", "hidden", "layer")
+    assert ({t["name"]: [t[f] for f in fields] for t in one["tests"]}
+            == {t["name"]: [t[f] for f in fields] for t in two["tests"]})
+    assert two["totals"]["score"] == two["totals"]["max_score"] > 0
+    assert set(two["layer_seconds"]) == {"cpu", "adversarial"}
+    assert two["isolation"] == one["isolation"] and two["seccomp"] == one["seccomp"] != ""
+
+
+def test_jobs(monkeypatch):
+    monkeypatch.delenv("GRADER_MEMORY_MB", raising=False)
+    monkeypatch.setenv("GRADER_JOBS", "3")
+    assert parallel.jobs_for(["a", "b"], ["cpu"]) == 2          # never more than the exercises
+    assert parallel.jobs_for(["a"], ["cpu", "interp"]) == 1     # nothing to split
+    assert parallel.jobs_for(["a", "b"], ["gpu", "perf"]) == 1  # GPU layers stay in one process
+    monkeypatch.delenv("GRADER_JOBS")
+    parallel.budget.memory_bytes.cache_clear()
+    monkeypatch.setenv("GRADER_MEMORY_MB", "768")               # Gradescope's default container
+    try:
+        assert parallel.jobs_for(["a", "b", "c"], ["cpu"]) == 1
+    finally:
+        parallel.budget.memory_bytes.cache_clear()
+
+
+def test_cpu_quota(tmp_path):
+    assert parallel.cpu_quota(tmp_path) is None
+    (tmp_path / "cpu.max").write_text("50000 100000\n")          # v2: half a CPU
+    assert parallel.cpu_quota(tmp_path) == 0.5
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("200000\n")   # v1: two CPUs
+    (tmp_path / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    assert parallel.cpu_quota(tmp_path) == 2.0
+
+
+def test_a_grading_process_that_dies_is_a_grader_error(tmp_path, monkeypatch):
+    (tmp_path / "grader").mkdir()
+    (tmp_path / "grader" / "part.py").write_text("import sys\nsys.stderr.write('boom')\nsys.exit(7)\n")
+    monkeypatch.setattr(parallel, "ROOT", tmp_path)
+    checks = all_checks(include_hidden=False)
+    seen = []
+    results, _, _, _ = parallel.grade_cpu_layers(SOLUTIONS, ["online_softmax", "tiled_attention"],
+                                                 ["cpu"], 2, checks, False, None, None,
+                                                 progress=lambda *a: seen.append(a))
+    mine = [c for c in checks.values() if c.layer == "cpu"
+            and c.exercise in ("online_softmax", "tiled_attention")]
+    assert mine and set(results) == {c.id for c in mine}
+    for r in results.values():
+        assert r.grader_error and r.status == "error" and r.score == 0
+        assert "exit 7" in r.message and "boom" in r.message and "not your code's fault" in r.message
+    assert not seen
+
+
+def test_results_cross_intact():
+    check = next(iter(all_checks(include_hidden=False).values()))
+    r = parallel.Result(check, "failed", 0.5, "expected 1, got 2", "printed", 1.25, "a hint",
+                        ("x.y",), False, True)
+    assert parallel.result_from(check, json.loads(json.dumps(parallel.result_to_dict(r)))) == r
+
+
+def test_background_returns_or_raises():
+    ran = parallel.Background(lambda: 42)
+    ran.start()
+    assert ran.result() == 42 and ran.started
+
+    def boom():
+        raise KeyError("x")
+
+    failed = parallel.Background(boom)
+    failed.run()
+    try:
+        failed.result()
+    except KeyError:
+        pass
+    else:
+        raise AssertionError("the exception of the background part was lost")
+
+
+def test_overlap_switch(monkeypatch):
+    monkeypatch.setenv("GRADER_OVERLAP", "0")
+    assert not parallel.may_overlap()
+    monkeypatch.setenv("GRADER_OVERLAP", "1")
+    assert parallel.may_overlap()
+    monkeypatch.delenv("GRADER_OVERLAP")
+    assert parallel.may_overlap() == (len(os.sched_getaffinity(0)) >= parallel.OVERLAP_CORES)
+
+
+def test_progress_counts_both_parts():
+    from grader.run import ProgressCount
+
+    seen = []
+    counter = ProgressCount(lambda check, done, total: seen.append((check, done, total)))
+    counter.elsewhere("a", 0, 10)
+    counter.here("b", 0, 5)
+    counter.elsewhere("c", 3, 10)
+    assert seen == [("a", 0, 10), ("b", 0, 15), ("c", 3, 15)]

@@ -1,0 +1,38 @@
+"""grader.judge.remembered: the grader's own measurements, once per batch and device."""
+
+from __future__ import annotations
+
+import json
+
+from grader.judge import remembered as r
+
+
+def test_measured_once_per_batch_and_device(tmp_path, monkeypatch):
+    calls = []
+
+    def measure():
+        calls.append(1)
+        return {"fwd": (1.25, "CUDNN_ATTENTION"), "failed": [], "inf": float("inf")}
+
+    monkeypatch.delenv(r.ENV, raising=False)
+    r.remembered("sdpa", {"n": 1}, measure)
+    r.remembered("sdpa", {"n": 1}, measure)
+    assert len(calls) == 2                          # no file: every call measures
+    path = tmp_path / "batch" / "measurements.json"
+    monkeypatch.setenv(r.ENV, str(path))
+    first = r.remembered("sdpa", {"n": 1}, measure)
+    again = r.remembered("sdpa", {"n": 1}, measure)
+    assert len(calls) == 3 and first == again == {"fwd": [1.25, "CUDNN_ATTENTION"], "failed": [],
+                                                  "inf": float("inf")}
+    r.remembered("sdpa", {"n": 2}, measure)         # other arguments: measured
+    monkeypatch.setattr(r, "identity", lambda: {"gpu": "another one"})
+    r.remembered("sdpa", {"n": 1}, measure)         # another device or version: measured
+    assert len(calls) == 5
+    assert len(json.loads(path.read_text())) == 3
+
+
+def test_a_torn_file_is_measured_again(tmp_path):
+    path = tmp_path / "m.json"
+    path.write_text("{not json")
+    assert r.remembered("ceiling", {"name": "copy_gbs"}, lambda: 4247.0, path=str(path)) == 4247.0
+    assert r.remembered("ceiling", {"name": "copy_gbs"}, lambda: 1.0, path=str(path)) == 4247.0
