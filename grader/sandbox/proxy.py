@@ -309,7 +309,9 @@ class Workers:
         return "; ".join(f"{mode}: {level}" for mode, level in sorted(levels.items()))
 
     def _levels(self) -> dict[str, str]:
-        return {mode: sub.seccomp for (_, mode), sub in self._subs.items() if sub.seccomp}
+        # a replay worker's mode reads "interp replay" (its key is "interp:replay")
+        return {mode.replace(":", " "): sub.seccomp for (_, mode), sub in self._subs.items()
+                if sub.seccomp}
 
     def close(self) -> None:
         self._seccomp.update(self._levels())   # the report names them after the close
