@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gc
 import importlib.util
 import json
 import os
@@ -183,6 +184,9 @@ class Worker:
                                        "message": str(e), "traceback": ""})
             except (OSError, ValueError):   # the pipe is gone: the trusted side stopped us
                 return
+            if op == "replay":
+                del reply
+                _release_gpu_memory()
 
     # ------------------------------------------------------------------------------ load
 
@@ -242,6 +246,17 @@ class Worker:
                     return failure(e, at=fn_name, student_file=self.cfg["path"], walled=self.walled)
                 extras["worker_s"] = time.perf_counter() - t0
         return {"ok": True, "value": value, "extras": extras}
+
+
+def _release_gpu_memory() -> None:
+    """A replay worker lives for the whole run and replays calls of every size: what its last
+    replay allocated goes back to the device once the answer is sent (the caching allocator
+    would keep it; on the H200 a replay of a long decode kept its inputs' memory and the next
+    perf check's inputs found the GPU full)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        gc.collect()
+        torch.cuda.empty_cache()
 
 
 def failure(e: BaseException, at: str, student_file: str, walled: bool = False) -> dict:
