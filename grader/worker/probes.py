@@ -51,7 +51,7 @@ import numpy as np
 
 from grader.wire import checksum, codec
 from grader.wire.seeded import torch_randn
-from grader.worker import program, recorders, resources, workloads   # imported here, never inside a measured
+from grader.worker import recorders, tracing, workloads   # imported here, never inside a measured
 # call, nor after student code ran (it may have set sys.modules["grader..."] = None)
 
 # state of the call being decoded/run (the worker runs one call at a time)
@@ -114,7 +114,7 @@ def around_call(opts: dict, args: list, kwargs: dict):
         if opts.get("tracemalloc"):
             stack.enter_context(_tracemalloc_peak(extras))
         if opts.get("kernels"):
-            stack.enter_context(_cuda_kernels(extras))
+            stack.enter_context(tracing.cuda_kernels(extras))
         if opts.get("trace") or opts.get("kernels"):
             target = opts.get("target")
             stack.enter_context(trace(extras, target if isinstance(target, dict) else None,
@@ -294,143 +294,7 @@ def _poison_empty():
 
 @contextlib.contextmanager
 def trace(extras: dict, target: dict | None = None, record: bool = False):
-    """Record the aten ops that ran, count Triton kernel launches and describe what each
-    launched kernel compiled to (for this device, and for `target` if asked). With `record`,
-    also the call's program → extras["program"] (grader.worker.program: ops and launches)."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    ops: list[str] = []
-    launches = [0]
-    names: list[str] = []
-    compiled: dict = {}
-    prog = program.Program(built_inputs()) if record else None
-    inside = [0]   # > 0 while a launch (or an autotuner's benchmark) runs
-
-    class Recorder(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            name = str(func.overloadpacket.__name__)
-            # a copy between the GPU and the host inside a wrapper is the way to compute with
-            # NumPy behind a dummy launch: it gets its own name, which no check allows
-            if name in ("_to_copy", "copy_") and _crosses_devices(args, out):
-                name = "copy_between_devices"
-            ops.append(name)
-            if prog is not None and not inside[0]:
-                prog.op(func, args, kwargs, out)
-            return out
-
-    _program[0] = prog
-    try:
-        with _count_triton_launches(launches, names, compiled, target, prog, inside), Recorder():
-            yield
-    finally:
-        _program[0] = None
-        if compiled:   # nothing under the interpreter: no kernel is compiled there
-            extras["compiled"] = list(compiled.values())
-        if prog is not None:
-            extras["program"] = prog.record()
-    extras["ops"] = sorted(set(ops))
-    extras["launches"] = launches[0]
-    extras["triton_kernels"] = sorted(set(names))
-
-
-def _crosses_devices(args, out) -> bool:
-    devices = {str(t.device.type) for t in (*args, out) if type(t).__name__ == "Tensor"}
-    return len(devices) > 1
-
-
-@contextlib.contextmanager
-def _count_triton_launches(counter: list, names: list, compiled: dict | None, target: dict | None,
-                           prog, inside: list):
-    """Wrap Triton's launch entry points (compiled and interpreted) to count launches; with
-    `compiled`, describe each compiled launch there (resources.describe), one record per kernel
-    specialisation, marked `autotuned` when an autotuner made the launch (it benchmarks every
-    config, and on another chip would skip one that does not fit rather than fail). With `prog`,
-    every launch outside an autotuner's benchmark is a step of the program; `inside` counts the
-    launches and benchmarks running (their torch ops are not steps)."""
-    patched = []
-    autotuning = [0]
-    try:
-        import triton.runtime.jit as jit
-        import triton.runtime.interpreter as interp
-
-        for owner, attr in ((jit.JITFunction, "run"), (interp.InterpretedFunction, "run")):
-            original = getattr(owner, attr, None)
-            if original is None:
-                continue
-            describe = compiled is not None and owner is jit.JITFunction
-
-            def counting(self, *a, __original=original, __describe=describe, **kw):
-                counter[0] += 1
-                names.append(str(getattr(getattr(self, "fn", None), "__name__", "?")))
-                if prog is not None and not inside[0]:
-                    prog.launch(self, a, kw)
-                inside[0] += 1
-                try:
-                    kernel = __original(self, *a, **kw)
-                finally:
-                    inside[0] -= 1
-                if __describe and len(compiled) < resources.MAX_RECORDS:
-                    key = (id(self), getattr(kernel, "hash", None) or id(kernel), bool(autotuning[0]))
-                    if key not in compiled:
-                        rec = resources.describe(self, a, kw, kernel, target, __original,
-                                                 autotuned=bool(autotuning[0]))
-                        if rec is not None:
-                            compiled[key] = rec
-                return kernel
-
-            setattr(owner, attr, counting)
-            patched.append((owner, attr, original))
-        if compiled is not None:
-            with contextlib.suppress(ImportError):
-                from triton.runtime import autotuner
-
-                # the autotuner's launches are marked; its benchmark's launches and ops are
-                # not the answer's (the chosen config's launch is)
-                _around(autotuner.Autotuner, "run", autotuning, patched)
-                _around(autotuner.Autotuner, "_bench", inside, patched)
-    except ImportError:
-        pass
-    try:
+    """grader.worker.tracing.trace for the call being run: with `record`, its program is made
+    from the inputs built for it and kept in _program while it runs."""
+    with tracing.trace(extras, target, built_inputs() if record else None, _program):
         yield
-    finally:
-        for owner, attr, original in patched:
-            setattr(owner, attr, original)
-
-
-def _around(owner, attr: str, depth: list, patched: list) -> None:
-    """Wrap owner.attr so that depth[0] counts the calls in progress (restored from `patched`)."""
-    original = getattr(owner, attr, None)
-    if original is None:
-        return
-
-    def wrapped(self, *a, __original=original, **kw):
-        depth[0] += 1
-        try:
-            return __original(self, *a, **kw)
-        finally:
-            depth[0] -= 1
-
-    setattr(owner, attr, wrapped)
-    patched.append((owner, attr, original))
-
-
-@contextlib.contextmanager
-def _cuda_kernels(extras: dict):
-    """Record every device kernel of the call with torch.profiler (CUPTI sees all threads of the
-    process, not just the caller's); synchronize first and last so nothing queued escapes."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        try:
-            yield
-        finally:
-            torch.cuda.synchronize()
-    kernels = []
-    for e in prof.events():
-        device_type = str(getattr(e, "device_type", ""))
-        if device_type.endswith("CUDA") and getattr(e, "name", ""):
-            kernels.append(str(e.name))
-    extras["kernels"] = sorted(set(kernels))

@@ -1,6 +1,6 @@
 """Worker side: what each Triton kernel launched in a traced call was compiled to.
 
-For every launch (`JITFunction.run`, wrapped by probes._count_triton_launches) `describe` reads
+For every launch (`JITFunction.run`, wrapped by tracing._count_triton_launches) `describe` reads
 the CompiledKernel that Triton returned for THIS device: the kernel's name, num_warps,
 num_stages, its constexpr arguments (BLOCK_M, ...), `metadata.shared` (bytes of shared memory
 per block) and, once the kernel has run, `n_regs` and `n_spills`. Asked for a target

@@ -40,26 +40,18 @@ def _flash_requests(sub, rng, markers, tensors, blocks, what):
                            reference=lambda i: g.attention_reference(*i))
 
 
-@pytest.mark.check("flash_triton.speed_vs_sdpa")
-def test_speed_vs_sdpa(student, rng, gpu, credit, workers):
+def _fastest_tiles(sub, rng, gpu, markers, tensors, base_ms: float):
+    """The tile shape flash_fwd is timed with: the student's kernel takes BLOCK_M and BLOCK_N
+    (the lesson's signature), so its own defaults first, then the tile shapes this chip's
+    profile lists, at N = 8K, keeping the fastest (Measure: "the best values depend on the
+    chip's shared memory size, which is why real kernels autotune"). The sweep stops at a
+    shape already well inside full marks (SWEEP_DONE of the band's full ratio): another shape
+    could not change the credit. Returns (its label, its kwargs, {label: (ms, kwargs)})."""
     from grader import errors
-    from grader.judge import gpu as g
-    from grader.judge import timing
-    from grader.judge import verdicts
+    from grader.judge import timing, verdicts
     from grader.judge.devices import flash_smem_bytes
 
-    sub = student()
     prof = gpu.tile_profile
-    inputs = {N: g.seeded_inputs(rng, (B_PERF, H_PERF, N, D_PERF), "float16") for N in PERF_N}
-    # the baselines first, with nothing of the student's alive (timing.quiet_gpu)
-    note = timing.quiet_gpu(workers, "flash_triton.speed_vs_sdpa")
-    base = {N: _sdpa_ms(*tensors) for N, (_, tensors) in inputs.items()}
-    # the student's kernel takes BLOCK_M and BLOCK_N (the lesson's signature): its own defaults
-    # first, then the tile shapes this chip's profile lists, at N = 8K, keeping the fastest
-    # (Measure: "the best values depend on the chip's shared memory size, which is why real
-    # kernels autotune"). The sweep stops at a shape already well inside full marks (SWEEP_DONE
-    # of the band's full ratio): another shape could not change the credit
-    markers, tensors = inputs[8192]
     tried, wrong = {}, []
     full = verdicts.band("flash_triton", "vs_sdpa", prof).full
     # (the student's wrapper launches with Triton's default num_stages, 3); with a grading
@@ -82,7 +74,7 @@ def test_speed_vs_sdpa(student, rng, gpu, credit, workers):
             wrong.append(str(e))
             continue
         tried[label] = (ms, blocks)
-        if ms <= SWEEP_DONE * full * base[8192][0]:
+        if ms <= SWEEP_DONE * full * base_ms:
             break
     if not tried:
         if wrong:
@@ -90,7 +82,23 @@ def test_speed_vs_sdpa(student, rng, gpu, credit, workers):
         sub.flash_fwd(*markers)   # let the student's own error surface with its message
         raise CheckFailed(f"flash_fwd failed with every tile shape tried: {prof.flash_configs}")
     chosen = min(tried, key=lambda t: tried[t][0])
-    blocks = tried[chosen][1]
+    return chosen, tried[chosen][1], tried
+
+
+@pytest.mark.check("flash_triton.speed_vs_sdpa")
+def test_speed_vs_sdpa(student, rng, gpu, credit, workers):
+    from grader.judge import gpu as g
+    from grader.judge import timing
+    from grader.judge import verdicts
+
+    sub = student()
+    prof = gpu.tile_profile
+    inputs = {N: g.seeded_inputs(rng, (B_PERF, H_PERF, N, D_PERF), "float16") for N in PERF_N}
+    # the baselines first, with nothing of the student's alive (timing.quiet_gpu)
+    note = timing.quiet_gpu(workers, "flash_triton.speed_vs_sdpa")
+    base = {N: _sdpa_ms(*tensors) for N, (_, tensors) in inputs.items()}
+    markers, tensors = inputs[8192]
+    chosen, blocks, tried = _fastest_tiles(sub, rng, gpu, markers, tensors, base[8192][0])
     mine = {}
     for N in PERF_N:
         markers, tensors = inputs[N]
