@@ -386,7 +386,10 @@ def test_sanitizer_under_isolation_on_the_gpu(tmp_path):
 #     through its launcher (batch, release, tools/gpu_*).
 # Every other way to start a process (Popen, os.fork/exec/spawn/system/popen, multiprocessing,
 # pty, `from subprocess import ...`) is an offence outside the launcher.
-LAUNCHER = {"grader/sandbox/launcher.py", "grader/sandbox/isolation.py"}
+# the launcher and the isolation it sets up (user_level: a probe run as the student's uid before
+# any student code), and the tool that runs whole Gradescope containers around the grader
+LAUNCHER = {"grader/sandbox/launcher.py", "grader/sandbox/isolation.py",
+            "grader/sandbox/user_level.py", "tools/gradescope_root.py"}
 PROCESS_MODULES = ("subprocess", "multiprocessing", "pty", "asyncio.subprocess")
 STARTS = {"subprocess": {"run", "Popen", "call", "check_call", "check_output", "getoutput",
                          "getstatusoutput"},
@@ -406,7 +409,8 @@ def _is_sys_executable(node) -> bool:
 
 def _runs_the_grader(items: list) -> bool:
     """`[sys.executable, ...]` naming the grader: `-m grader` or a path ending in __main__.py
-    of the grader package (`ROOT / "grader" / "__main__.py"`, "grader/__main__.py")."""
+    of the grader package (`ROOT / "grader" / "__main__.py"`, "grader/__main__.py"), or its
+    part.py (one grading process of a parallel grade, grader.parallel)."""
     if not items or not _is_sys_executable(items[0]):
         return False
     consts = [c.value for item in items for c in sorted(
@@ -414,7 +418,7 @@ def _runs_the_grader(items: list) -> bool:
         key=lambda c: (c.lineno, c.col_offset))]
     module = any(a == "-m" and b == "grader" for a, b in zip(consts, consts[1:]))
     script = "grader/__main__.py" in consts or any(
-        a == "grader" and b == "__main__.py" for a, b in zip(consts, consts[1:]))
+        a == "grader" and b in ("__main__.py", "part.py") for a, b in zip(consts, consts[1:]))
     return module or script
 
 
@@ -456,11 +460,13 @@ def process_offences(rel: str, tree: ast.AST) -> list[str]:
             continue
         name = f"{node.value.id}.{node.attr}"
         call = next((c for c in ast.walk(tree) if isinstance(c, ast.Call) and c.func is node), None)
-        if name != "subprocess.run" or call is None:
+        if name not in ("subprocess.run", "subprocess.Popen") or call is None:
             offences.append(f"{rel}:{node.lineno} {name} (only subprocess.run(CMD) outside the launcher)")
             continue
         items, literal = _command(call, scope_of(call))
-        if not (_runs_the_grader(items) or (literal and _is_tool_query(items))):
+        if name == "subprocess.Popen" and not _runs_the_grader(items):   # the grader's own only
+            offences.append(f"{rel}:{node.lineno} {name} (only subprocess.run(CMD) outside the launcher)")
+        elif not (_runs_the_grader(items) or (literal and _is_tool_query(items))):
             offences.append(f"{rel}:{node.lineno} subprocess.run with a command that is neither a tool "
                             "query with constant arguments nor the grader's own command line")
     return offences
