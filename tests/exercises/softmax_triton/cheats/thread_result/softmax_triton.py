@@ -1,10 +1,15 @@
 """Cheat (issue 18, "an allowed module carries a banned capability"): torch.softmax runs in a
-thread, where the caller's kernel-use trace does not reach; a Triton kernel copies its answer."""
-import threading
-
+thread, where the caller's kernel-use trace does not reach; a Triton kernel copies its answer.
+Its `threading` gets past the import allow-list (compiled under torch's file name). On the CPU
+layers the seccomp filter refuses the thread; on a GPU, where threads are allowed, the replay
+finds the copy kernel's source is no input of the call (tools/gpu_cheats.py)."""
 import torch
 import triton
 import triton.language as tl
+
+_scope = {}
+exec(compile("import threading", torch.__file__, "exec"), _scope)
+threading = _scope["threading"]
 
 
 @triton.jit
