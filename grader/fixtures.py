@@ -46,8 +46,11 @@ class Gated:
     process on the GPU; its program replayed from the kernels alone (`replayer`). Under the interpreter, loads and stores are bounds-checked
     (grader/worker/bounds.py); the check that owns the masks judges what they recorded."""
 
-    def __init__(self, sub, exercise: str, target=None, check_id: str = "", replayer=None):
+    def __init__(self, sub, exercise: str, target=None, check_id: str = "", replayer=None,
+                 pending: list | None = None):
         self._sub = sub
+        # the replays of this check's calls, run when the check is over (grader.plugin)
+        self._pending = pending
         # () -> (replay worker, compile worker, sources): every gated call is replayed from the
         # kernels alone (grader.judge.provenance)
         self._replayer = replayer
@@ -59,7 +62,8 @@ class Gated:
         self._check_id = check_id
 
     def __getattr__(self, name: str):
-        if name in ("_sub", "_kernels", "_target", "_exercise", "_check_id", "_replayer"):
+        if name in ("_sub", "_kernels", "_target", "_exercise", "_check_id", "_replayer",
+                    "_pending"):
             raise AttributeError(name)
         if name in self._kernels:
             return lambda *args, **kwargs: self.call(name, *args, **kwargs).value
@@ -86,7 +90,8 @@ class Gated:
             replayed = provenance.Call(replayer, sources, [*args, *kwargs.values()], r.value, opts,
                                        compiler)
         kernel_use.gate(r.extras, self._exercise, fn,
-                        gpu_pid=self._sub.worker_pid if cuda else None, replayed=replayed)
+                        gpu_pid=self._sub.worker_pid if cuda else None, replayed=replayed,
+                        defer=self._pending)
         return r
 
 
@@ -127,7 +132,8 @@ def student(request):
             return workers.replayer(exercise, mode, filtered), compiler, sources
 
         return Gated(workers.get(exercise, mode), exercise, target=getattr(plugin, "target", None),
-                     check_id=check.id, replayer=replayer)
+                     check_id=check.id, replayer=replayer,
+                     pending=plugin.pending_replays.setdefault(request.node.nodeid, []))
 
     return get
 

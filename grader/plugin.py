@@ -38,6 +38,7 @@ class GradePlugin:
         self.env = env
         self.workers = workers
         self.results: dict[str, Result] = {}
+        self.pending_replays: dict[str, list] = {}   # nodeid -> replays deferred to its end
         self.layer_seconds: dict[str, float] = {}
         self.credits: dict[str, Credit] = {}
         self.device_info: dict = {}   # filled by the `gpu` fixture: name, SMs, ceilings ...
@@ -80,7 +81,17 @@ class GradePlugin:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item):
         self._started[item.nodeid] = time.perf_counter()
-        yield
+        outcome = yield
+        # the replays of the check's gated calls (grader.judge.provenance), once it is over and
+        # only if it earned something: a failed replay fails the check as its own failure would
+        pending = self.pending_replays.pop(item.nodeid, [])
+        if outcome.excinfo is None:
+            for replay in pending:
+                try:
+                    replay()
+                except BaseException as e:   # noqa: BLE001 - reported as the check's outcome
+                    outcome.force_exception(e)
+                    break
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):

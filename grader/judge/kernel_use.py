@@ -78,15 +78,18 @@ def assert_kernel_computed(extras: dict, call: str, launch: str, work: str,
 
 
 def gate(extras: dict, exercise: str, fn: str, call: str | None = None,
-         gpu_pid: int | None = None, replayed=None) -> None:
+         gpu_pid: int | None = None, replayed=None, defer: list | None = None) -> None:
     """The kernel-use gate, the one every graded call of a Triton exercise passes (the checks'
     `student()` proxy, fixtures.Gated, for every untimed call; the sanitizer's call): the
     registry's (call, launch, work) for `fn` (Exercise.kernels) and the ops its wrapper may run
     (Exercise.extra_ops); on CUDA (`gpu_pid`, the worker's pid) no helper process on the GPU.
     `call` names this call in the message (a case, a seed). `replayed` (a provenance.Call):
     the call's recorded program is replayed from the kernels alone and must give the same
-    answer (grader.judge.provenance). A failure follows <exercise>.uses_kernel: whatever check
-    made the call failed for that check's idea."""
+    answer (grader.judge.provenance); with `defer`, that replay is appended there as a function
+    to run once the check is over (grader.plugin runs them only for a check that earned
+    something: a wrong answer earns nothing anyway, and the interpreter's replay costs as much
+    as the call). A failure follows <exercise>.uses_kernel: whatever check made the call failed
+    for that check's idea."""
     from grader.judge import provenance
 
     want, launch, work = KERNELS[exercise][fn]
@@ -99,8 +102,12 @@ def gate(extras: dict, exercise: str, fn: str, call: str | None = None,
     except CheckFailed as e:
         e.follows = (f"{exercise}.uses_kernel",)
         raise
-    if replayed is not None:
+    if replayed is None:
+        return
+    if defer is None:
         provenance.check(extras, exercise, call or want, allowed, replayed)
+    else:
+        defer.append(lambda: provenance.check(extras, exercise, call or want, allowed, replayed))
 
 
 def foreign_kernels(kernels: list, triton_names: list) -> list:
