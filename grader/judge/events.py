@@ -11,7 +11,8 @@ import time
 MiB = 1 << 20
 
 
-def _torch(torch):
+def torch_or_default(torch):
+    """`torch`, or the real module when None (tests pass a fake)."""
     if torch is None:
         import torch as _t
 
@@ -32,7 +33,7 @@ def flush_bytes(torch=None, device="cuda") -> int:
     triton.testing.do_bench zeroes a fixed 256 MiB (Triton 3.2+); sizing from the L2 keeps it
     big enough on an H200 (60 MiB L2 -> 240 MiB) and cheaper on a GB10 (24 MB -> 96 MiB).
     """
-    return max(4 * _l2_bytes(_torch(torch), device), 64 * MiB)
+    return max(4 * _l2_bytes(torch_or_default(torch), device), 64 * MiB)
 
 
 def time_cuda(fn, warmup: int = 10, rep: int = 50, flush_l2: bool = True, torch=None,
@@ -56,7 +57,7 @@ def time_cuda(fn, warmup: int = 10, rep: int = 50, flush_l2: bool = True, torch=
     Returns:
         float milliseconds.
     """
-    torch = _torch(torch)
+    torch = torch_or_default(torch)
     if str(device) == "cpu":
         return _time_host(fn, warmup, rep, max_total_ms)
     cache = None

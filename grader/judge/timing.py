@@ -15,7 +15,7 @@ import math
 import os
 import time
 
-from grader.judge.events import flush_bytes, time_cuda  # noqa: F401 - timing.<name> for the bench and tests
+from grader.judge.events import flush_bytes, time_cuda, torch_or_default as _torch  # noqa: F401 - timing.<name> for the bench and tests
 from grader.wire.checksum import checksum, checksum_weights, refill, to_floats  # noqa: F401 - timing.<name> for the checks
 
 
@@ -324,11 +324,3 @@ def quiet_gpu(workers, what: str, processes=gpu_processes) -> str:
                               f"be timed fairly, so this check counts as failed",
                               hint="a submission must not leave processes running on the GPU")
         time.sleep(0.2)
-
-
-def _torch(torch):
-    if torch is None:
-        import torch as _t
-
-        return _t
-    return torch
