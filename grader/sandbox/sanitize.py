@@ -1,7 +1,8 @@
 """compute-sanitizer memcheck of a student kernel at a ragged size.
 
 A load past the end of a tensor can give the right answer by luck (the memory there held
-zeros). memcheck sees the access itself. The worker runs under compute-sanitizer, started by
+zeros). memcheck sees the access itself. The worker runs under compute-sanitizer through
+grader.sandbox.tooled, the one way to run a worker under a tool: started by
 `grader.sandbox.launcher` like every worker (same sandbox: at the os level compute-sanitizer
 itself runs as root inside the namespaces and the worker below it drops to the sandbox user),
 with PyTorch's caching allocator off so every tensor is its own allocation and a read past its
@@ -18,31 +19,20 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 from grader import errors
 from grader.registry import exercise_module
+from grader.sandbox import tooled
 
 TIMEOUT_S = 600
 ERROR_EXIT = 99
-LOG_INSIDE = "/sandbox/log"
+LOG_INSIDE = tooled.LOG_INSIDE
 
 
 def sanitizer_path() -> str | None:
-    return shutil.which("compute-sanitizer") or next(
-        (p for p in ("/usr/local/cuda/bin/compute-sanitizer",) if os.path.exists(p)), None)
-
-
-def _help(tool: str) -> str:
-    try:
-        return subprocess.run([tool, "--help"], capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
+    return tooled.tool_path("compute-sanitizer")
 
 
 def memcheck(submission, exercise: str, target: Target | None = None, tool: str | list | None = None,
@@ -52,35 +42,22 @@ def memcheck(submission, exercise: str, target: Target | None = None, tool: str 
     folder; `target`: the call to check (default: the exercise folder's sanitizer.py, `TARGET`).
     `tool`/`mode` let the repo's tests drive the plumbing on a CPU with a stand-in."""
     from grader.judge.compare import CheckFailed
-    from grader.sandbox import isolation, launcher, proxy
+    from grader.sandbox import proxy
 
     tool = tool or sanitizer_path()
     target = target or target_of(exercise)
-    base = Path(tempfile.mkdtemp(prefix="sanitize-"))
-    try:
-        if isinstance(submission, proxy.Submission):
-            directory, sources = submission.directory, submission.sources
-        else:
-            directory = Path(submission)
-            sources = launcher.copy_sources(directory, base / "sources")
-        level = isolation.choose()
-        logdir = base / "log"
-        logdir.mkdir(mode=0o700)
-        log_path = f"{LOG_INSIDE}/memcheck.log" if level.name == "os" else str(logdir / "memcheck.log")
+    # GRADER_SANITIZER_AS_STUDENT=1: if compute-sanitizer cannot watch a process of another
+    # user on some driver, run it as the sandbox user instead (the log is then writable by the
+    # student's process, so only the exit status and the checked answer decide)
+    as_student = os.environ.get("GRADER_SANITIZER_AS_STUDENT") == "1"
+    with tooled.ToolRun(submission, "memcheck.log", as_student, prefix="sanitize-") as run:
         # --padding puts unallocated bytes after every allocation: without it a read past the
         # end of k lands in v's allocation, which is valid memory, and memcheck has nothing to report
-        padding = ["--padding", "65536"] if isinstance(tool, str) and "--padding" in _help(tool) else []
+        padding = (["--padding", "65536"] if isinstance(tool, str)
+                   and "--padding" in tooled.help_text(tool) else [])
         cmd = [*([tool] if isinstance(tool, str) else tool), "--tool", "memcheck", *padding, "--print-limit", "5",
-               "--error-exitcode", str(ERROR_EXIT), "--log-file", log_path]
-        # GRADER_SANITIZER_AS_STUDENT=1: if compute-sanitizer cannot watch a process of another
-        # user on some driver, run it as the sandbox user instead (the log is then writable by the
-        # student's process, so only the exit status and the checked answer decide)
-        as_student = os.environ.get("GRADER_SANITIZER_AS_STUDENT") == "1" and level.name == "os"
-        if as_student:
-            os.chown(logdir, level.uid, level.gid)
-        sub = proxy.Submission(exercise, directory, mode, base / "work", sources=sources,
-                                  level=level, tool=cmd, env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
-                                  writable=[(str(logdir), LOG_INSIDE)], tool_as_student=as_student)
+               "--error-exitcode", str(ERROR_EXIT), "--log-file", run.log_path]
+        sub = run.submission(exercise, mode, cmd, env={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
         # memcheck stops a kernel at its first bad access, so the student's call then fails with
         # "unspecified launch failure": the tool's verdict (exit status, log) still decides, and
         # the call's own error is reported only where the tool found nothing
@@ -90,39 +67,26 @@ def memcheck(submission, exercise: str, target: Target | None = None, tool: str 
         except (errors.StudentProblem, CheckFailed) as e:
             problem = e
         finally:
-            code = sub.close(wait_s=5 if isinstance(problem, errors.StudentTimeout) else TIMEOUT_S)
-        log = _read(logdir / "memcheck.log")
-        if os.environ.get("GRADER_SANITIZER_LOG"):   # for the record of a GPU session
-            with open(os.environ["GRADER_SANITIZER_LOG"], "a") as f:
-                f.write(f"$ {' '.join(cmd)} (exit {code})\n{log[-4000:]}\n")
-        if code == ERROR_EXIT:
-            count = re.search(r"ERROR SUMMARY: (\d+) error", log)
-            first = "\n".join(line for line in log.splitlines() if line.startswith("=========")
-                              and ("Invalid" in line or "at " in line or "by thread" in line))[:1500]
-            raise CheckFailed(f"compute-sanitizer found {count.group(1) if count else 'some'} memory "
-                              f"error(s) in {exercise} at a ragged size (inputs "
-                              f"{target.inputs}):\n{first}")
-        if problem is not None:
-            raise problem
-        if code != 0:
-            raise errors.WorkerCrashed(
-                f"{exercise} under compute-sanitizer: the worker {proxy.describe_exit(code)} "
-                f"after its checked call; compute-sanitizer's log ends:\n{log[-1200:]}")
-        summary = re.search(r"ERROR SUMMARY: 0 errors", log)
-        return summary.group(0) if summary else "compute-sanitizer: exit status 0"
-    finally:
-        launcher.remove_tree(base)
-
-
-def _read(path: Path) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            size = f.tell()
-            f.seek(max(0, size - (256 << 10)))
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""
+            code = run.close(wait_s=5 if isinstance(problem, errors.StudentTimeout) else TIMEOUT_S)
+        log = run.log()
+    if os.environ.get("GRADER_SANITIZER_LOG"):   # for the record of a GPU session
+        with open(os.environ["GRADER_SANITIZER_LOG"], "a") as f:
+            f.write(f"$ {' '.join(cmd)} (exit {code})\n{log[-4000:]}\n")
+    if code == ERROR_EXIT:
+        count = re.search(r"ERROR SUMMARY: (\d+) error", log)
+        first = "\n".join(line for line in log.splitlines() if line.startswith("=========")
+                          and ("Invalid" in line or "at " in line or "by thread" in line))[:1500]
+        raise CheckFailed(f"compute-sanitizer found {count.group(1) if count else 'some'} memory "
+                          f"error(s) in {exercise} at a ragged size (inputs "
+                          f"{target.inputs}):\n{first}")
+    if problem is not None:
+        raise problem
+    if code != 0:
+        raise errors.WorkerCrashed(
+            f"{exercise} under compute-sanitizer: the worker {proxy.describe_exit(code)} "
+            f"after its checked call; compute-sanitizer's log ends:\n{log[-1200:]}")
+    summary = re.search(r"ERROR SUMMARY: 0 errors", log)
+    return summary.group(0) if summary else "compute-sanitizer: exit status 0"
 
 
 @dataclass(frozen=True)
