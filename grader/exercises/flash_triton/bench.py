@@ -1,7 +1,9 @@
 """flash_triton's benchmarks for `make bench`, at one N (TILE_N) with B = 1, H = 32, D = 128:
   backends: every SDPA backend (forced with sdpa_kernel), each output checked, then timed;
   tiles:    the student's flash_fwd at the tile shapes that fit this chip's shared memory
-            (its profile's list), plus Break It 5's 256 x 256 (expected: out of resources).
+            (its profile's list), plus Break It 5's 256 x 256 (expected: out of resources);
+  hbm:      the DRAM bytes of one flash_fwd call at N = 8192, counted by Nsight Compute,
+            between the IO model's worst and best cases (hbm.py).
 TFLOP/s = 4*B*H*N^2*D / time (grader.judge.baselines.attention_flops).
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from grader.exercises.flash_triton.hbm import HBM
 from tools.bench.report import cell, fmt
 from tools.bench.spec import Benchmark, Trial
 
@@ -164,4 +167,6 @@ BENCHMARKS = (
               formula="4 * B * H * N^2 * D / time", trials=tile_trials, work=flops,
               plan=plan_tiles, table=tiles_table, synthetic=synthetic_tiles, json="tiles.json",
               order=30),
+    # x: N (one); DRAM bytes of one call under ncu, not a time
+    HBM,
 )
