@@ -4,6 +4,7 @@
     python -m tools.bench --dry-run --out /tmp/bench       # synthetic numbers, no GPU needed
     python -m tools.bench --device cpu --out /tmp/bench    # tiny sizes under TRITON_INTERPRET=1
     python -m tools.bench --submission solutions --only backward --out reports/bench_backward
+    python -m tools.bench --submission solutions --only hbm --out reports/bench_hbm   # ncu
 
 Benchmarks are data: each exercise folder with a bench.py declares its BENCHMARKS
 (tools.bench.spec.Benchmark: x values, providers, formula, plots, table), and one runner
@@ -21,6 +22,12 @@ Benchmarks are data: each exercise folder with a bench.py declares its BENCHMARK
      timed the same way; the SDPA baseline is grader.judge.baselines (the fastest backend);
   4. writes each benchmark's json, its PNG plots, ceilings.json and measure.md: the Measure
      tables with the predictions from <submission>/predictions.md beside what was measured.
+
+One benchmark counts instead of timing: hbm (grader/exercises/flash_triton/hbm.py, `--only hbm`
+alone), the DRAM bytes of one flash_fwd call at N = 8192 counted by Nsight Compute
+(tools/bench/ncu.py), between the IO model's worst and best cases: hbm_bench.json,
+hbm_bytes.png and its measure.md section. Without ncu, or without permission to read the GPU's
+counters, that section is one line.
 
 FLOPs (grader.judge.baselines.attention_flops): 4*B*H*N^2*D forward, halved when causal;
 the backward 2.5x the forward. Bytes for GB/s: each benchmark's declaration.

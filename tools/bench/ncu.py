@@ -141,8 +141,9 @@ def refusal(log: str, counted: bool) -> str | None:
     error = next((line for line in log.splitlines() if line.startswith("==ERROR==")), None)
     if error:
         return f"{TITLE}: not measured: ncu: {error[9:].strip()[:200]}"
+    last = next((line.strip() for line in reversed(log.splitlines()) if line.strip()), "")
     return (f"{TITLE}: not measured: ncu counted no kernel (this device may expose no "
-            f"counters: a VM?)")
+            f"counters: a VM?)" + (f"; its log ends {last[:120]!r}" if last else "; no log"))
 
 
 def admin_only() -> bool:

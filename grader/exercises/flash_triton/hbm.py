@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 from tools.bench import ncu
+from tools.bench.harness import Deadline, first_line
 from tools.bench.report import fmt
 from tools.bench.spec import Benchmark, Plot
 
@@ -67,9 +68,9 @@ def bounds(ctx, N: int, D: int, Br: int, Bc: int) -> tuple[float, float, str]:
                 return want[0] * heads, want[1] * heads, "your io_model (flash_bytes_worst, flash_bytes_l2)"
             source = (f"the grader's io_model formulas (yours give {got[0]!r:.20}, {got[1]!r:.20} "
                       f"at this shape, not {want[0]:,}, {want[1]:,})")
+        except Deadline:
+            raise
         except Exception as e:  # noqa: BLE001 - a TODO or a crash: the grader's formulas
-            from tools.bench.harness import first_line
-
             source = f"the grader's io_model formulas (yours: {first_line(e)[:100]})"
     return want[0] * heads, want[1] * heads, source
 
@@ -104,18 +105,19 @@ def measure(ctx, row: dict) -> None:
     """Fill `row` from one call under ncu; a failure becomes its note (ncu cannot count) or
     its error (the call)."""
     from grader.judge import gpu as g
-    from tools.bench.harness import assert_near, first_line
+    from tools.bench.harness import assert_near
 
     markers, tensors = ctx.inputs((row["B"], row["H"], row["N"], row["D"]), 3)
     ref = g.attention_reference(*tensors)
+    sub = ctx.worker("flash_triton")     # its sources (the call runs in a worker under ncu)
+    timeout = min(ncu.TIMEOUT_S, getattr(sub, "timeout_s", ncu.TIMEOUT_S))   # the run's deadline
 
-    def call(sub):
-        r = sub.call("flash_fwd", *markers, BLOCK_M=TILE[0], BLOCK_N=TILE[1],
-                     opts={"sync": True, "trace": True}, timeout=ncu.TIMEOUT_S)
+    def call(worker):
+        r = worker.call("flash_fwd", *markers, BLOCK_M=TILE[0], BLOCK_N=TILE[1],
+                        opts={"sync": True, "trace": True}, timeout=timeout)
         assert_near(r.value, ref, "flash_fwd")    # bytes of a wrong kernel are not its bytes
         return r.extras
 
-    sub = ctx.worker("flash_triton")     # its sources; the call runs in a worker under ncu
     try:
         prof = ncu.profile(sub, "flash_triton", call)
     except ncu.Unavailable as e:
