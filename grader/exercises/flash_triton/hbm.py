@@ -38,7 +38,8 @@ def plan(ns, budget, profile, bhd):
     todo, skipped = [], []
     for N in ns:
         n = N
-        while n >= 512 and 3 * ceilings.attention_io_bytes(B, H, n, D, "float16") + (1 << 30) > budget:
+        need = (lambda n: 3 * ceilings.attention_io_bytes(B, H, n, D, "float16") + (1 << 30))
+        while n >= 512 and need(n) > budget:
             n //= 2
         if n >= 512:
             todo.append(n)
@@ -65,7 +66,8 @@ def bounds(ctx, N: int, D: int, Br: int, Bc: int) -> tuple[float, float, str]:
             got = tuple(judging.plain(sub.call(fn, *a).value, fn) for fn, a in
                         zip(("flash_bytes_worst", "flash_bytes_l2"), args))
             if all(judging.same(g, w, exact=True) for g, w in zip(got, want)):
-                return want[0] * heads, want[1] * heads, "your io_model (flash_bytes_worst, flash_bytes_l2)"
+                source = "your io_model (flash_bytes_worst, flash_bytes_l2)"
+                return want[0] * heads, want[1] * heads, source
             source = (f"the grader's io_model formulas (yours give {got[0]!r:.20}, {got[1]!r:.20} "
                       f"at this shape, not {want[0]:,}, {want[1]:,})")
         except Deadline:
@@ -128,8 +130,8 @@ def measure(ctx, row: dict) -> None:
         return
     # Br is the BLOCK_M the kernel was compiled with, whatever the wrapper did with the argument
     blocks = [c.get("constexprs", {}) for c in prof.extras.get("compiled") or ()]
-    row["BLOCK_M"] = next((b["BLOCK_M"] for b in blocks if isinstance(b.get("BLOCK_M"), int)), TILE[0])
-    row["BLOCK_N"] = next((b["BLOCK_N"] for b in blocks if isinstance(b.get("BLOCK_N"), int)), TILE[1])
+    for key, asked in zip(("BLOCK_M", "BLOCK_N"), TILE):
+        row[key] = next((b[key] for b in blocks if isinstance(b.get(key), int)), asked)
     row.update(read=prof.read, written=prof.written, bytes=prof.read + prof.written,
                kernels=prof.kernels, launches=len(prof.mine))
     row["worst"], row["best"], row["source"] = bounds(ctx, row["N"], row["D"], row["BLOCK_M"],
@@ -155,25 +157,29 @@ def table(rows, report) -> list[str]:
         shape = (f"flash_fwd at B = {r['B']}, H = {r['H']}, N = {r['N']}, D = {r['D']} fp16, "
                  f"BLOCK_M = {r['BLOCK_M']} (Br), BLOCK_N = {r['BLOCK_N']}")
         lines += [f"## {ncu.TITLE}", ""]
-        if r.get("error"):
-            lines += [f"{shape}: not measured: {r['error']}", ""]
-            continue
-        where = (f"{100 * r['position']:.0f}% of the way from the best case to the worst (log "
-                 f"scale)" if r.get("position") is not None else r["verdict"])
-        lines += [f"{shape}. DRAM bytes counted by ncu (dram__bytes_read.sum, "
-                  f"dram__bytes_write.sum) over {r['launches']} launch"
-                  f"{'es' if r['launches'] != 1 else ''} of {', '.join(r['kernels'])}, the kernels that built the inputs left out; bounds "
-                  f"from {r['source']}, x B x H.", "",
-                  "| | bytes | x best case |", "|---|---|---|",
-                  f"| best case: 4Nd elements per head (K and V re-read from L2) | {size(r['best'])} | 1 |",
-                  f"| measured: read | {size(r['read'])} | |",
-                  f"| measured: written | {size(r['written'])} | |",
-                  f"| measured: read + written | {size(r['bytes'])} | {fmt(r.get('x_best'))} |",
-                  f"| worst case: 2Nd + 2N^2 d / Br elements per head (K and V from HBM) | "
-                  f"{size(r['worst'])} | {fmt(r['worst'] / r['best'])} |", "",
-                  f"Measured: {r['verdict']}, {where}. ncu flushes the caches before the "
-                  f"kernel; writes still in L2 when it ends are not counted.", ""]
+        lines += ([f"{shape}: not measured: {r['error']}", ""] if r.get("error")
+                  else counted(r, shape))
     return lines
+
+
+def counted(r: dict, shape: str) -> list[str]:
+    """A measured row: what was counted, the bounds and the bytes, where they sit."""
+    launches = f"{r['launches']} launch{'es' if r['launches'] != 1 else ''}"
+    where = (f"{100 * r['position']:.0f}% of the way from the best case to the worst (log scale)"
+             if r.get("position") is not None else r["verdict"])
+    return [f"{shape}. DRAM bytes counted by ncu (dram__bytes_read.sum, dram__bytes_write.sum) "
+            f"over {launches} of {', '.join(r['kernels'])}, the kernels that built the inputs "
+            f"left out; bounds from {r['source']}, x B x H.", "",
+            "| | bytes | x best case |", "|---|---|---|",
+            f"| best case: 4Nd elements per head (K and V re-read from L2) | "
+            f"{size(r['best'])} | 1 |",
+            f"| measured: read | {size(r['read'])} | |",
+            f"| measured: written | {size(r['written'])} | |",
+            f"| measured: read + written | {size(r['bytes'])} | {fmt(r.get('x_best'))} |",
+            f"| worst case: 2Nd + 2N^2 d / Br elements per head (K and V from HBM) | "
+            f"{size(r['worst'])} | {fmt(r['worst'] / r['best'])} |", "",
+            f"Measured: {r['verdict']}, {where}. ncu flushes the caches before the kernel; "
+            f"writes still in L2 when it ends are not counted.", ""]
 
 
 def draw(ax, rows, report) -> bool:
@@ -206,8 +212,9 @@ def synthetic():
     row = dict(N=8192, B=1, H=32, D=128, BLOCK_M=64, BLOCK_N=64, read=3.1e8, written=6.7e7,
                kernels=["_flash_fwd"], launches=1, note=None, error=None,
                source="your io_model (flash_bytes_worst, flash_bytes_l2)")
-    row.update(bytes=row["read"] + row["written"], worst=float((2 * 8192 * 128 + 128 * 2 * 8192 * 128) * 2 * 32),
-               best=float(4 * 8192 * 128 * 2 * 32))
+    N, d, Br, heads = 8192, 128, 64, 32
+    row.update(bytes=row["read"] + row["written"], best=float(4 * N * d * ELEM * heads),
+               worst=float((2 * N * d + 2 * N * N * d // Br) * ELEM * heads))
     row.update(place(row["bytes"], row["best"], row["worst"]))
     return [row]
 
