@@ -16,7 +16,7 @@ row of the bench, never a score.
 
 Measurement only, never points, because:
   - ncu replays each kernel (--replay-mode kernel: memory saved and restored between passes),
-    flushes the caches before each pass (--cache-control all) and runs the clocks at base: it
+    flushes the caches before each pass (--cache-control all) (the clocks are left alone: --clock-control none, as the device notes ask): it
     counts the traffic of one cold-cache launch, and its time means nothing;
   - its counters need a permission a student's GPU may not grant: most drivers keep them for
     admin users (ERR_NVGPUCTRPERM; RmProfilingAdminOnly in /proc/driver/nvidia/params), the
@@ -86,7 +86,8 @@ def command(tool, log_path: str, loopback: bool = False) -> list[str]:
         cmd = [isolation.interpreter(), "-I", "-S", "-c", LOOPBACK_UP, *cmd]
     known = tooled.help_text(tool) if isinstance(tool, str) else ""
     optional = [opt for opt in (["--print-units", "base"], ["--replay-mode", "kernel"],
-                                ["--cache-control", "all"]) if opt[0] in known]
+                                ["--cache-control", "all"], ["--clock-control", "none"])
+                if opt[0] in known]
     return [*cmd, "--metrics", ",".join(METRICS), "--csv", "--target-processes", "all",
             *[part for opt in optional for part in opt], "--log-file", log_path]
 
