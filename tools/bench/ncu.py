@@ -16,8 +16,8 @@ row of the bench, never a score.
 
 Measurement only, never points, because:
   - ncu replays each kernel (--replay-mode kernel: memory saved and restored between passes),
-    flushes the caches before each pass (--cache-control all) (the clocks are left alone: --clock-control none, as the device notes ask): it
-    counts the traffic of one cold-cache launch, and its time means nothing;
+    flushes the caches before each pass (--cache-control all) and leaves the clocks alone
+    (--clock-control none): it counts the traffic of one cold-cache launch, and its time means nothing;
   - its counters need a permission a student's GPU may not grant: most drivers keep them for
     admin users (ERR_NVGPUCTRPERM; RmProfilingAdminOnly in /proc/driver/nvidia/params), the
     student's code runs as an unprivileged user, and many VMs expose no counters at all.
