@@ -150,11 +150,14 @@ def test_bounds_are_the_students_io_model_when_it_is_right():
 
 
 def test_placement_between_the_bounds():
-    inside = hbm.place(10.0, 1.0, 100.0)
-    assert inside["verdict"] == "between the bounds" and inside["position"] == pytest.approx(0.5)
-    assert inside["x_best"] == 10.0
-    assert hbm.place(0.9, 1.0, 100.0)["verdict"] == "below the best case"
-    assert hbm.place(200.0, 1.0, 100.0)["verdict"] == "above the worst case"
+    # best 4 (reads 3 + output 1), worst 101 (reads 100 + output 1), in bytes
+    half = hbm.place(51.5, 1.0, 4.0, 101.0, 1.0)
+    assert half["verdict"] == "reads between the bounds" and half["l2_share"] == pytest.approx(0.5)
+    assert half["x_best"] == pytest.approx(52.5 / 4)
+    best = hbm.place(3.0, 0.8, 4.0, 101.0, 1.0)     # output partly still in L2: reads decide
+    assert best["verdict"] == "reads between the bounds" and best["l2_share"] == pytest.approx(1)
+    assert hbm.place(2.0, 1.0, 4.0, 101.0, 1.0)["verdict"] == "reads below the best case"
+    assert hbm.place(200.0, 1.0, 4.0, 101.0, 1.0)["verdict"] == "reads above the worst case"
 
 
 def test_a_profile_fills_the_row_with_the_kernels_block_m(monkeypatch):
