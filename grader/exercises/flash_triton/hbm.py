@@ -17,7 +17,6 @@ section is one line.
 
 from __future__ import annotations
 
-import math
 
 from tools.bench import ncu
 from tools.bench.harness import Deadline, first_line
