@@ -9,6 +9,7 @@ grader does with that exercise. What the corpora are and where they live: tests/
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 from grader.registry import all_checks
@@ -90,7 +91,9 @@ class Ahead:
     Only cases `only(case)` accepts are graded ahead (the Triton exercises under the interpreter:
     nothing there is timed, so running two at once changes no verdict), and only those of the
     tests this run selected (request.session.items, parameter `argname`); the pool starts at the
-    first get() and grades in the tests' order. A failure re-raises in the test that reads it."""
+    first get() and grades in the tests' order. A failure re-raises in the test that reads it.
+    Under pytest-xdist (`make test`: tests.conftest) nothing is graded ahead: each process would
+    grade every selected case, not only its own share, and the processes already fill the cores."""
 
     def __init__(self, grade, key, only, workers: int = 2):
         self.grade, self.key, self.only = grade, key, only
@@ -102,7 +105,7 @@ class Ahead:
         import tempfile
         from concurrent.futures import ThreadPoolExecutor
 
-        if not self.only(case):
+        if not self.only(case) or os.environ.get("PYTEST_XDIST_WORKER"):
             return None
         if self.pool is None:
             self.pool = ThreadPoolExecutor(self.workers)
