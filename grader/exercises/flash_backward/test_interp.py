@@ -21,7 +21,7 @@ import pytest
 
 from grader.exercises.flash_backward.judging import (assert_grads, check_backward, check_forward,
                                                      describe)
-from grader.exercises.flash_backward.reference import forward_reference, qkv
+from grader.exercises.flash_backward.reference import forward_reference, qkv, torch_same_precision
 from grader.judge.compare import CheckFailed, assert_close
 from grader.judge.inputs import randn, tensor
 
@@ -87,7 +87,8 @@ def test_autograd_wrapper(student, rng):
             raise CheckFailed(f"{what}: the call returned no output and gradients")
         out, grads = r.value
         assert_close(out, forward_reference(q, k, v, causal)[0], what=f"the output of {what}",
-                     dtype="float16", case=context, seed=rng.seed)
+                     dtype="float16", case=context, seed=rng.seed,
+                     baseline=torch_same_precision(q, k, v, None, "float16", causal)[0])
         missing = [n for n, t in zip(("q", "k", "v"), grads) if t is None]
         if missing:
             raise CheckFailed(f"{what}: no gradient reached {', '.join(missing)}: FlashAttention."
