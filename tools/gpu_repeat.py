@@ -2,14 +2,16 @@
 exercise graded REPEATS times on the gpu layer, each run with fresh seeds; prints every score
 and exits 1 unless each variant got full marks every time. Run on a CUDA machine:
 
-    python3 tools/gpu_repeat.py [--repeats 10] [--checks gpu_real_sizes] [--layers gpu]
+    python3 tools/gpu_repeat.py [--repeats 10] [--jobs 5] [--checks gpu_real_sizes] [--layers gpu]
 
 The variants (tests/exercises/<exercise>/variants/<case>/) round differently from the solutions:
 flash_decode's forms q . k element-wise in float16 (on a GPU, float16 sums in a tree of adds);
 flash_backward's computes D = rowsum(dO * O) in float16. The comparison that must hold still is
 flash-attention's rule (grader/judge/compare.py, `baseline=`). --checks: the check names graded
 in each exercise (default gpu_real_sizes, the gpu layer's comparison; "all" grades the whole
-layer, compute-sanitizer included). tests/test_steady_grades.py does the same on the CPU, under
+layer, compute-sanitizer included). --jobs: grades at once, each its own grader and worker on
+the one GPU (as tools/gpu_triton.py runs them): nothing here is timed, and the kernels' compiles
+(most of a grade's time) spread over the CPU cores. tests/test_steady_grades.py does the same on the CPU, under
 the interpreter.
 """
 
@@ -19,6 +21,7 @@ import argparse
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +33,9 @@ from tests.helpers import copy_solutions, grade  # noqa: E402
 VARIANTS = {"flash_decode": "decode_fp16_elementwise_qk", "flash_backward": "flash_bwd_fp16_delta"}
 
 
-def grade_once(exercise: str, sub: Path, layers: str, checks: str) -> tuple[float, float, list[str]]:
+def grade_once(exercise: str, name: str, layers: str, checks: str) -> tuple[float, float, list[str]]:
+    """One grade of the variant, in a fresh copy of solutions/ with its file in place."""
+    sub = copy_solutions(Path(tempfile.mkdtemp()) / "sub", folder_files(case("variants", name)))
     args = ["--exercises", exercise, "--layers", layers]
     if checks != "all":
         args += ["--checks", ",".join(f"{exercise}.{c}" for c in checks.split(","))]
@@ -43,24 +48,27 @@ def grade_once(exercise: str, sub: Path, layers: str, checks: str) -> tuple[floa
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--jobs", type=int, default=5)
     ap.add_argument("--layers", default="gpu")
     ap.add_argument("--checks", default="gpu_real_sizes")
     args = ap.parse_args()
+    start = time.time()
+    runs = [(exercise, name) for exercise, name in VARIANTS.items() for _ in range(args.repeats)]
+    with ThreadPoolExecutor(args.jobs) as pool:
+        results = list(pool.map(lambda run: grade_once(*run, args.layers, args.checks), runs))
     ok = True
     for exercise, name in VARIANTS.items():
-        sub = copy_solutions(Path(tempfile.mkdtemp()) / "sub", folder_files(case("variants", name)))
-        scores, start = [], time.time()
-        for i in range(args.repeats):
-            score, top, lost = grade_once(exercise, sub, args.layers, args.checks)
-            scores.append(score)
-            print(f"{exercise} {name} run {i + 1}: {score:g}/{top:g}"
-                  + "".join(f"\n    lost {line}" for line in lost), flush=True)
+        mine = [r for run, r in zip(runs, results) if run[0] == exercise]
+        for i, (score, top, lost) in enumerate(mine, 1):
+            print(f"{exercise} {name} run {i}: {score:g}/{top:g}"
+                  + "".join(f"\n    lost {line}" for line in lost))
             ok &= top > 0 and score == top
+        scores = [score for score, _, _ in mine]
         print(f"{exercise} {name}: scores {[f'{s:g}' for s in scores]} "
-              f"({'the same every time' if len(set(scores)) == 1 else 'NOT STEADY'}), "
-              f"{time.time() - start:.0f} s", flush=True)
+              f"({'the same every time' if len(set(scores)) == 1 else 'NOT STEADY'})")
         ok &= len(set(scores)) == 1
-    print("steady" if ok else "FAILED: a correct variant lost points or its score moved")
+    print(f"{'steady' if ok else 'FAILED: a correct variant lost points or its score moved'} "
+          f"({len(runs)} grades in {time.time() - start:.0f} s)")
     return 0 if ok else 1
 
 
