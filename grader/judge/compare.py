@@ -53,12 +53,13 @@ _RANK = {"float16": 0, "bfloat16": 0, "float32": 1, "float64": 2}
 
 # flash-attention's rule (`baseline=`). Their tests allow 2x, for kernels that accumulate q . k
 # and p @ v in float32 as tl.dot does; this lab's solutions land at 0.2-1.4x eager PyTorch in
-# float16 (which rounds q k^T, p and the output to float16). 4x also admits a kernel that forms
-# q . k element-wise with float16 products and float16 sums (public one-row decode kernels do):
-# ~1-2x under the interpreter, up to ~5x for a sum the GPU adds in a tree of float16 adds,
-# measured on 20-30 draws of every public case (tests/exercises/flash_decode/variants/
-# decode_fp16_elementwise_qk). Every mistake of the lesson (a missing scale, rescale or mask)
-# is off by O(0.1-1), hundreds of times PyTorch's 1e-4-1e-3.
+# float16 (which rounds q k^T, p and the output to float16). 4x also admits the float16 styles
+# of public kernels, on every draw: q . k formed element-wise with float16 products and sums
+# (~1-2x under the interpreter, up to ~5x for a sum the GPU adds in float16, measured on 20-30
+# draws of every public case; tests/exercises/flash_decode/variants/decode_fp16_elementwise_qk)
+# and the backward's D = rowsum(dO * O) summed in float16 (flash_backward/variants/
+# flash_bwd_fp16_delta). The lesson's mistakes (a missing scale, rescale or mask, a wrong
+# head or split) fail their checks by 10-1000x this bound (tests/test_mutants.py).
 BASELINE_MULT = 4
 # floor of the rule, times max(1, max |reference|): a few units of rounding of the output dtype
 BASELINE_FLOOR = {"float64": 1e-9, "float32": 2e-5, "float16": 2e-3, "bfloat16": 1.6e-2}

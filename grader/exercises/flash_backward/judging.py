@@ -1,9 +1,11 @@
 """How flash_backward's checks call the student and judge the answers: the calls of flash_fwd
 and flash_bwd on guarded tensors, the full comparison of o and L with float64 (and the hint its
 evidence supports), o and the gradients under flash-attention's rule (compare.assert_close's
-`baseline`): the error against float64 may be at most a multiple of that of a same-precision
-PyTorch implementation (computed here, on the same inputs: compare.BASELINE_MULT for o, twice
-for the gradients, GRAD_MULT), plus a floor. The check modules and the hidden checks import these.
+`baseline`): the error against float64 may be at most compare.BASELINE_MULT times that of a
+same-precision PyTorch implementation (computed here, on the same inputs), plus a floor. 2x
+(flash-attention's own) left a correct kernel that forms D = rowsum(dO * O) in float16 within
+~1.5x of the bound in the causal rows that see few keys (their |D| is largest), so one draw
+could flip it on a GPU. The check modules and the hidden checks import these.
 
 The gradients are judged by two helpers, assert_grads (CPU references, for the interp layer)
 and assert_grads_gpu (GPU references, for the gpu layer). They share the tolerance rule
@@ -33,10 +35,6 @@ from grader.judge.kernel_use import KERNELS as GATED
 # launch, and no computing torch op around it.
 FWD_GATE = GATED["flash_backward"]["flash_fwd"]
 BWD_GATE = GATED["flash_backward"]["flash_bwd"]
-# the gradients' multiple of PyTorch's error: flash-attention's own 2x, which every correct
-# style graded so far meets (dP, dS and the sums in float32, as tl.dot gives them); o, whose
-# q . k a kernel may sum in float16, gets compare.BASELINE_MULT
-GRAD_MULT = 2
 LSE_TOL = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-5}   # atol = rtol on L (float32)
 
 
@@ -147,7 +145,8 @@ def judge_forward(value, q, k, v, dtype, causal, context, seed) -> None:
 
 
 def assert_grads(got, q, k, v, do, dtype, causal, what, context, seed, blocks=None):
-    """dq, dk, dv against float64, each within 2 x PyTorch's same-precision error + a floor.
+    """dq, dk, dv against float64, each within BASELINE_MULT x PyTorch's same-precision error
+    plus a floor.
 
     Where PyTorch in `dtype` is not finite (float16 with a large dO: its float16 dP = dO V^T
     passes 65504, and inf - inf gives NaN), its error would allow anything, NaN included. The
@@ -165,7 +164,7 @@ def assert_grads(got, q, k, v, do, dtype, causal, what, context, seed, blocks=No
                       f"{name} is not finite here)")
         try:
             assert_close(g, r, what=f"the {name} of {what}", dtype=dtype, case=context, seed=seed,
-                         baseline=b, mult=GRAD_MULT)
+                         baseline=b)
         except CheckFailed as e:
             blocks = blocks or {}
             hint = mistakes.grad_hint(got, q, k, v, do, causal, blocks.get("BLOCK_M"),
@@ -220,8 +219,8 @@ def _gpu_grad_hint(name, x, r, D) -> str:
 
 
 def assert_grads_gpu(got, q, k, v, do, dtype, causal, what, case, seed):
-    """dq, dk, dv (TensorValues) against float64 on the GPU, each within 2 x the error of
-    PyTorch's own backward in `dtype` on the same inputs, plus a floor."""
+    """dq, dk, dv (TensorValues) against float64 on the GPU, each within BASELINE_MULT x the
+    error of PyTorch's own backward in `dtype` on the same inputs, plus a floor."""
     from grader.judge import gpu as g
 
     got = unpack(got, what)
@@ -231,7 +230,7 @@ def assert_grads_gpu(got, q, k, v, do, dtype, causal, what, case, seed):
     for name, x, r, b in zip(("dq", "dk", "dv"), got, ref, base):
         try:   # a PyTorch that overflowed here leaves the floor alone (compare.assert_close)
             assert_close(x, r, what=f"the {name} of {what}", dtype=dtype, case=case,
-                         seed=seed, baseline=b, mult=GRAD_MULT)
+                         seed=seed, baseline=b)
         except CheckFailed as e:
             failures[name] = (CheckFailed(str(e)), _gpu_grad_hint(name, x, r, q.shape[-1]))
         del r, b
