@@ -21,7 +21,7 @@ import argparse
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,8 +54,16 @@ def main() -> int:
     args = ap.parse_args()
     start = time.time()
     runs = [(exercise, name) for exercise, name in VARIANTS.items() for _ in range(args.repeats)]
+    results = [None] * len(runs)
+    # a line as each grade ends, so a run cut short by a timeout still shows what it graded
     with ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(lambda run: grade_once(*run, args.layers, args.checks), runs))
+        futures = {pool.submit(grade_once, *run, args.layers, args.checks): i
+                   for i, run in enumerate(runs)}
+        for future in as_completed(futures):
+            i = futures[future]
+            results[i] = future.result()
+            print(f"  {runs[i][0]}: {results[i][0]:g}/{results[i][1]:g} "
+                  f"({time.time() - start:.0f} s)", flush=True)
     ok = True
     for exercise, name in VARIANTS.items():
         mine = [r for run, r in zip(runs, results) if run[0] == exercise]
