@@ -143,7 +143,7 @@ def where(index: tuple) -> str:
 def assert_close(got, expected, *, what: str = "output", dtype: str | None = None,
                  input_dtype: str | None = None, terms: int = 1,
                  atol: float | None = None, rtol: float | None = None,
-                 baseline=None, mult: float = BASELINE_MULT, floor: float | None = None,
+                 baseline=None, floor: float | None = None,
                  case: str = "", seed: int | None = None) -> float:
     """Fail with "expected vs got" unless `got` matches `expected` everywhere.
 
@@ -156,7 +156,7 @@ def assert_close(got, expected, *, what: str = "output", dtype: str | None = Non
         and the tolerance is `numpy_tolerance(input_dtype, terms)` (see the policy above).
     baseline: flash-attention's rule instead of the table: the same output computed by plain
         PyTorch in the input dtype on the same inputs (array or tensor, the shape of
-        `expected`). The max abs error may be at most `mult` times the baseline's, plus `floor`
+        `expected`). The max abs error may be at most BASELINE_MULT times the baseline's, plus `floor`
         (default BASELINE_FLOOR[dtype] * max(1, max |expected|)); a baseline that is not finite
         (PyTorch overflowed) leaves the floor alone.
     Returns the max abs error.
@@ -188,7 +188,7 @@ def assert_close(got, expected, *, what: str = "output", dtype: str | None = Non
     rtol = table[1] if rtol is None else rtol
     allowed = ""
     if baseline is not None:
-        atol, allowed = _baseline_rule(ops, e, baseline, mult, floor, dtype or got_dtype)
+        atol, allowed = _baseline_rule(ops, e, baseline, floor, dtype or got_dtype)
         rtol = 0.0
     nan = ops.isnan(g) & ~ops.isnan(e)
     if nan.any():
@@ -214,8 +214,8 @@ def assert_close(got, expected, *, what: str = "output", dtype: str | None = Non
     return worst
 
 
-def _baseline_rule(ops, expected, baseline, mult: float, floor: float | None, dtype: str):
-    """(atol, its explanation) of flash-attention's rule: mult x the max abs error of the
+def _baseline_rule(ops, expected, baseline, floor: float | None, dtype: str):
+    """(atol, its explanation) of flash-attention's rule: BASELINE_MULT x the max abs error of the
     same-precision PyTorch output `baseline` against `expected`, plus the floor."""
     b = ops.float64(values(baseline))
     if tuple(b.shape) != tuple(expected.shape):
@@ -228,8 +228,8 @@ def _baseline_rule(ops, expected, baseline, mult: float, floor: float | None, dt
     base = float(abs(b[finite] - expected[finite]).max()) if finite.any() else 0.0
     if not math.isfinite(base):   # PyTorch overflowed here: the floor alone
         return floor, f" (the floor {floor:.2g}; PyTorch in {dtype} is not finite here)"
-    return mult * base + floor, (f" (allowed: {mult:g} x PyTorch's {dtype} error {base:.2g} "
-                                 f"+ floor {floor:.2g})")
+    return BASELINE_MULT * base + floor, (f" (allowed: {BASELINE_MULT:g} x PyTorch's {dtype} "
+                                          f"error {base:.2g} + floor {floor:.2g})")
 
 
 class _NumPy:
