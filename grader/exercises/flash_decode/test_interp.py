@@ -12,8 +12,9 @@ Every output is judged by flash-attention's rule (judging.assert_decode, compare
 inputs, plus a floor. A kernel that forms q . k element-wise, float16 products summed in float16
 (public one-row decode kernels do, instead of tl.dot's float32 accumulator), is correct: PyTorch
 in float16 rounds the scores to float16 too, and such a kernel lands at 1-2x its error under the
-interpreter and up to ~5x on a GPU, inside the rule on every draw, while every mistake of the
-lesson is off by 10-1000x (tests/exercises/flash_decode/variants/decode_fp16_elementwise_qk,
+interpreter (NumPy sums float16 in float32) and, on a GPU, within the floor at the gpu layer's
+long caches (float16 sums in a tree of adds: up to ~5x PyTorch's error, measured by emulation),
+while every mistake of the lesson is off by 10-1000x (tests/exercises/flash_decode/variants/decode_fp16_elementwise_qk,
 tests/test_steady_grades.py, tools/gpu_repeat.py).
 """
 
