@@ -56,3 +56,27 @@ def test_right_answers_pass_on_both():
         assert_close(got, torch.from_numpy(ref), dtype="float16"))
     inf = np.full((2, 2), -np.inf)   # -inf expected and got: not an error
     assert assert_close(got_of(inf, "float32"), torch.from_numpy(inf)) == 0.0
+
+
+def test_baseline_rule_moves_with_pytorch_error():
+    """flash-attention's rule (`baseline=`): within BASELINE_MULT x the same-precision error plus
+    a floor, the same on the host and on a device; an overflowed baseline leaves the floor."""
+    from grader.judge.compare import BASELINE_FLOOR, BASELINE_MULT
+
+    ref = np.random.default_rng(2).standard_normal((6, 8)) * 0.5
+    base = ref + 1e-2                     # PyTorch in float16 off by 1e-2 everywhere
+    floor = BASELINE_FLOOR["float16"]
+    near = ref.copy()
+    near[2, 3] += BASELINE_MULT * 1e-2    # inside the multiple, far outside the floor
+    far = ref.copy()
+    far[2, 3] += BASELINE_MULT * 1e-2 + 2 * floor
+    for expected, baseline in ((ref, base), (torch.from_numpy(ref), torch.from_numpy(base))):
+        assert assert_close(got_of(near, "float32"), expected, dtype="float32",
+                            baseline=baseline, floor=floor) > 3e-2
+        text = message(got_of(far, "float32"), expected, dtype="float32", baseline=baseline,
+                       floor=floor)
+        assert f"{BASELINE_MULT:g} x PyTorch's float32 error 0.01" in text and "[2, 3]" in text
+    with np.errstate(over="ignore"):
+        overflowed = np.full_like(ref, np.inf)
+    assert "not finite" in message(got_of(far, "float32"), ref, dtype="float32",
+                                   baseline=overflowed)

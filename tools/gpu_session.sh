@@ -11,6 +11,9 @@
 #   mutants     the Triton mutants on the gpu layer (the sanitizer for those that drop a mask), with
 #               make grade-gpu on the stubs beside them
 #   bench       make bench IMPL=solutions (attn_bench.json, plots, the Measure table)
+#   steady      a float16 variant of flash_decode and of flash_backward, 10 grades each of the gpu
+#               layer's comparison with fresh seeds: the same full score every time (tools.gpu_repeat;
+#               not in the default list)
 # The numbers in docs/gpu/ came from this script on an NVIDIA H200.
 set -u
 out=${1:-reports/gpu}
@@ -35,6 +38,8 @@ for step in $steps; do
       wait ;;
     bench)
       ( time timeout 400 make bench IMPL=solutions REPORTS="$out" ) > "$out/bench.log" 2>&1 ;;
+    steady)
+      ( time timeout 290 python3 tools/gpu_repeat.py --repeats 10 --jobs 5 ) > "$out/steady.log" 2>&1 ;;
     *) echo "unknown step: $step" >&2; exit 2 ;;
   esac
 done

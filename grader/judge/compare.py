@@ -6,8 +6,17 @@ The tolerance and dtype policy (docs/ARCHITECTURE.md, "Tolerances and dtypes", p
    received (inputs are rounded to their dtype before anything is computed). NaN never passes.
 2. Tolerances sit a few units of rounding above what a correct implementation gets in the
    precision it is allowed to use, and far below what any of the lesson's mistakes produce (a
-   missing rescale or mask is off by O(1)). flash-attention's rule, "at most twice a
-   same-precision PyTorch baseline", applies where a check passes `baseline_err`.
+   missing rescale or mask is off by O(1)).
+   Low-precision attention outputs (`assert_close(..., baseline=...)`) are judged instead by
+   flash-attention's rule, per case: the max abs error against the float64 (or float32)
+   reference may be at most BASELINE_MULT times that of the same computation done by plain
+   PyTorch in the input dtype on the same inputs (`baseline`: eager ops in float16, on whatever
+   device the inputs live, so the interp and gpu layers apply one rule), plus a floor
+   (BASELINE_FLOOR[dtype] * max(1, max |reference|)) for a case where PyTorch's error is ~0.
+   A fixed tolerance sits at one point of a distribution: a correct float16 kernel whose
+   rounding differs from tl.dot's (q . k summed element-wise in float16) lands on either side
+   of it from draw to draw (issue 23); a multiple of what PyTorch gets on the very same inputs
+   moves with the draw.
 3. NumPy exercises (`assert_close(..., input_dtype=...)`, `state_rtol`): the interface does not
    fix the output dtype, so it is not graded. Any float output is read as float64, and float64
    for float32 or float16 input is as right as the input's own dtype. Arithmetic may be done in
@@ -41,6 +50,19 @@ TOLERANCES = {
 # unit roundoff of each precision, for sums of many terms
 EPS = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
 _RANK = {"float16": 0, "bfloat16": 0, "float32": 1, "float64": 2}
+
+# flash-attention's rule (`baseline=`). Their tests allow 2x, for kernels that accumulate q . k
+# and p @ v in float32 as tl.dot does; this lab's solutions land at 0.2-1.4x eager PyTorch in
+# float16 (which rounds q k^T, p and the output to float16). 4x also admits the float16 styles
+# of public kernels, on every draw: q . k formed element-wise with float16 products and sums
+# (~1-2x under the interpreter, up to ~5x for a sum the GPU adds in float16, measured on 20-30
+# draws of every public case; tests/exercises/flash_decode/variants/decode_fp16_elementwise_qk)
+# and the backward's D = rowsum(dO * O) summed in float16 (flash_backward/variants/
+# flash_bwd_fp16_delta). The lesson's mistakes (a missing scale, rescale or mask, a wrong
+# head or split) fail their checks by 10-1000x this bound (tests/test_mutants.py).
+BASELINE_MULT = 4
+# floor of the rule, times max(1, max |reference|): a few units of rounding of the output dtype
+BASELINE_FLOOR = {"float64": 1e-9, "float32": 2e-5, "float16": 2e-3, "bfloat16": 1.6e-2}
 
 
 def numpy_tolerance(input_dtype: str, terms: int = 1) -> tuple[float, float]:
@@ -96,11 +118,12 @@ def answer_must_be_right(prop: str, follows: tuple):
 
 
 def assert_right_answer(got, expected, *, prop: str, follows: tuple, what: str, dtype: str,
-                        case: str = "", seed=None) -> None:
+                        case: str = "", seed=None, baseline=None) -> None:
     """answer_must_be_right around this call's answer compared in full, as the correctness
-    checks compare it."""
+    checks compare it (`baseline`: flash-attention's rule, as in assert_close)."""
     with answer_must_be_right(prop, follows):
-        assert_close(got, expected, what=what, dtype=dtype, case=case, seed=seed)
+        assert_close(got, expected, what=what, dtype=dtype, case=case, seed=seed,
+                     baseline=baseline)
 
 
 def dtype_name(x) -> str:
@@ -120,7 +143,8 @@ def where(index: tuple) -> str:
 def assert_close(got, expected, *, what: str = "output", dtype: str | None = None,
                  input_dtype: str | None = None, terms: int = 1,
                  atol: float | None = None, rtol: float | None = None,
-                 baseline_err: float | None = None, case: str = "", seed: int | None = None) -> float:
+                 baseline=None, floor: float | None = None,
+                 case: str = "", seed: int | None = None) -> float:
     """Fail with "expected vs got" unless `got` matches `expected` everywhere.
 
     got: what the student returned (NumPy array, TensorValue or number).
@@ -130,6 +154,11 @@ def assert_close(got, expected, *, what: str = "output", dtype: str | None = Non
     dtype: the dtype the output must have (Triton: the wrapper allocates it); checked when given.
     input_dtype: NumPy exercises instead: the dtype of the input; any float output is accepted
         and the tolerance is `numpy_tolerance(input_dtype, terms)` (see the policy above).
+    baseline: flash-attention's rule instead of the table: the same output computed by plain
+        PyTorch in the input dtype on the same inputs (array or tensor, the shape of
+        `expected`). The max abs error may be at most BASELINE_MULT times the baseline's, plus `floor`
+        (default BASELINE_FLOOR[dtype] * max(1, max |expected|)); a baseline that is not finite
+        (PyTorch overflowed) leaves the floor alone.
     Returns the max abs error.
     """
     context = "".join([f" ({case})" if case else "", f" [seed {seed}]" if seed is not None else ""])
@@ -157,8 +186,10 @@ def assert_close(got, expected, *, what: str = "output", dtype: str | None = Non
     table = TOLERANCES.get(dtype or got_dtype, TOLERANCES["float32"])
     atol = table[0] if atol is None else atol
     rtol = table[1] if rtol is None else rtol
-    if baseline_err is not None:
-        atol = max(atol, 2 * baseline_err)
+    allowed = ""
+    if baseline is not None:
+        atol, allowed = _baseline_rule(ops, e, baseline, floor, dtype or got_dtype)
+        rtol = 0.0
     nan = ops.isnan(g) & ~ops.isnan(e)
     if nan.any():
         idx = ops.first(nan)
@@ -179,13 +210,31 @@ def assert_close(got, expected, *, what: str = "output", dtype: str | None = Non
         raise CheckFailed(
             f"{what}{context}: max abs error {worst:.3g} at {where(idx)}: got {float(g[idx]):.6g}, "
             f"expected {float(e[idx]):.6g}; {int(bad.sum())} of {size} elements outside "
-            f"atol={atol:.3g}, rtol={rtol:.3g}{note}")
+            f"atol={atol:.3g}, rtol={rtol:.3g}{allowed}{note}")
     return worst
+
+
+def _baseline_rule(ops, expected, baseline, floor: float | None, dtype: str):
+    """(atol, its explanation) of flash-attention's rule: BASELINE_MULT x the max abs error of the
+    same-precision PyTorch output `baseline` against `expected`, plus the floor."""
+    b = ops.float64(values(baseline))
+    if tuple(b.shape) != tuple(expected.shape):
+        raise ValueError(f"baseline of shape {tuple(b.shape)} for a reference of shape "
+                         f"{tuple(expected.shape)}")
+    finite = ops.isfinite(expected)
+    ref_max = float(abs(expected[finite]).max()) if finite.any() else 0.0
+    if floor is None:
+        floor = BASELINE_FLOOR.get(dtype, BASELINE_FLOOR["float32"]) * max(1.0, ref_max)
+    base = float(abs(b[finite] - expected[finite]).max()) if finite.any() else 0.0
+    if not math.isfinite(base):   # PyTorch overflowed here: the floor alone
+        return floor, f" (the floor {floor:.2g}; PyTorch in {dtype} is not finite here)"
+    return BASELINE_MULT * base + floor, (f" (allowed: {BASELINE_MULT:g} x PyTorch's {dtype} "
+                                          f"error {base:.2g} + floor {floor:.2g})")
 
 
 class _NumPy:
     """assert_close's operations on the host."""
-    isnan, isinf = staticmethod(np.isnan), staticmethod(np.isinf)
+    isnan, isinf, isfinite = staticmethod(np.isnan), staticmethod(np.isinf), staticmethod(np.isfinite)
 
     @staticmethod
     def float64(x):
@@ -206,7 +255,7 @@ class _Torch:
         import torch
 
         self.torch, self.device = torch, reference.device
-        self.isnan, self.isinf = torch.isnan, torch.isinf
+        self.isnan, self.isinf, self.isfinite = torch.isnan, torch.isinf, torch.isfinite
 
     def float64(self, x):
         t = self.torch

@@ -104,7 +104,7 @@ def attention_grads_reference(q, k, v, do, causal: bool = False, dtype: str = "f
 def same_precision_grads(q, k, v, do, causal: bool = False):
     """(dq, dk, dv) of plain PyTorch attention computed in the inputs' own dtype (N x N
     intermediates, autograd), a few (batch, head) pairs at a time: the baseline of
-    flash-attention's tolerance rule (error at most twice this one's, plus a floor)."""
+    flash-attention's tolerance rule (error at most a multiple of this one's, plus a floor)."""
     t = _torch()
     B, H, N, D = q.shape
     heads = max(1, (1 << 29) // max(1, N * N * 4))
@@ -121,6 +121,26 @@ def same_precision_grads(q, k, v, do, causal: bool = False):
             g[i:i + heads] = x
         del s, o, leaves
     return tuple(g.view(B, H, N, D) for g in grads)
+
+
+def same_precision_attention(q, k, v, causal: bool = False):
+    """softmax(q k^T / sqrt(D)) v computed by plain PyTorch in the inputs' own dtype (scores,
+    softmax and output each rounded to it), a few (batch, head) pairs at a time: the baseline
+    of flash-attention's tolerance rule for o (compare.assert_close's `baseline`)."""
+    t = _torch()
+    B, H, N, D = q.shape
+    heads = max(1, (1 << 29) // max(1, N * N * 4))
+    mask = t.ones(N, N, dtype=t.bool, device=q.device).triu(1) if causal else None
+    flat = [x.reshape(B * H, N, D) for x in (q, k, v)]
+    out = t.empty(B * H, N, D, dtype=q.dtype, device=q.device)
+    for i in range(0, B * H, heads):
+        qq, kk, vv = (x[i:i + heads] for x in flat)
+        s = (qq @ kk.transpose(-2, -1)) * (D ** -0.5)
+        if causal:
+            s = s.masked_fill(mask, float("-inf"))
+        out[i:i + heads] = t.softmax(s, dim=-1) @ vv
+        del s
+    return out.view(B, H, N, D)
 
 
 def softmax_reference(x):

@@ -174,7 +174,7 @@ def compare_fwd(out, expected, case, what):
 
 def compare_grads(out, expected, case, what):
     """A timed call's gradients in full, against float32: within 1% of the largest magnitude
-    (the 2 x PyTorch rule is gpu_real_sizes' business; here a skipped or stale call shows)."""
+    (the multiple-of-PyTorch rule is gpu_real_sizes' business; here a skipped or stale call shows)."""
     for name, x, r in zip(("dq", "dk", "dv"), unpack(out, what), expected):
         assert_close(x, r, what=f"the {name} of {what}", dtype="float16", case=case,
                      atol=1e-2 * max(1.0, float(r.abs().max())), rtol=1e-2)

@@ -60,7 +60,8 @@ def _autograd(sub, rng, B, H, N, D, dtype, causal):
         raise CheckFailed(f"{what}: the call returned no output and gradients")
     out, grads = r.value
     assert_close(out, g.attention_reference(q, k, v, causal=causal),
-                 what=f"the output of {what}", dtype=dtype, case=case, seed=rng.seed)
+                 what=f"the output of {what}", dtype=dtype, case=case, seed=rng.seed,
+                 baseline=g.same_precision_attention(q, k, v, causal))
     if any(t is None for t in grads):
         raise CheckFailed(f"{what}: no gradient reached q, k or v: FlashAttention.backward "
                           f"must return (dq, dk, dv, None)")

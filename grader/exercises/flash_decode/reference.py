@@ -3,7 +3,8 @@ tools/bench.py (grader.registry.exercise_module("flash_decode", "reference")).
 
 Every input is rounded to the dtype the kernel sees (grader.judge.inputs), so the float64
 references here see exactly the numbers the kernel does; gpu_decode_reference is the float32
-answer on the GPU for the gpu and perf layers and the bench.
+answer on the GPU for the gpu and perf layers and the bench; decode_same_precision is plain
+PyTorch in the inputs' dtype, the baseline of the tolerance rule on every layer.
 """
 
 from __future__ import annotations
@@ -67,20 +68,44 @@ def fill_past(k, v, seq_lens, k_fill, v_fill):
 
 
 def gpu_decode_reference(q, k, v, seq_lens):
-    """flash_decode's answer in float32 on the GPU, one sequence at a time; the query heads of
-    a group are matched to their KV head by a view, so no cache is copied per query head."""
+    """flash_decode's answer in float32 on the GPU, one sequence at a time."""
+    import torch
+
+    return _decode_torch(q, k, v, seq_lens, torch.float32)
+
+
+def decode_same_precision(q, k, v, seq_lens, dtype: str | None = None):
+    """flash_decode's answer computed by plain PyTorch in the inputs' own dtype (q k^T, the
+    scale, the softmax and p @ v each rounded to it, as eager float16 attention does): the
+    baseline of flash-attention's tolerance rule (compare.assert_close's `baseline`). Torch
+    tensors stay on their device (the gpu and perf layers); NumPy arrays exact in `dtype` (the
+    interp layer) go through torch on the CPU and come back as float64 arrays."""
+    import torch
+
+    if not isinstance(q, np.ndarray):
+        return _decode_torch(q, k, v, seq_lens, q.dtype)
+    dt = getattr(torch, dtype)
+    q, k, v = (torch.from_numpy(np.asarray(t, np.float32)).to(dt) for t in (q, k, v))
+    lens = torch.from_numpy(np.asarray(seq_lens, np.int64))
+    return _decode_torch(q, k, v, lens, dt).double().numpy()
+
+
+def _decode_torch(q, k, v, seq_lens, work):
+    """Decode attention in torch dtype `work` on the inputs' device, one sequence at a time;
+    the query heads of a group are matched to their KV head by a view, so no cache is copied
+    per query head. A sequence of length 0 gives 0."""
     import torch
 
     B, Hq, D = q.shape
     Hkv = k.shape[1]
     group = Hq // Hkv
-    out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    out = torch.zeros(q.shape, dtype=work, device=q.device)
     for b in range(B):
         n = int(seq_lens[b])
         if n == 0:
             continue
-        qq = q[b].float().reshape(Hkv, group, D)
-        kk, vv = k[b, :, :n].float(), v[b, :, :n].float()              # (Hkv, n, D)
+        qq = q[b].to(work).reshape(Hkv, group, D)
+        kk, vv = k[b, :, :n].to(work), v[b, :, :n].to(work)              # (Hkv, n, D)
         s = torch.matmul(qq, kk.transpose(1, 2)) * D ** -0.5             # (Hkv, group, n)
         out[b] = torch.matmul(torch.softmax(s, dim=-1), vv).reshape(Hq, D)
         del kk, vv, s

@@ -6,6 +6,16 @@ Every input is rounded to the dtype the kernel sees, so the float64 reference (c
 from the valid keys only) sees exactly the same numbers. NaN lies past seq_lens[b] and behind
 each cache where the masks are the point (ragged_lengths), zeros elsewhere. Checks other than
 gqa_heads use Hq = Hkv or Hkv = 1, where a wrong query-to-KV-head mapping cannot show.
+
+Every output is judged by flash-attention's rule (judging.assert_decode, compare.assert_close's
+`baseline`): within BASELINE_MULT times the error of plain PyTorch in the input dtype on the same
+inputs, plus a floor. A kernel that forms q . k element-wise, float16 products summed in float16
+(public one-row decode kernels do, instead of tl.dot's float32 accumulator), is correct: PyTorch
+in float16 rounds the scores to float16 too, and such a kernel lands at 1-2x its error under the
+interpreter (NumPy sums float16 in float32) and, on a GPU, within the floor at the gpu layer's
+long caches (float16 sums in a tree of adds: up to ~5x PyTorch's error, measured by emulation),
+while every mistake of the lesson is off by 10-1000x (tests/exercises/flash_decode/variants/decode_fp16_elementwise_qk,
+tests/test_steady_grades.py, tools/gpu_repeat.py).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.exercises.flash_decode.reference import gpu_decode_reference
+from grader.exercises.flash_decode.reference import decode_same_precision, gpu_decode_reference
 from grader.judge.compare import CheckFailed, assert_close
 from grader.judge.inputs import tensor
 
@@ -51,7 +51,7 @@ def _checked_once(sub, rng, markers, tensors, what, case, **kwargs):
     whose output is checked in full before anything is timed."""
     r = sub.call("flash_decode", *markers, opts={"sync": True}, **kwargs)
     assert_close(r.value, gpu_decode_reference(*tensors), what=what, dtype="float16",
-                 case=case, seed=rng.seed)
+                 baseline=decode_same_precision(*tensors), case=case, seed=rng.seed)
     # the gate's profiler (CUPTI) stays attached to the process it ran in and slows every later
     # launch there: what is timed next runs in a fresh worker
     sub.close()
