@@ -43,7 +43,7 @@ CPU_LAYERS, GPU_LAYERS = LAYERS[:3], LAYERS[3:]
 BOUND = {
     "softmax_triton": "memory",   # one read and one write of the matrix per call
     "flash_decode": "memory",     # K and V read once per query: a few FLOPs per byte
-    "bench_attn": "memory",       # naive attention: S and P through HBM, 64 FLOPs/byte at d = 128
+    "bench_attn": "memory",       # naive attention: S and P through HBM, left of the ridge
     "flash_triton": "compute",    # 4 B H N^2 D FLOPs on tiles kept on chip: right of the ridge
     "flash_backward": "compute",  # the forward's FLOPs, and 2.5x them backward
 }
@@ -102,7 +102,7 @@ def table(report: dict, gb10: dict | None) -> list[str]:
     per = seconds(report)
     head = ["exercise", *LAYERS, "sum"]
     if gb10 is not None:
-        head += ["GB10 gpu", "GB10 perf", "GB10 sum", "GB10 bound by"]
+        head += ["GB10 gpu", "GB10 perf", "GB10 sum", "bound"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
     def row(name, cells, total, model=("", "", "", "")):
@@ -122,7 +122,8 @@ def table(report: dict, gb10: dict | None) -> list[str]:
     g_sums = {k: sum(c.get(k, 0.0) for c in (gb10 or {}).values()) for k in GPU_LAYERS}
     row("**sum of checks**", sums, sum(sums.values()), modelled(sums, g_sums))
     given = {k: float(v) for k, v in (report.get("layer_seconds") or {}).items()}
-    row("layer_seconds (report)", given, sum(given.values()))
+    if given:
+        row("layer_seconds (report)", given, sum(given.values()))
     wall = ("", "", _s(wall_gb10(report, gb10)), "") if gb10 is not None else ()
     row("**wall** (elapsed_s)", {}, report["elapsed_s"], wall)
     return lines
@@ -150,11 +151,11 @@ def _device(report: dict) -> str:
 
 def class_cost(report: dict, gb10: dict | None, n: int) -> list[str]:
     """A class of n submissions one after another on one GPU, and a Slurm array's size."""
-    lines = []
+    lines, one = [], "one GPU" if (report.get("device_info") or {}).get("cuda") else "one machine"
     for device, s in per_submission(report, gb10).items():
         per_task = max(1, int(TASK_HOURS * 3600 / (MARGIN * s)))
-        lines.append(f"- {device}: {n} x {s:.0f} s = {n * s / 3600:.1f} h on one GPU, "
-                     f"{3600 / s:.1f} submissions per hour. A Slurm task of one GPU with "
+        lines.append(f"- {device}: {n} x {s:.0f} s = {n * s / 3600:.1f} h on {one}, "
+                     f"{3600 / s:.1f} submissions per hour. A Slurm task of {one} with "
                      f"`--time={TASK_HOURS:g}:00:00` has room for {per_task} at {MARGIN:g}x that "
                      f"time each (a slower kernel's timed loops run longer): "
                      f"`--array=0-{math.ceil(n / per_task) - 1}` for {n}.")
