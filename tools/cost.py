@@ -11,9 +11,9 @@ table also estimates the gpu and perf layers on a GB10 (DGX Spark). It is a mode
 measurement:
 
     GB10 seconds of a check = fixed + (seconds here - fixed) x ratio
-    fixed = the same check's seconds in STUBS (the stubs graded on the same GPU: a worker started,
-            the grader's inputs and references built, no kernel of the student's run), at most
-            the check's own seconds; 0 where STUBS lacks the check or is not given
+    fixed = the same check's seconds in STUBS (the stubs graded on the same GPU: each check up to
+            the stub's first NotImplementedError, a worker started, some of the grader's inputs
+            and baselines built), at most the check's own; 0 where STUBS has no time for it
     ratio = this GPU's measured copy GB/s / the GB10's GB/s        memory-bound exercises (BOUND)
             this GPU's measured fp16 matmul TFLOP/s / the GB10's   compute-bound exercises
 
@@ -167,9 +167,10 @@ def model_notes(report: dict, stubs_name: str | None, ratio: dict, gbs: float,
     """What the GB10 columns rest on, said with its inputs."""
     info, here = report["device_info"], _device(report)
     by = {b: ", ".join(ex for ex, v in BOUND.items() if v == b) for b in ("memory", "compute")}
-    fixed = (f"the same check's seconds in `{stubs_name}` (the stubs graded on the same GPU: "
-             f"workers started, the grader's inputs and references built, no student kernel run), "
-             f"at most the check's own; 0 where that report has no time for it"
+    fixed = (f"the same check's seconds in `{stubs_name}` (the stubs graded on the same GPU, each "
+             f"check up to the stub's first NotImplementedError: a worker started, some of the "
+             f"grader's inputs and baselines built), at most the check's own; 0 where that report "
+             f"has no time for it"
              if stubs_name else "0 (no stubs' report given: every second is scaled)")
     return [
         "GB10 columns: **an estimate from a model, not a measurement**. For each gpu and perf "
@@ -230,6 +231,8 @@ def main(argv=None) -> int:
     p.add_argument("--gbs", type=float, metavar="GB/S", help=f"the GB10's bandwidth ({GB10.bandwidth_gbs:g})")
     p.add_argument("--tflops", type=float, metavar="TF/S", help=f"the GB10's fp16 TFLOP/s ({GB10_TFLOPS:g})")
     args = p.parse_args(argv)
+    if not Path(args.report).is_file():
+        p.error(f"no report at {args.report}: make grade-gpu writes one (reports/grade.json)")
     report = json.loads(Path(args.report).read_text())
     stubs = json.loads(Path(args.stubs).read_text()) if args.stubs else None
     sys.stdout.write(render(report, stubs, args.stubs, args.submissions, args.gbs, args.tflops))
