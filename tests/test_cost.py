@@ -25,14 +25,17 @@ def _report():
     tests = [_test("online_softmax.a", "cpu", 1.0), _test("online_softmax.b", "adversarial", 2.0),
              _test("softmax_triton.c", "interp", 3.0), _test("softmax_triton.d", "gpu", 10.0),
              _test("softmax_triton.e", "perf", 20.0), _test("flash_triton.f", "perf", 30.0),
-             _test("flash_triton.g", "perf", 5.0, "error"), _test("io_model.h", "gpu", 0.0, "not_run")]
+             _test("flash_triton.g", "perf", 5.0, "error"),
+             _test("io_model.h", "gpu", 0.0, "not_run")]
     return {"tests": tests, "score": 9, "max_score": 10, "submission": "solutions",
             "elapsed_s": 70.0, "layer_seconds": {"cpu": 1.0, "adversarial": 2.0, "interp": 3.0,
                                                  "gpu": 10.0, "perf": 55.0},
-            "device_info": {"cuda": True, "name": "Test GPU", "copy_gbs": 1000.0, "matmul_tflops": 400.0}}
+            "device_info": {"cuda": True, "name": "Test GPU", "copy_gbs": 1000.0,
+                            "matmul_tflops": 400.0}}
 
 
-STUB_REPORT = {"tests": [_test("softmax_triton.d", "gpu", 4.0), _test("flash_triton.f", "perf", 50.0)]}
+STUB_REPORT = {"tests": [_test("softmax_triton.d", "gpu", 4.0),
+                         _test("flash_triton.f", "perf", 50.0)]}
 
 
 def test_the_seconds_are_the_checks_summed_per_exercise_and_layer():
@@ -67,8 +70,8 @@ def test_the_table_totals_the_wall_and_the_class_cost():
     rows = {line.split(" | ")[0].strip("| "): line.split(" | ")[1:] for line in text.splitlines()
             if line.startswith("| ")}
     # cpu, adversarial, interp, gpu, perf, sum, GB10 gpu, GB10 perf, GB10 sum, bound
-    assert rows["softmax_triton"][:10] == ["–", "–", "3.0", "10.0", "20.0", "33.0", "64.0", "200.0",
-                                           "267.0", "memory |"]
+    assert rows["softmax_triton"][:10] == ["–", "–", "3.0", "10.0", "20.0", "33.0", "64.0",
+                                           "200.0", "267.0", "memory |"]
     assert rows["**sum of checks**"][:9] == ["1.0", "2.0", "3.0", "10.0", "55.0", "71.0", "64.0",
                                              "250.0", "320.0"]
     assert rows["**wall** (elapsed_s)"][5] == "70.0" and rows["**wall** (elapsed_s)"][8] == "319.0"

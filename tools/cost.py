@@ -48,7 +48,7 @@ BOUND = {
     "flash_backward": "compute",  # the forward's FLOPs, and 2.5x them backward
 }
 GB10_TFLOPS = LESSON["GB10"]["peak_tflops"]   # the lesson's "generous" fp16 figure for the Spark
-MARGIN = 1.5            # a Slurm task's time limit over its expected time: slower kernels time longer
+MARGIN = 1.5            # a Slurm task's time limit over its expected time (slower kernels)
 TASK_HOURS = 4.0        # the Slurm recipe's --time (docs/INSTRUCTORS.md)
 
 
@@ -146,7 +146,8 @@ def per_submission(report: dict, gb10: dict | None) -> dict:
 
 
 def _device(report: dict) -> str:
-    return (report.get("device_info") or {}).get("name") or str(report.get("device") or "this machine")
+    info = report.get("device_info") or {}
+    return info.get("name") or str(report.get("device") or "this machine")
 
 
 def class_cost(report: dict, gb10: dict | None, n: int) -> list[str]:
@@ -177,7 +178,8 @@ def model_notes(report: dict, stubs_name: str | None, ratio: dict, gbs: float,
         f"check, GB10 seconds = fixed + ({here} seconds - fixed) x ratio, where fixed is "
         f"{fixed}; ratio is {ratio['memory']:.1f} for memory-bound exercises ({by['memory']}): "
         f"{info['copy_gbs']:.0f} GB/s of copy measured in this run over the GB10's {gbs:g} GB/s "
-        f"(the GB10 profile's spec figure, grader/judge/devices.py), and {ratio['compute']:.1f} for "
+        f"(the GB10 profile's spec figure, grader/judge/devices.py), and {ratio['compute']:.1f} "
+        f"for "
         f"compute-bound ones ({by['compute']}): {info['matmul_tflops']:.1f} TFLOP/s of fp16 matmul "
         f"measured in this run over {tflops:g} TFLOP/s (the lesson's figure for the Spark, "
         "tools/gpuinfo.py). The CPU layers are taken as they were here; the wall is the run's, "
@@ -206,7 +208,8 @@ def render(report: dict, stubs: dict | None = None, stubs_name: str | None = Non
     gpu = sum(v for c in per.values() for k, v in c.items() if k in GPU_LAYERS)
     score = f"{report['score']:g}/{report['max_score']:g}"
     out = [f"Seconds per exercise and layer: the checks' `duration_s` in a grade of "
-           f"`{report.get('submission')}` on {_device(report)}, {score}, {report['elapsed_s']:.1f} s wall.",
+           f"`{report.get('submission')}` on {_device(report)}, {score}, "
+           f"{report['elapsed_s']:.1f} s wall.",
            "\n".join(table(report, gb10))]
     if cpu and gpu:
         out.append(f"The CPU layers ({cpu:.1f} s of checks) ran in parallel processes beside the "
@@ -226,10 +229,12 @@ def render(report: dict, stubs: dict | None = None, stubs_name: str | None = Non
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.cost", description=__doc__.splitlines()[0])
     p.add_argument("report", help="a grader JSON report (make grade-gpu writes reports/grade.json)")
-    p.add_argument("--stubs", metavar="JSON", help="the stubs' report on the same GPU (fixed parts)")
+    p.add_argument("--stubs", metavar="JSON", help="the stubs' report on the same GPU")
     p.add_argument("--submissions", type=int, default=200, metavar="N", help="class size")
-    p.add_argument("--gbs", type=float, metavar="GB/S", help=f"the GB10's bandwidth ({GB10.bandwidth_gbs:g})")
-    p.add_argument("--tflops", type=float, metavar="TF/S", help=f"the GB10's fp16 TFLOP/s ({GB10_TFLOPS:g})")
+    p.add_argument("--gbs", type=float, metavar="GB/S",
+                   help=f"the GB10's bandwidth (default {GB10.bandwidth_gbs:g})")
+    p.add_argument("--tflops", type=float, metavar="TF/S",
+                   help=f"the GB10's fp16 TFLOP/s (default {GB10_TFLOPS:g})")
     args = p.parse_args(argv)
     if not Path(args.report).is_file():
         p.error(f"no report at {args.report}: make grade-gpu writes one (reports/grade.json)")
