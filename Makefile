@@ -5,6 +5,7 @@
 #   make grade-gpu             every layer, GPU correctness and speed included
 #   make grade-gpu TARGET=gb10 also check each Triton kernel's shared memory against the Spark
 #   make gpuinfo | bench       the GPU's memory ladder and limits; benchmark plots and Measure table
+#   make cost                  seconds per exercise and layer of the last grade, a class's cost
 #   make test | stubs          the repo's own tests; exercises/ written from solutions/ (staff)
 #   make release | gradescope  student release, Gradescope zip (course staff)
 #   make gradescope-jammy      the zip graded as on Gradescope, in an Ubuntu 22.04 root (root, ~20 min)
@@ -17,9 +18,9 @@ RUN_GRADER = $(PY) -I grader/__main__.py --submission $(SUBMISSION) $(if $(TARGE
 GRADER = $(RUN_GRADER) --json $(REPORTS)/grade.json --markdown $(REPORTS)/grade.md
 CPU_LAYERS = cpu,adversarial,interp
 
-.PHONY: setup grade grade-gpu check gpuinfo test stubs bench release gradescope gradescope-jammy clean help
+.PHONY: setup grade grade-gpu check cost gpuinfo test stubs bench release gradescope gradescope-jammy clean help
 help:
-	@sed -n '2,10p' Makefile | sed 's/^# //'
+	@sed -n '2,11p' Makefile | sed 's/^# //'
 
 .python: requirements.txt tools/setup.sh
 	@sh tools/setup.sh
@@ -40,6 +41,11 @@ grade-gpu: .python
 	@$(PY) -I -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null || \
 	  echo "*** No CUDA GPU found on this machine: the gpu and perf layers will be reported as not run. ***"
 	@$(GRADER)
+
+# seconds per exercise and layer of a report (default: the last make grade-gpu's), a GB10
+# estimate from the ceilings measured in it, a class's cost and a Slurm array's size (tools/cost.py)
+cost: .python
+	@$(PY) -m tools.cost $(if $(REPORT),$(REPORT),$(REPORTS)/grade.json) $(if $(STUBS),--stubs $(STUBS),)
 
 INSTRUCTOR_ONLY = @test -d solutions || { echo "make $@ is for course staff: it needs solutions/ and tests/, which the student release leaves out"; exit 2; }
 
