@@ -1,0 +1,91 @@
+"""What softmax_long would return for the lesson's mistakes, so a failure can say which one it is
+(grader/judge/diagnose.py does the same for the other exercises): exp without the max
+(overflow past 88.7 in float32), exp(-inf - (-inf)) on a block of only -inf, a max that starts
+at 0 instead of -inf (rows far below 0 underflow), the sum not rescaled when the max moves
+(computed here block by block, for the BLOCK the check passed), and a row sum kept in low
+precision (every row off by one factor close to 1). `hint` returns "" when the evidence points
+at none of them: then the registry's general hint stays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grader.judge import diagnose
+from grader.judge.compare import TOLERANCES, values
+
+FP32_EXP_MAX = 88.72   # exp(x) is inf in float32 above this
+
+OVERFLOW = ("inf or nan where the answer is finite, and this input has values up to {top:.0f}: "
+            "exp overflows float32 above 88.7, and inf / inf is nan. Subtract the max before "
+            "tl.exp: the running max m (long rows) or the row max (short rows), never exp(x).")
+NEG_INF = ("nan where the answer is finite, in rows holding a whole block of {block} columns of "
+           "-inf: such a block leaves m_new = -inf, and exp(-inf - (-inf)) is nan. Shift by 0 "
+           "where m_new is -inf (m_safe = tl.where(m_new == float('-inf'), 0.0, m_new)).")
+START_AT_ZERO = ("nan or 0 where the answer is not, on rows whose values all sit near {top:.0f}: "
+                 "exp(x - 0) underflows to 0 there, so the max must not start at 0 (m = -inf "
+                 "at the start) and padded lanes must load as -inf, never 0; 0 / 0 is nan.")
+NO_RESCALE = ("The output equals an online softmax that adds each block's sum to l without "
+              "rescaling it (blocks of {block} columns), to tolerance: when a block raises the max, "
+              "the terms already in l were measured against the old max. Rescale: l = l * "
+              "exp(m_old - m_new) + sum(exp(x - m_new)).")
+LOW_PRECISION = ("Each wrong row is off by one factor close to 1 (up to {off:.1e} relative) while "
+                 "exp(x - m) is right: the row sum l lost precision. Keep m and l in float32 and "
+                 "add each block's exponentials in float32, never float16.")
+
+
+def no_rescale(x: np.ndarray, block: int) -> np.ndarray:
+    """The online softmax over column blocks of `block` with l never rescaled, in float64."""
+    x = np.asarray(x, dtype=np.float64)
+    m = np.full(x.shape[0], -np.inf)
+    l = np.zeros(x.shape[0])
+    with np.errstate(all="ignore"):
+        for j in range(0, x.shape[1], block):
+            m = np.maximum(m, x[:, j:j + block].max(axis=1))
+            l = l + np.exp(x[:, j:j + block] - m[:, None]).sum(axis=1)
+        return np.exp(x - m[:, None]) / l[:, None]
+
+
+def _whole_inf_block(x: np.ndarray, block: int) -> bool:
+    n = x.shape[1]
+    return any(np.isneginf(x[:, j:j + block]).all(axis=1).any() for j in range(0, n - block + 1, block))
+
+
+def _row_factor(g: np.ndarray, e: np.ndarray, atol: float, rtol: float) -> float | None:
+    """The largest |got / expected - 1| over the wrong rows when each wrong row is expected times
+    one factor (to tolerance), else None."""
+    off = 0.0
+    with np.errstate(all="ignore"):
+        bad = ~(np.abs(g - e) <= atol + rtol * np.abs(e))
+        for r in np.nonzero(bad.any(axis=1))[0]:
+            big = e[r] > 1e-3
+            if not big.any() or not np.isfinite(g[r]).all():
+                return None
+            f = float(np.median(g[r][big] / e[r][big]))
+            if not (np.abs(g[r] - f * e[r]) <= atol + rtol * np.abs(e[r])).all():
+                return None
+            off = max(off, abs(f - 1))
+    return off if 0 < off < 1e-2 else None
+
+
+def hint(got, x, expected, *, dtype: str, block: int | None = None) -> str:
+    """The hint for a softmax output that shows one of the mistakes above, else ""."""
+    g = np.asarray(values(got), dtype=np.float64)
+    x = np.asarray(x, dtype=np.float64)
+    e = np.asarray(expected, dtype=np.float64)
+    if g.shape != e.shape:
+        return ""
+    finite = x[np.isfinite(x)]
+    top = float(finite.max()) if finite.size else 0.0
+    if top > FP32_EXP_MAX and diagnose.blew_up(g, e):
+        return OVERFLOW.format(top=top)
+    nan = bool((np.isnan(g) & ~np.isnan(e)).any())
+    if nan and block and _whole_inf_block(x, block):
+        return NEG_INF.format(block=block)
+    atol, rtol = diagnose.tolerance(dtype)
+    if top < -FP32_EXP_MAX and diagnose.zero_or_nan_where_wrong(g, e, *TOLERANCES[dtype]):
+        return START_AT_ZERO.format(top=top)
+    if block and x.shape[1] > block and diagnose.equals(g, no_rescale(x, block), atol, rtol):
+        return NO_RESCALE.format(block=block)
+    off = _row_factor(g, e, *TOLERANCES[dtype])
+    return LOW_PRECISION.format(off=off) if off is not None else ""
