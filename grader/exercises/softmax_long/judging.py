@@ -40,14 +40,17 @@ def describe(x: np.ndarray, dtype: str, block: int | None, what: str = "") -> st
 def run_softmax(sub, x: np.ndarray, dtype: str, case: str, seed: int, block: int | None = None,
                 pad_cols: int = 0):
     """Compare every element of softmax(x) with the float64 reference; a failure whose output
-    shows a known mistake says which (mistakes.hint)."""
+    shows a known mistake says which (mistakes.hint), and goes under the check aimed at it."""
     got = call_softmax(sub, x, dtype, block, pad_cols).value
     expected = reference.softmax(x, axis=1)
     try:
         assert_close(got, expected, what="softmax(x)", dtype=dtype, case=case, seed=seed)
     except CheckFailed as e:
-        said = mistakes.hint(got, x, expected, dtype=dtype, block=block)
-        raise CheckFailed(str(e), hint=said or e.hint) from None
+        said, follows = mistakes.hint(got, x, expected, dtype=dtype, block=block,
+                                      contiguous=not pad_cols)
+        if not said:
+            raise
+        raise CheckFailed(str(e), hint=said, follows=follows) from None
 
 
 def softmax_case(sub, x, dtype, seed, block=None, what="", **kw):

@@ -2,9 +2,11 @@
 (grader/judge/diagnose.py does the same for the other exercises): exp without the max
 (overflow past 88.7 in float32), exp(-inf - (-inf)) on a block of only -inf, a max that starts
 at 0 instead of -inf (rows far below 0 underflow), the sum not rescaled when the max moves
-(computed here block by block, for the BLOCK the check passed), and a row sum kept in low
+(computed here block by block, for the BLOCK the check passed), the last block's mask off by
+one (each row's max and sum take in the next element in memory), and a row sum kept in low
 precision (every row off by one factor close to 1). `hint` returns "" when the evidence points
-at none of them: then the registry's general hint stays.
+at none of them: then the registry's general hint stays. With a hint comes the check aimed at
+that mistake, so the report groups the failure under it (CheckFailed.follows).
 """
 
 from __future__ import annotations
@@ -23,12 +25,16 @@ NEG_INF = ("nan where the answer is finite, in rows holding a whole block of {bl
            "-inf: such a block leaves m_new = -inf, and exp(-inf - (-inf)) is nan. Shift by 0 "
            "where m_new is -inf (m_safe = tl.where(m_new == float('-inf'), 0.0, m_new)).")
 START_AT_ZERO = ("nan or 0 where the answer is not, on rows whose values all sit near {top:.0f}: "
-                 "exp(x - 0) underflows to 0 there, so the max must not start at 0 (m = -inf "
-                 "at the start) and padded lanes must load as -inf, never 0; 0 / 0 is nan.")
+                 "exp(x - 0) underflows to 0 there, and 0 / 0 is nan. Subtract the row's true "
+                 "max: m starts at -inf (not 0), padded lanes load as -inf (not 0), and never "
+                 "exp(x) alone.")
 NO_RESCALE = ("The output equals an online softmax that adds each block's sum to l without "
               "rescaling it (blocks of {block} columns), to tolerance: when a block raises the max, "
               "the terms already in l were measured against the old max. Rescale: l = l * "
               "exp(m_old - m_new) + sum(exp(x - m_new)).")
+ONE_PAST = ("The output equals a softmax whose max and sum also took in the element just past "
+            "each row's end (the next row's first), to tolerance: the last block's mask is off by "
+            "one. mask = start + cols < n_cols, not <=.")
 LOW_PRECISION = ("Each wrong row is off by one factor close to 1 (up to {off:.1e} relative) while "
                  "exp(x - m) is right: the row sum l lost precision. Keep m and l in float32 and "
                  "add each block's exponentials in float32, never float16.")
@@ -42,8 +48,20 @@ def no_rescale(x: np.ndarray, block: int) -> np.ndarray:
     with np.errstate(all="ignore"):
         for j in range(0, x.shape[1], block):
             m = np.maximum(m, x[:, j:j + block].max(axis=1))
-            l = l + np.exp(x[:, j:j + block] - m[:, None]).sum(axis=1)
+            shift = np.where(m == -np.inf, 0.0, m)   # a block of only -inf adds 0, not nan
+            l = l + np.exp(x[:, j:j + block] - shift[:, None]).sum(axis=1)
         return np.exp(x - m[:, None]) / l[:, None]
+
+
+def one_past(x: np.ndarray) -> np.ndarray:
+    """softmax of each row of a contiguous x whose max and sum also include the next element in
+    memory (the next row's first; nothing after the last row), in float64."""
+    x = np.asarray(x, dtype=np.float64)
+    nxt = np.append(x[1:, 0], -np.inf)[:, None]
+    m = np.maximum(x.max(axis=1, keepdims=True), nxt)
+    with np.errstate(all="ignore"):
+        e = np.exp(x - m)
+        return e / (e.sum(axis=1, keepdims=True) + np.exp(nxt - m))
 
 
 def _whole_inf_block(x: np.ndarray, block: int) -> bool:
@@ -68,24 +86,33 @@ def _row_factor(g: np.ndarray, e: np.ndarray, atol: float, rtol: float) -> float
     return off if 0 < off < 1e-2 else None
 
 
-def hint(got, x, expected, *, dtype: str, block: int | None = None) -> str:
-    """The hint for a softmax output that shows one of the mistakes above, else ""."""
+def hint(got, x, expected, *, dtype: str, block: int | None = None,
+         contiguous: bool = True) -> tuple[str, tuple]:
+    """(hint, follows) for a softmax output that shows one of the mistakes above, else ("", ()):
+    follows names the check aimed at that mistake (the first of them that failed leads)."""
     g = np.asarray(values(got), dtype=np.float64)
     x = np.asarray(x, dtype=np.float64)
     e = np.asarray(expected, dtype=np.float64)
     if g.shape != e.shape:
-        return ""
+        return "", ()
     finite = x[np.isfinite(x)]
     top = float(finite.max()) if finite.size else 0.0
     if top > FP32_EXP_MAX and diagnose.blew_up(g, e):
-        return OVERFLOW.format(top=top)
+        return OVERFLOW.format(top=top), ("softmax_long.fp16_large_values",)
     nan = bool((np.isnan(g) & ~np.isnan(e)).any())
     if nan and block and _whole_inf_block(x, block):
-        return NEG_INF.format(block=block)
+        return NEG_INF.format(block=block), ("softmax_long.neg_inf_blocks",)
     atol, rtol = diagnose.tolerance(dtype)
     if top < -FP32_EXP_MAX and diagnose.zero_or_nan_where_wrong(g, e, *TOLERANCES[dtype]):
-        return START_AT_ZERO.format(top=top)
+        # exp(x) without any max fails here too: that mistake's own check leads when it failed
+        return START_AT_ZERO.format(top=top), ("softmax_long.fp16_large_values",
+                                               "softmax_long.all_negative_rows")
     if block and x.shape[1] > block and diagnose.equals(g, no_rescale(x, block), atol, rtol):
-        return NO_RESCALE.format(block=block)
+        return NO_RESCALE.format(block=block), ("softmax_long.max_in_last_block",)
+    if (contiguous and block and x.shape[1] > block and x.shape[1] % block
+            and diagnose.equals(g, one_past(x), atol, rtol)):
+        return ONE_PAST, ("softmax_long.masked_accesses",)
     off = _row_factor(g, e, *TOLERANCES[dtype])
-    return LOW_PRECISION.format(off=off) if off is not None else ""
+    if off is not None:
+        return LOW_PRECISION.format(off=off), ("softmax_long.float32_rows",)
+    return "", ()
