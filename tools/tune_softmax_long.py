@@ -1,8 +1,8 @@
 """Bandwidth table and tile sweep for solutions/softmax_long.py on a CUDA GPU: GB/s of the
 solution's defaults beside torch.softmax and a copy, by row length, and which (BLOCK,
-num_warps) would be faster at each width.
+num_warps) would be faster at each width (--sweep).
 
-    python -m tools.tune_softmax_long [--out DIR] [--quick]
+    python -m tools.tune_softmax_long [--out DIR] [--sweep]
 
 rows x cols = 2^26 at every width (128 MiB read and 128 MiB written in 16-bit types), float16
 and bfloat16. GB/s = 2 * rows * cols * 2 bytes / time: one read and one write of the matrix,
@@ -49,7 +49,8 @@ def gbs(ms: float, x) -> float:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "reports/tune"))
-    ap.add_argument("--quick", action="store_true", help="float16 only, no sweep")
+    ap.add_argument("--sweep", action="store_true",
+                    help="also time other (BLOCK, num_warps) at each width (a few minutes)")
     args = ap.parse_args()
     import torch
     import triton
@@ -60,7 +61,7 @@ def main():
     raw, lines = [], ["| dtype | rows x cols | copy GB/s | torch.softmax GB/s | softmax GB/s | "
                       "softmax / copy | softmax / torch | best other (BLOCK, warps): GB/s |",
                       "|---|---|---|---|---|---|---|---|"]
-    for dtype in (torch.float16,) if args.quick else (torch.float16, torch.bfloat16):
+    for dtype in (torch.float16, torch.bfloat16):
         for cols in COLS:
             rows = ELEMENTS // cols
             torch.manual_seed(cols)
@@ -69,8 +70,8 @@ def main():
             ref = torch.softmax(x[:64].float(), dim=-1)
             rate = {"copy": gbs(triton.testing.do_bench(lambda: out.copy_(x)), x),
                     "torch": gbs(triton.testing.do_bench(lambda: torch.softmax(x, dim=-1)), x)}
-            for name, kw in [("default", {})] + ([] if args.quick else
-                                                 [(str(v), v) for v in variants(cols)]):
+            for name, kw in [("default", {})] + ([(str(v), v) for v in variants(cols)]
+                                                 if args.sweep else []):
                 err = float((sl.softmax(x[:64], **kw).float() - ref).abs().max())
                 if not err <= 1e-2:
                     rate[name] = f"wrong (max abs error {err:.1e})"
