@@ -44,7 +44,7 @@ CHECKS = [
        "rows holding -inf entries, whole column blocks of -inf included, give no nan",
        "A block of only -inf leaves m_new = -inf, and exp(-inf - (-inf)) is nan: shift by 0 "
        "where m_new is -inf (tl.where), so the block adds exp(-inf) = 0 and l stays 0.",
-       follows=_BASE),
+       follows=(*_BASE, "softmax_long.max_in_last_block")),
     _C("softmax_long.fp16_large_values", "adversarial", 2,
        "float16 rows with values past 88, short and long, give no inf or nan",
        "Break It 1 on both paths: exp overflows float32 above 88.7 and inf / inf is nan. "
@@ -54,7 +54,7 @@ CHECKS = [
        "rows of values near -200 with ragged widths",
        "m starts at -inf and padded lanes load as -inf: a max that starts at 0 (or padding read "
        "as 0) makes exp(x - 0) underflow to 0 for a row far below 0, and 0 / 0 is nan.",
-       follows=_BASE),
+       follows=(*_BASE, "softmax_long.max_in_last_block")),
     _C("softmax_long.matches_float64", "interp", 3,
        "long rows (column blocks of 32 or 64) at awkward widths: 1, 2, just over a block, ragged",
        "One program per long row: the online pass over blocks of BLOCK columns (masked, "
