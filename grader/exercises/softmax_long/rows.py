@@ -86,7 +86,7 @@ CHECKS = [
        "Every tl.load and tl.store needs its mask (cols < n_cols, rows < n_rows), even when the "
        "result happens to look right.", follows=("softmax_long.masked_accesses",)),
     _C("softmax_long.bandwidth", "perf", 4,
-       "GB/s against the copy bandwidth and time against torch.softmax, 1K to 64K columns",
+       "GB/s against the copy bandwidth and time against torch.softmax at 256, 4K and 64K columns",
        "Short rows: several per program so each moves enough bytes; rows up to a few thousand "
        "columns in one tile, in registers; longer rows read twice, the second time from L2 "
        "(one row per program, few programs per SM). Pick BLOCK and num_warps from n_cols.",
