@@ -62,3 +62,26 @@ def test_flash_decode_names_the_scale_and_the_merge():
     off[1, 0] += 1.0
     said = fd_mistakes.what_differs(off, right, lens, atol, rtol)
     assert "b=1 (seq_len 150): heads 0" in said and "1 of 4" in said, said
+
+
+def test_softmax_long_names_each_mistake():
+    sl = exercise_module("softmax_long", "mistakes")
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((4, 150))
+    x[:, 140] += 9.0                                    # the max moves in the last block
+    right = np.exp(x - x.max(1, keepdims=True))
+    right /= right.sum(1, keepdims=True)
+    hint, follows = sl.hint(sl.no_rescale(x, 32), x, right, dtype="float16", block=32)
+    assert hint == sl.NO_RESCALE.format(block=32) and follows == ("softmax_long.max_in_last_block",)
+    hint, follows = sl.hint(sl.one_past(x), x, right, dtype="float32", block=32)
+    assert hint == sl.ONE_PAST and follows == ("softmax_long.masked_accesses",)
+    hint, follows = sl.hint(right * (1 + 1e-3), x, right, dtype="float32", block=32)
+    assert hint.startswith("Each wrong row is off by one factor") and "float16" in hint
+    big = x * 40
+    blown = np.where(big > 88.7, np.nan, 0.0)          # exp(x) overflowed: inf / inf
+    assert sl.hint(blown, big, right, dtype="float16", block=32)[0].startswith("inf or nan")
+    low = x - 200
+    assert "-inf" in sl.hint(np.full_like(x, np.nan), low, right, dtype="float16", block=32)[0]
+    wrong = right.copy()
+    wrong[1, 3] += 0.5                                  # one wrong element: no mistake named
+    assert sl.hint(wrong, x, right, dtype="float16", block=32) == ("", ())

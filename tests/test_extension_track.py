@@ -1,5 +1,5 @@
 """The extension track has points of its own and leaves the core's 100 alone; each of its
-exercises (flash_decode, attention_backward, flash_backward, io_model) gets full marks from the solution
+exercises (flash_decode, attention_backward, flash_backward, io_model, softmax_long) gets full marks from the solution
 on the CPU layers it has, public and hidden, zero from the stub without a grader error. Their mutants run in
 tests/test_mutants.py with the others."""
 
@@ -16,10 +16,11 @@ HIDDEN = {"flash_decode": {"flash_decode.hidden_shapes", "flash_decode.hidden_me
           "attention_backward": {"attention_backward.hidden_shapes",
                                  "attention_backward.inputs_untouched"},
           "flash_backward": {"flash_backward.hidden_shapes"},
-          "io_model": {"io_model.hidden_shapes"}}
+          "io_model": {"io_model.hidden_shapes"},
+          "softmax_long": {"softmax_long.hidden_shapes", "softmax_long.output_written"}}
 # the layers each one's CPU grading covers (a NumPy-only exercise has no interp checks)
 LAYERS = {"attention_backward": "cpu,adversarial", "flash_backward": "adversarial,interp",
-          "io_model": "cpu,adversarial"}
+          "io_model": "cpu,adversarial", "softmax_long": "adversarial,interp"}
 
 
 def test_every_extension_exercise_is_covered():

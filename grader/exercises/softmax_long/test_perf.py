@@ -1,0 +1,78 @@
+"""perf check for exercises/softmax_long.py: GB/s against the copy bandwidth measured in this
+run, and time against torch.softmax timed in the same run, at several widths, float16, on CUDA
+(mode "cuda"); every timed call's output verified (grader.judge.timing). Inputs are drawn by
+torch's generator in the worker and again here (grader.judge.gpu.seeded_inputs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from grader.judge.compare import CheckFailed, assert_close
+
+# (rows, cols): 128 MiB of float16 each (read 128, write 128), far past any L2; short rows
+# several per program, a one-tile width, and long rows read twice
+WIDTHS = ((262144, 256), (16384, 4096), (1024, 65536))
+
+
+def _torch_softmax(x):
+    import torch
+
+    return torch.softmax(x, dim=-1)
+
+
+@pytest.mark.check("softmax_long.bandwidth")
+def test_bandwidth(student, rng, gpu, credit, workers):
+    from grader.judge import gpu as g
+
+    sub = student()
+    inputs = []
+    for rows, cols in WIDTHS:
+        (marker,), (x,) = g.seeded_inputs(rng, (rows, cols), "float16", count=1)
+        traced = sub.call("softmax", marker, opts={"trace": True})
+        assert_close(traced.value, g.softmax_reference(x), what="softmax(x)", dtype="float16",
+                     case=f"{rows} x {cols}", seed=rng.seed)
+        inputs.append((marker, x))
+    # the gate's profiler (CUPTI) stays attached to the process it ran in and slows every later
+    # launch there: the timed requests run in a fresh worker
+    sub.close()
+    results = [_measure(sub, rng, gpu, workers, marker, x) for marker, x in inputs]
+    score = sum(s for s, _ in results) / len(results)
+    credit.set(score, "; ".join(n for _, n in results) + " (bytes = 2 x rows x cols x 2; every "
+               "timed call's output checked)")
+
+
+def _measure(sub, rng, gpu, workers, marker, x) -> tuple[float, str]:
+    """(credit, note) of one width: the student's time and torch.softmax's, less the harness's
+    refill and checksum, which both pay (grader.judge.timing)."""
+    from grader.judge import gpu as g
+    from grader.judge import timing, verdicts
+
+    rows, cols = x.shape
+    what = f"softmax(x) on {rows} x {cols} float16"
+    moved = 2 * x.numel() * x.element_size()          # read every element once, write it once
+    note = timing.quiet_gpu(workers, what)
+    harness = timing.harness_gpu_ms(x.clone())
+    base = timing.per_call_ms(timing.local_request(_torch_softmax, [x.clone()]))
+    reqs = timing.Requests(sub, "softmax", [marker], rng=rng, inputs=[x], dtype="float16",
+                           reference=lambda i: g.softmax_reference(i[0]), what="softmax(x)")
+    mine = timing.per_call_ms(reqs)
+    reqs.verify()
+    # the baseline and the harness again, with the student's workers stopped: they can only have
+    # been slowed, so the faster of each pair counts
+    timing.quiet_gpu(workers, what)
+    base = min(base, timing.per_call_ms(timing.local_request(_torch_softmax, [x.clone()])))
+    harness = min(harness, timing.harness_gpu_ms(x.clone()))
+    copy = gpu.ceiling("copy_gbs")
+    impossible = timing.below_floor(mine, moved / copy / 1e6, what)
+    if impossible:
+        raise CheckFailed(impossible)
+    mine, base = mine - harness, base - harness
+    gbs = moved / mine / 1e6
+    fraction, ratio = gbs / copy, mine / base
+    p = gpu.profile
+    score = (0.5 * verdicts.credit("softmax_long", "bandwidth", fraction, p)
+             + 0.5 * verdicts.credit("softmax_long", "vs_torch", ratio, p))
+    return score, (f"{cols} columns: {mine:.3f} ms = {gbs:.0f} GB/s, {fraction:.0%} of copy "
+                   f"({copy:.0f} GB/s; {verdicts.terms('softmax_long', 'bandwidth', p)}), "
+                   f"{ratio:.2f}x torch.softmax's time ({base:.3f} ms; "
+                   f"{verdicts.terms('softmax_long', 'vs_torch', p, 'x')}){note}")
