@@ -159,3 +159,32 @@ def assert_unchanged(after, before, what: str) -> None:
         idx = t.unravel_index(diff.flatten().int().argmax(), before.shape)
         raise CheckFailed(f"{what} was modified by the call: {int(diff.sum())} elements changed, "
                           f"first at {where(idx)}. Inputs must be left as they were.")
+
+
+def row_softmax_cases(sub, rng, shapes, guard_of) -> list:
+    """The gpu layer's cases of a row softmax (`softmax(x)` along the last dim): for each
+    (dtype, shape, scale) of `shapes` (scale None: one drawn in [1, 6]; negative: -|randn| *
+    |scale|, every value negative), a (label, run) pair for grader.judge.cases.run_cases. Each
+    run makes the call through the gate (a launch, no computing torch op, and no device kernel
+    but the student's Triton kernels and copies, from any thread of the worker), compares every
+    element with the float64 reference here and checks x was left as it was. `guard_of(cols)`:
+    the guard band past each input (the exercise's block width)."""
+    from grader.judge.compare import assert_close
+
+    def run(dtype, shape, scale):
+        (marker,), (x,) = seeded_inputs(rng, shape, dtype, count=1, scale=scale,
+                                        guard=guard_of(shape[1]), absolute=scale < 0)
+        r = sub.call("softmax", marker, opts={"poison_empty": True, "sync": True, "return_args": True})
+        case = (f"{dtype} {shape}, randn * {scale:.1f}" if scale > 0 else
+                f"{dtype} {shape}, -|randn| * {-scale:.1f} (every value negative)")
+        assert_close(r.value, softmax_reference(x), what="softmax(x)", dtype=dtype,
+                     case=case, seed=rng.seed)
+        assert_unchanged(r.extras["args_after"][0], x, f"x ({case})")
+
+    cases = []
+    for dtype, shape, scale in shapes:
+        scale = scale or float(rng.uniform(1, 6))
+        label = f"randn * {scale:.1f}" if scale > 0 else f"-|randn| * {-scale:.1f}"
+        cases.append((f"{dtype} {shape}, {label} [seed {rng.seed}]",
+                      lambda dtype=dtype, shape=shape, scale=scale: run(dtype, shape, scale)))
+    return cases

@@ -14,7 +14,6 @@ import pytest
 
 from grader.exercises.softmax_long.judging import guard_of
 from grader.judge.cases import run_cases
-from grader.judge.compare import assert_close
 from grader.sandbox import sanitize
 
 # (dtype, shape, scale): scale None draws one in [1, 6]; widths from 1 to 256K, powers of two
@@ -34,28 +33,7 @@ GPU_SHAPES = (("float16", (4096, 1), None), ("bfloat16", (3000, 7), None),
 def test_gpu_real_sizes(student, rng, gpu, credit):
     from grader.judge import gpu as g
 
-    sub = student()
-
-    def run(dtype, shape, scale):
-        (marker,), (x,) = g.seeded_inputs(rng, shape, dtype, count=1, scale=scale,
-                                          guard=guard_of(shape[1]),
-                                          absolute=scale < 0)
-        # through the gate: a launch, no computing torch op, and (profiler) no device kernel
-        # but the student's Triton kernels and copies, from any thread of the worker
-        r = sub.call("softmax", marker, opts={"poison_empty": True, "sync": True, "return_args": True})
-        case = (f"{dtype} {shape}, randn * {scale:.1f}" if scale > 0 else
-                f"{dtype} {shape}, -|randn| * {-scale:.1f} (every value negative)")
-        assert_close(r.value, g.softmax_reference(x), what="softmax(x)", dtype=dtype,
-                     case=case, seed=rng.seed)
-        g.assert_unchanged(r.extras["args_after"][0], x, f"x ({case})")
-
-    cases = []
-    for dtype, shape, scale in GPU_SHAPES:
-        scale = scale or float(rng.uniform(1, 6))
-        label = f"randn * {scale:.1f}" if scale > 0 else f"-|randn| * {-scale:.1f}"
-        cases.append((f"{dtype} {shape}, {label} [seed {rng.seed}]",
-                      lambda dtype=dtype, shape=shape, scale=scale: run(dtype, shape, scale)))
-    run_cases(credit, cases)
+    run_cases(credit, g.row_softmax_cases(student(), rng, GPU_SHAPES, guard_of))
 
 
 @pytest.mark.check("softmax_long.sanitizer")
