@@ -28,6 +28,7 @@ import contextlib
 import numpy as np
 
 from grader.judge import kernel_source
+from grader.judge.frontend import compiled_before, remember_compiled
 from grader.judge.compare import CheckFailed
 
 MAX_STEPS = 4096
@@ -59,18 +60,15 @@ class Call:
     def replay(self, program: dict, opts: dict, module: str, kernels: kernel_source.Filtered):
         if self.compiler is not None:
             keys = {_compile_key(kernels, s) for s in program["steps"] if "launch" in s}
-            if not keys <= COMPILED:   # the front end's verdict on a signature is kept
+            if not all(compiled_before(k, self.replayer) for k in keys):
                 problems = self.compiler.replay([], program, {}, module)
                 if _low_memory():   # three workers of torch and Triton would not fit
                     self.compiler.close()
                 if not isinstance(problems, dict) or problems.get("compile"):
                     return problems
-                COMPILED.update(keys)
+                for k in keys:
+                    remember_compiled(k, self.replayer)
         return self.replayer.replay(self.args, program, opts, module)
-
-
-# (filtered file's digest, kernel, signature) that Triton's front end compiled, in this process
-COMPILED: set = set()
 
 
 def _compile_key(kernels: kernel_source.Filtered, step: dict) -> tuple:
