@@ -6,7 +6,10 @@ A worker with torch and Triton loaded holds about 240 MB, and a grade can have s
 (one per exercise and mode, kept for the next check). Gradescope's default container has 768 MB:
 there the workers of one exercise at a time fit, six do not (the grader was OOM-killed and the
 result said "Grading failed"). `Workers` asks `one_exercise_at_a_time()` and, when it says so,
-stops the workers of the other exercises before a check of a new one starts.
+stops the workers of the other exercises before a check of a new one starts. Below
+ONE_WORKER_BYTES even one exercise's workers do not fit (the grader holds about 400 MB with torch
+loaded: at 768 MB a second worker got it OOM-killed), so `one_worker_at_a_time()` makes every
+worker start stop the others (grader.sandbox.proxy): the grader and one worker at a time.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from pathlib import Path
 
 # below this, one exercise's workers at a time (six workers need about 2.2 GB with the grader)
 LOW_MEMORY_BYTES = 3 << 30
+# below this, one worker at a time: the grader (~400 MB) and two workers (~240 MB each) need ~900 MB
+ONE_WORKER_BYTES = 1280 << 20
 CGROUP = Path("/sys/fs/cgroup")
 
 
@@ -64,3 +69,8 @@ def memory_bytes() -> int | None:
 def one_exercise_at_a_time() -> bool:
     limit = memory_bytes()
     return limit is not None and limit < LOW_MEMORY_BYTES
+
+
+def one_worker_at_a_time() -> bool:
+    limit = memory_bytes()
+    return limit is not None and limit < ONE_WORKER_BYTES

@@ -18,6 +18,7 @@ import os
 import signal
 import tempfile
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,8 +56,15 @@ def describe_exit(code: int | None) -> str:
     return f"exited with status {code}"
 
 
+# the Submissions whose worker is running, in this process
+_LIVE: weakref.WeakSet = weakref.WeakSet()
+
+
 class Submission:
-    """One exercise of one submission, run in one mode ("cpu", "interp" or "cuda")."""
+    """One exercise of one submission, run in one mode ("cpu", "interp" or "cuda"). Its worker
+    starts on first use and is kept for the next call; where memory allows only one worker at a
+    time (grader.sandbox.budget), starting one stops every other (each starts again, importing
+    the submission afresh, when it is next used)."""
 
     def __init__(self, exercise: str, directory: Path, mode: str, scratch: Path,
                  sources: Path | None = None, level: isolation.Level | None = None,
@@ -129,6 +137,7 @@ class Submission:
     def close(self, wait_s: float = 2.0) -> int | None:
         """Stop the worker; its exit status (None if it had to be killed)."""
         worker, self._worker = self._worker, None
+        _LIVE.discard(self)
         if worker is None:
             return None
         code = worker.stop(wait_s)
@@ -153,12 +162,17 @@ class Submission:
                 f"{_label(self.directory)}" + ("" if not self.path.exists() else
                                        " that is a plain file of at most 4 MiB"))
             raise self._load_error
+        if budget.one_worker_at_a_time():   # 768 MB: the grader and one worker of torch fit
+            for other in list(_LIVE):
+                if other is not self:
+                    other.close()
         try:
             self._worker = launch(self.exercise, self.mode, self.sources, self.scratch, self.level,
                                   tool=self.tool, env=self.extra_env, writable=self.writable,
                                   tool_as_student=self.tool_as_student)
         except OSError as e:
             raise errors.GraderError(f"could not start a worker: {e}") from None
+        _LIVE.add(self)
         try:   # before any student code runs: a failure here is the sandbox's, not the student's
             pong = self._request({"op": "ping"}, LOAD_TIMEOUT_S, "ping")
         except errors.StudentProblem as e:
