@@ -9,6 +9,7 @@ that imports torch and Triton: seconds of CPU, most of a small grade's cost).
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 # (filtered file's digest, kernel, signature) that Triton's front end compiled, in this process
@@ -25,14 +26,20 @@ def _verdicts_folder(sub) -> Path | None:
     level = getattr(sub, "level", None)
     if wanted == "0" or not getattr(level, "as_student", False):
         return None
-    try:
-        import triton
-
-        version = str(getattr(triton, "__version__", "unknown"))
-    except ImportError:
+    version = _triton_version()
+    if version is None:
         return None
     base = Path(wanted) if wanted else Path.home() / ".cache" / "lab-grader"
     return base / f"frontend-{version}"
+
+
+@functools.lru_cache(maxsize=1)
+def _triton_version() -> str | None:
+    try:
+        import triton
+    except ImportError:
+        return None
+    return str(getattr(triton, "__version__", "unknown"))
 
 
 def _key_name(key: tuple) -> str:

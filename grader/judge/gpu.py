@@ -101,46 +101,50 @@ def attention_grads_reference(q, k, v, do, causal: bool = False, dtype: str = "f
     return tuple(grads)
 
 
+def _same_precision(q, k, v, causal: bool):
+    """What both baselines share: the inputs as B*H rows of (N, D), the causal mask, and how
+    many (batch, head) pairs fit at once (their N x N scores, 512 MB of float32 at most)."""
+    t = _torch()
+    B, H, N, D = q.shape
+    heads = max(1, (1 << 29) // max(1, N * N * 4))
+    mask = t.ones(N, N, dtype=t.bool, device=q.device).triu(1) if causal else None
+    return t, heads, mask, [x.reshape(B * H, N, D) for x in (q, k, v)]
+
+
+def _attention(t, q, k, v, mask):
+    """softmax(q k^T / sqrt(D)) v in the inputs' dtype (scores, softmax and output each rounded
+    to it, as eager PyTorch attention does)."""
+    s = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)
+    if mask is not None:
+        s = s.masked_fill(mask, float("-inf"))
+    return t.softmax(s, dim=-1) @ v
+
+
 def same_precision_grads(q, k, v, do, causal: bool = False):
     """(dq, dk, dv) of plain PyTorch attention computed in the inputs' own dtype (N x N
     intermediates, autograd), a few (batch, head) pairs at a time: the baseline of
     flash-attention's tolerance rule (error at most a multiple of this one's, plus a floor)."""
-    t = _torch()
-    B, H, N, D = q.shape
-    heads = max(1, (1 << 29) // max(1, N * N * 4))
-    mask = t.ones(N, N, dtype=t.bool, device=q.device).triu(1) if causal else None
-    flat = [x.reshape(B * H, N, D) for x in (q, k, v, do)]
-    grads = [t.empty(B * H, N, D, dtype=q.dtype, device=q.device) for _ in range(3)]
-    for i in range(0, B * H, heads):
-        leaves = [x[i:i + heads].detach().clone().requires_grad_() for x in flat[:3]]
-        s = (leaves[0] @ leaves[1].transpose(-2, -1)) * (D ** -0.5)
-        if causal:
-            s = s.masked_fill(mask, float("-inf"))
-        o = t.softmax(s, dim=-1) @ leaves[2]
-        for g, x in zip(grads, t.autograd.grad(o, leaves, flat[3][i:i + heads])):
+    t, heads, mask, flat = _same_precision(q, k, v, causal)
+    dos = do.reshape(flat[0].shape)
+    grads = [t.empty_like(flat[0]) for _ in range(3)]
+    for i in range(0, flat[0].shape[0], heads):
+        leaves = [x[i:i + heads].detach().clone().requires_grad_() for x in flat]
+        o = _attention(t, *leaves, mask)
+        for g, x in zip(grads, t.autograd.grad(o, leaves, dos[i:i + heads])):
             g[i:i + heads] = x
-        del s, o, leaves
-    return tuple(g.view(B, H, N, D) for g in grads)
+        del o, leaves
+    return tuple(g.view(q.shape) for g in grads)
 
 
 def same_precision_attention(q, k, v, causal: bool = False):
-    """softmax(q k^T / sqrt(D)) v computed by plain PyTorch in the inputs' own dtype (scores,
-    softmax and output each rounded to it), a few (batch, head) pairs at a time: the baseline
-    of flash-attention's tolerance rule for o (compare.assert_close's `baseline`)."""
-    t = _torch()
-    B, H, N, D = q.shape
-    heads = max(1, (1 << 29) // max(1, N * N * 4))
-    mask = t.ones(N, N, dtype=t.bool, device=q.device).triu(1) if causal else None
-    flat = [x.reshape(B * H, N, D) for x in (q, k, v)]
-    out = t.empty(B * H, N, D, dtype=q.dtype, device=q.device)
-    for i in range(0, B * H, heads):
-        qq, kk, vv = (x[i:i + heads] for x in flat)
-        s = (qq @ kk.transpose(-2, -1)) * (D ** -0.5)
-        if causal:
-            s = s.masked_fill(mask, float("-inf"))
-        out[i:i + heads] = t.softmax(s, dim=-1) @ vv
-        del s
-    return out.view(B, H, N, D)
+    """softmax(q k^T / sqrt(D)) v computed by plain PyTorch in the inputs' own dtype, a few
+    (batch, head) pairs at a time: the baseline of flash-attention's tolerance rule for o
+    (compare.assert_close's `baseline`)."""
+    t, heads, mask, flat = _same_precision(q, k, v, causal)
+    out = t.empty_like(flat[0])
+    for i in range(0, flat[0].shape[0], heads):
+        out[i:i + heads] = _attention(t, *(x[i:i + heads] for x in flat), mask)
+    return out.view(q.shape)
 
 
 def softmax_reference(x):
