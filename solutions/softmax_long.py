@@ -116,11 +116,13 @@ def softmax_online_kernel(out_ptr, in_ptr, n_cols, in_row_stride, out_row_stride
     cols = tl.arange(0, BLOCK)
 
     # Pass 1: the running max and sum, one block at a time. start: m = -inf, l = 0.
+    # evict_last: ask L2 to keep these lines, pass 2 reads them again in a moment.
     m_i = float("-inf")
     l_i = 0.0
     for start in range(0, n_cols, BLOCK):
         mask = start + cols < n_cols
-        x = tl.load(in_row + start + cols, mask=mask, other=float("-inf")).to(tl.float32)
+        x = tl.load(in_row + start + cols, mask=mask, other=float("-inf"),
+                    eviction_policy="evict_last").to(tl.float32)
         m_new = tl.maximum(m_i, tl.max(x, axis=0))
         # A block of only -inf (scores masked out) leaves m_new = -inf, and exp(-inf - (-inf))
         # is nan: shift by 0 there instead. exp(-inf - 0) = 0 keeps l = 0, as it should be.
@@ -129,11 +131,13 @@ def softmax_online_kernel(out_ptr, in_ptr, n_cols, in_row_stride, out_row_stride
         l_i = l_i * tl.exp(m_i - m_safe) + tl.sum(tl.exp(x - m_safe), axis=0)
         m_i = m_new
 
-    # Pass 2: the outputs. One division per row, then a multiply per element.
+    # Pass 2: the outputs. One division per row, then a multiply per element. evict_first:
+    # this is the last use of the row, its lines can make room for the next rows' pass 1.
     inv_l = 1.0 / l_i
     for start in range(0, n_cols, BLOCK):
         mask = start + cols < n_cols
-        x = tl.load(in_row + start + cols, mask=mask, other=float("-inf")).to(tl.float32)
+        x = tl.load(in_row + start + cols, mask=mask, other=float("-inf"),
+                    eviction_policy="evict_first").to(tl.float32)
         y = tl.exp(x - m_i) * inv_l
         tl.store(out_row + start + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
     # END SOLUTION
@@ -152,18 +156,26 @@ def softmax_online_kernel(out_ptr, in_ptr, n_cols, in_row_stride, out_row_stride
 # Host wrapper: which kernel, which tile, how many warps.
 # --------------------------------------------------------------------------------------------
 
-# Register budgets, from ptxas -v for sm_90 (H100/H200): a tile of 32K columns at 32 warps is
-# 32 values per thread and fits (52 registers, no spill); 64K spills. Past FUSED_MAX the online
-# kernel runs blocks of LONG_BLOCK at 16 warps: 64 registers, two programs per SM, so the rows
-# being read twice (2 x 132 rows of 64K fp16 = 34 MB) stay in the 50 MB L2 for the second read.
-FUSED_MAX = 32768
-LONG_BLOCK = 8192
+# Measured on an H200 (tools/tune_softmax_long.py; fp16, 2^26 elements; GB/s against a copy):
+# one tile per row holds its row in registers and wins up to 8K columns (0.97 of copy). A wider
+# tile is one big program per SM with nothing to overlap its loads (32K columns at 32 warps: 0.75,
+# 64K: 0.54). Past FUSED_MAX the online kernel reads blocks of LONG_BLOCK, and the second read of
+# a row mostly hits L2: 0.97 at 16K, 0.92 at 32K (8 warps), 0.79 at 64K and 0.63 at 256K
+# (16 warps), against 0.90, 0.75, 0.63 and 0.54 for the whole-row tile and blocks of 8K before.
+FUSED_MAX = 8192
+LONG_BLOCK = 16384
 ROW_TILE = 4096     # elements per program for short rows: ROWS = ROW_TILE // BLOCK rows
 
 
 def _warps(elements):
-    """About 16 fp32 values per thread: 4 to 16 warps, 32 for a tile of 32K."""
-    return 32 if elements >= 32768 else max(4, min(16, elements // 512))
+    """About 16 fp32 values per thread, 4 to 16 warps."""
+    return max(4, min(16, elements // 512))
+
+
+def _online_warps(n_cols):
+    """Warps of the online kernel: 8 (32 values per thread of a 16K block); 16 past 32K columns,
+    where more loads in flight per row matter more than more rows in flight."""
+    return 8 if n_cols <= 32768 else 16
 # END SOLUTION
 
 
@@ -192,7 +204,7 @@ def softmax(x: torch.Tensor, BLOCK: int | None = None, num_warps: int | None = N
     # BEGIN SOLUTION
     if BLOCK is None:
         BLOCK = triton.next_power_of_2(n_cols) if n_cols <= FUSED_MAX else LONG_BLOCK
-    if n_cols <= BLOCK:
+    if n_cols <= min(BLOCK, FUSED_MAX):
         tile = triton.next_power_of_2(n_cols)
         ROWS = min(max(ROW_TILE // tile, 1), triton.next_power_of_2(n_rows))
         softmax_rows_kernel[(triton.cdiv(n_rows, ROWS),)](
@@ -201,7 +213,7 @@ def softmax(x: torch.Tensor, BLOCK: int | None = None, num_warps: int | None = N
     else:
         softmax_online_kernel[(n_rows,)](
             out, x, n_cols, x.stride(0), out.stride(0), BLOCK=BLOCK,
-            num_warps=num_warps or _warps(BLOCK))
+            num_warps=num_warps or _online_warps(n_cols))
     # END SOLUTION
     # BEGIN STUB
     # # n_cols <= BLOCK: softmax_rows_kernel, several rows per program;

@@ -70,7 +70,12 @@ def test_baseline_rule_moves_with_pytorch_error():
     near[2, 3] += BASELINE_MULT * 1e-2    # inside the multiple, far outside the floor
     far = ref.copy()
     far[2, 3] += BASELINE_MULT * 1e-2 + 2 * floor
-    for expected, baseline in ((ref, base), (torch.from_numpy(ref), torch.from_numpy(base))):
+    # a baseline that np.asarray cannot read (on the GPU: a CUDA tensor; here one that requires
+    # grad) beside a NumPy reference, and the other way round, as the gpu and perf layers pass them
+    device_like = torch.from_numpy(base).requires_grad_()
+    pairs = ((ref, base), (torch.from_numpy(ref), torch.from_numpy(base)), (ref, device_like),
+             (torch.from_numpy(ref), base))
+    for expected, baseline in pairs:
         assert assert_close(got_of(near, "float32"), expected, dtype="float32",
                             baseline=baseline, floor=floor) > 3e-2
         text = message(got_of(far, "float32"), expected, dtype="float32", baseline=baseline,

@@ -136,6 +136,10 @@ def values(x) -> np.ndarray:
     return x.array if isinstance(x, TensorValue) else np.asarray(x)
 
 
+def _is_tensor(x) -> bool:
+    return type(x).__name__ == "Tensor" or "torch" in type(x).__module__
+
+
 def where(index: tuple) -> str:
     return "[" + ", ".join(str(int(i)) for i in index) + "]"
 
@@ -176,7 +180,7 @@ def assert_close(got, expected, *, what: str = "output", dtype: str | None = Non
         if _RANK.get(got_dtype, 2) < _RANK.get(input_dtype, 1):
             note = (f" (the output is {got_dtype}, less precise than the {input_dtype} input: "
                     f"return at least {input_dtype})")
-    ops = _Torch(expected) if type(expected).__name__ == "Tensor" else _NumPy
+    ops = _Torch(expected) if _is_tensor(expected) else _NumPy
     g, e = ops.float64(values(got)), ops.float64(expected)
     if tuple(g.shape) != tuple(e.shape):
         raise CheckFailed(f"{what}{context}: expected shape {tuple(e.shape)}, got {tuple(g.shape)}")
@@ -217,7 +221,7 @@ def assert_close(got, expected, *, what: str = "output", dtype: str | None = Non
 def _baseline_rule(ops, expected, baseline, floor: float | None, dtype: str):
     """(atol, its explanation) of flash-attention's rule: BASELINE_MULT x the max abs error of the
     same-precision PyTorch output `baseline` against `expected`, plus the floor."""
-    b = ops.float64(values(baseline))
+    b = ops.float64(baseline if _is_tensor(baseline) else values(baseline))
     if tuple(b.shape) != tuple(expected.shape):
         raise ValueError(f"baseline of shape {tuple(b.shape)} for a reference of shape "
                          f"{tuple(expected.shape)}")
@@ -238,6 +242,8 @@ class _NumPy:
 
     @staticmethod
     def float64(x):
+        if _is_tensor(x):   # a torch baseline (e.g. on the GPU) beside a NumPy reference
+            x = x.detach().double().cpu().numpy()
         return np.asarray(x, dtype=np.float64)
 
     @staticmethod

@@ -12,6 +12,7 @@ from grader.judge.compare import CheckFailed, assert_close
 # (rows, cols): 128 MiB of float16 each (read 128, write 128), far past any L2; short rows
 # several per program, a one-tile width, and long rows read twice
 WIDTHS = ((262144, 256), (16384, 4096), (1024, 65536))
+LONG = 65536   # from this width on, the bandwidth band of rows read twice (rows.py)
 
 
 def _torch_softmax(x):
@@ -70,9 +71,10 @@ def _measure(sub, rng, gpu, workers, marker, x) -> tuple[float, str]:
     gbs = moved / mine / 1e6
     fraction, ratio = gbs / copy, mine / base
     p = gpu.profile
-    score = (0.5 * verdicts.credit("softmax_long", "bandwidth", fraction, p)
+    band = "bandwidth_long" if cols >= LONG else "bandwidth"
+    score = (0.5 * verdicts.credit("softmax_long", band, fraction, p)
              + 0.5 * verdicts.credit("softmax_long", "vs_torch", ratio, p))
     return score, (f"{cols} columns: {mine:.3f} ms = {gbs:.0f} GB/s, {fraction:.0%} of copy "
-                   f"({copy:.0f} GB/s; {verdicts.terms('softmax_long', 'bandwidth', p)}), "
+                   f"({copy:.0f} GB/s; {verdicts.terms('softmax_long', band, p)}), "
                    f"{ratio:.2f}x torch.softmax's time ({base:.3f} ms; "
                    f"{verdicts.terms('softmax_long', 'vs_torch', p, 'x')}){note}")
