@@ -2,7 +2,8 @@ from tests.cases import Mutant
 
 _SUM = "        l_i = l_i * tl.exp(m_i - m_safe) + tl.sum(tl.exp(x - m_safe), axis=0)\n"
 _PASS1_MASK = ("        mask = start + cols < n_cols\n"
-               "        x = tl.load(in_row + start + cols, mask=mask, other=float(\"-inf\")).to(tl.float32)\n"
+               "        x = tl.load(in_row + start + cols, mask=mask, other=float(\"-inf\"),\n"
+               "                    eviction_policy=\"evict_last\").to(tl.float32)\n"
                "        m_new")
 
 # the lesson's mistakes in this exercise; the short path's twins of softmax_triton's (padding read
