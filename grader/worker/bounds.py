@@ -147,7 +147,9 @@ def checked(extras: dict, inputs: list):
     """Bounds-check every interpreted load/store during the block (see the module doc)."""
     try:
         import triton.runtime.interpreter as interp
-        from torch.utils._python_dispatch import TorchDispatchMode
+
+        from grader.worker.tracing import dispatch_mode
+        TorchDispatchMode = dispatch_mode()
     except ImportError:
         yield
         return

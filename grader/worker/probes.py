@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import sys
 import tracemalloc as _tracemalloc
 
 import numpy as np
@@ -283,13 +284,27 @@ def _poison_empty():
              torch.is_deterministic_algorithms_warn_only_enabled(),
              deterministic.fill_uninitialized_memory)
     # warn_only: ops without a deterministic version still run (with a warning), they do not raise
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    _deterministic(torch, True, warn_only=True)
     deterministic.fill_uninitialized_memory = True
     try:
         yield
     finally:
-        torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
+        _deterministic(torch, saved[0], warn_only=saved[1])
         deterministic.fill_uninitialized_memory = saved[2]
+
+
+def _deterministic(torch, mode: bool, warn_only: bool) -> None:
+    """torch.use_deterministic_algorithms without its `import torch._inductor.config`, which
+    loads dynamo, sympy and fx (about 2 s of CPU in every worker's first call): ATen's switch, the
+    one that makes torch.empty fill with NaN, and inductor's flag only where inductor is loaded."""
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if setter is None:   # another torch: the public call, import and all
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+        return
+    setter(mode, warn_only=warn_only)
+    inductor = sys.modules.get("torch._inductor.config")
+    if inductor is not None:
+        inductor.deterministic = mode
 
 
 @contextlib.contextmanager

@@ -11,6 +11,22 @@ import contextlib
 from grader.worker import program, resources   # imported before any student code runs
 
 
+def dispatch_mode():
+    """torch's TorchDispatchMode, subclassed so that a mode's first op does not import
+    torch._dynamo: TorchDispatchMode wraps a subclass's __torch_dispatch__ in
+    torch._disable_dynamo unless _should_skip_dynamo() is False, and that wrapper's first call
+    imports dynamo, sympy and fx (about 2 s of CPU in each worker). Nothing a worker runs is
+    compiled by dynamo, so there is nothing to skip."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Mode(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            return False
+
+    return Mode
+
+
 @contextlib.contextmanager
 def trace(extras: dict, target: dict | None = None, inputs: list | None = None,
           current: list | None = None):
@@ -18,8 +34,6 @@ def trace(extras: dict, target: dict | None = None, inputs: list | None = None,
     launched kernel compiled to (for this device, and for `target` if asked). Given the call's
     `inputs`, also the call's program → extras["program"] (grader.worker.program: ops and
     launches), held in current[0] while the call runs."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     ops: list[str] = []
     launches = [0]
     names: list[str] = []
@@ -28,7 +42,7 @@ def trace(extras: dict, target: dict | None = None, inputs: list | None = None,
     current = current if current is not None else [None]
     inside = [0]   # > 0 while a launch (or an autotuner's benchmark) runs
 
-    class Recorder(TorchDispatchMode):
+    class Recorder(dispatch_mode()):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             name = str(func.overloadpacket.__name__)
