@@ -169,7 +169,10 @@ class Worker:
                                        "traceback": traceback.format_exc()[-2000:]})
                 continue
             op = msg.get("op")
-            if op == "exit":   # no interpreter teardown: with torch loaded it costs a second of CPU
+            if op == "exit":
+                if self.cfg["mode"] == "cuda":   # a tool around it (compute-sanitizer, ncu)
+                    return                       # reports from the process's own exit
+                # the CPU modes skip the interpreter's teardown: with torch loaded, a second of CPU
                 with contextlib.suppress(Exception):
                     sys.stdout.flush()
                     sys.stderr.flush()
