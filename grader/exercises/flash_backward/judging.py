@@ -27,7 +27,7 @@ from grader.exercises.flash_backward.hints import (DIAGONAL_HINT, DQ_ONLY_HINT, 
                                                    STRICT_HINT)
 from grader.exercises.flash_backward.reference import (backward_reference, forward_reference,
                                                        torch_float32_rounded, torch_same_precision)
-from grader.judge.compare import CheckFailed, assert_close, values
+from grader.judge.compare import BASELINE_FLOOR, CheckFailed, assert_close, values
 from grader.judge.inputs import round_to, tensor
 from grader.judge.kernel_use import KERNELS as GATED
 
@@ -146,7 +146,7 @@ def judge_forward(value, q, k, v, dtype, causal, context, seed) -> None:
 
 def assert_grads(got, q, k, v, do, dtype, causal, what, context, seed, blocks=None):
     """dq, dk, dv against float64, each within BASELINE_MULT x PyTorch's same-precision error
-    plus a floor.
+    plus a floor (grads_floor: BASELINE_FLOOR x the largest of the three gradients).
 
     Where PyTorch in `dtype` is not finite (float16 with a large dO: its float16 dP = dO V^T
     passes 65504, and inf - inf gives NaN), its error would allow anything, NaN included. The
@@ -154,6 +154,7 @@ def assert_grads(got, q, k, v, do, dtype, causal, what, context, seed, blocks=No
     kernel that keeps dP and dS in float32, as tl.dot gives them, cannot avoid."""
     ref = backward_reference(q, k, v, do, causal)
     base = torch_same_precision(q, k, v, do, dtype, causal)[1:]
+    floor = grads_floor(dtype, [float(np.abs(r).max()) if r.size else 0.0 for r in ref])
     upcast = None
     for i, (name, g, r) in enumerate(zip(("dq", "dk", "dv"), got, ref)):
         source, b = f"PyTorch in {dtype}", base[i]
@@ -164,13 +165,21 @@ def assert_grads(got, q, k, v, do, dtype, causal, what, context, seed, blocks=No
                       f"{name} is not finite here)")
         try:
             assert_close(g, r, what=f"the {name} of {what}", dtype=dtype, case=context, seed=seed,
-                         baseline=b)
+                         baseline=b, floor=floor)
         except CheckFailed as e:
             blocks = blocks or {}
             hint = mistakes.grad_hint(got, q, k, v, do, causal, blocks.get("BLOCK_M"),
                                       blocks.get("BLOCK_N"))
             note = f" (the baseline: {source})" if upcast is not None else ""
             raise CheckFailed(f"{e}{note}", hint=hint) from None
+
+
+def grads_floor(dtype: str, largest: list[float]) -> float:
+    """The floor of the rule for dq, dk and dv alike: BASELINE_FLOOR times the largest of the
+    three gradients (at least 1). dq and dk are sums of terms that can cancel to exactly 0 (at
+    N = 1, dS = P (dP - D) is 0 for any dO), and PyTorch's error is 0 there too; a correct
+    kernel's rounding of D or dP still scales with the terms, which dv's size measures."""
+    return BASELINE_FLOOR.get(dtype, BASELINE_FLOOR["float32"]) * max([1.0, *largest])
 
 
 def check_backward(sub, q, k, v, do, dtype, causal, blocks, seed, case="", opts=None):
@@ -226,11 +235,12 @@ def assert_grads_gpu(got, q, k, v, do, dtype, causal, what, case, seed):
     got = unpack(got, what)
     ref = g.attention_grads_reference(q, k, v, do, causal)
     base = g.same_precision_grads(q, k, v, do, causal)
+    floor = grads_floor(dtype, [float(r.abs().max()) if r.numel() else 0.0 for r in ref])
     failures = {}   # name -> (CheckFailed, hint): all three are compared, for the hint
     for name, x, r, b in zip(("dq", "dk", "dv"), got, ref, base):
         try:   # a PyTorch that overflowed here leaves the floor alone (compare.assert_close)
             assert_close(x, r, what=f"the {name} of {what}", dtype=dtype, case=case,
-                         seed=seed, baseline=b)
+                         seed=seed, baseline=b, floor=floor)
         except CheckFailed as e:
             failures[name] = (CheckFailed(str(e)), _gpu_grad_hint(name, x, r, q.shape[-1]))
         del r, b
