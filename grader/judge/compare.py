@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 
 import numpy as np
 
@@ -137,7 +138,15 @@ def values(x) -> np.ndarray:
 
 
 def _is_tensor(x) -> bool:
-    return type(x).__name__ == "Tensor" or "torch" in type(x).__module__
+    """A torch tensor, on any device (torch is never imported for the question)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def baseline_floor(dtype: str, magnitude: float) -> float:
+    """The floor of flash-attention's rule: BASELINE_FLOOR[dtype] x max(1, magnitude), where
+    magnitude is the size of what is compared (by default max |reference|)."""
+    return BASELINE_FLOOR.get(dtype, BASELINE_FLOOR["float32"]) * max(1.0, magnitude)
 
 
 def where(index: tuple) -> str:
@@ -181,7 +190,7 @@ def assert_close(got, expected, *, what: str = "output", dtype: str | None = Non
             note = (f" (the output is {got_dtype}, less precise than the {input_dtype} input: "
                     f"return at least {input_dtype})")
     ops = _Torch(expected) if _is_tensor(expected) else _NumPy
-    g, e = ops.float64(values(got)), ops.float64(expected)
+    g, e = ops.float64(got), ops.float64(expected)
     if tuple(g.shape) != tuple(e.shape):
         raise CheckFailed(f"{what}{context}: expected shape {tuple(e.shape)}, got {tuple(g.shape)}")
     size = int(np.prod(e.shape))
@@ -221,14 +230,13 @@ def assert_close(got, expected, *, what: str = "output", dtype: str | None = Non
 def _baseline_rule(ops, expected, baseline, floor: float | None, dtype: str):
     """(atol, its explanation) of flash-attention's rule: BASELINE_MULT x the max abs error of the
     same-precision PyTorch output `baseline` against `expected`, plus the floor."""
-    b = ops.float64(baseline if _is_tensor(baseline) else values(baseline))
+    b = ops.float64(baseline)
     if tuple(b.shape) != tuple(expected.shape):
         raise ValueError(f"baseline of shape {tuple(b.shape)} for a reference of shape "
                          f"{tuple(expected.shape)}")
     finite = ops.isfinite(expected)
-    ref_max = float(abs(expected[finite]).max()) if finite.any() else 0.0
     if floor is None:
-        floor = BASELINE_FLOOR.get(dtype, BASELINE_FLOOR["float32"]) * max(1.0, ref_max)
+        floor = baseline_floor(dtype, float(abs(expected[finite]).max()) if finite.any() else 0.0)
     base = float(abs(b[finite] - expected[finite]).max()) if finite.any() else 0.0
     if not math.isfinite(base):   # PyTorch overflowed here: the floor alone
         return floor, f" (the floor {floor:.2g}; PyTorch in {dtype} is not finite here)"
@@ -244,7 +252,7 @@ class _NumPy:
     def float64(x):
         if _is_tensor(x):   # a torch baseline (e.g. on the GPU) beside a NumPy reference
             x = x.detach().double().cpu().numpy()
-        return np.asarray(x, dtype=np.float64)
+        return np.asarray(values(x), dtype=np.float64)
 
     @staticmethod
     def first(mask, err=None) -> tuple:
@@ -265,7 +273,7 @@ class _Torch:
 
     def float64(self, x):
         t = self.torch
-        return (x if isinstance(x, t.Tensor) else t.from_numpy(np.asarray(x))).to(self.device, t.float64)
+        return (x if isinstance(x, t.Tensor) else t.from_numpy(values(x))).to(self.device, t.float64)
 
     def first(self, mask, err=None) -> tuple:
         t = self.torch

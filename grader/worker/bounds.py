@@ -149,7 +149,7 @@ def checked(extras: dict, inputs: list):
         import triton.runtime.interpreter as interp
 
         from grader.worker.tracing import dispatch_mode
-        TorchDispatchMode = dispatch_mode()
+        mode = dispatch_mode()
     except ImportError:
         yield
         return
@@ -197,7 +197,7 @@ def checked(extras: dict, inputs: list):
                 mem.add_storage(base, {"launch": getattr(self, "__name__", "kernel")}, track=False)
         return saved_run(self, *args, **kwargs)
 
-    class Allocations(TorchDispatchMode):
+    class Allocations(mode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             name = str(func.overloadpacket.__name__)

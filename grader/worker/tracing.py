@@ -7,10 +7,12 @@ device kernel of the process (torch.profiler). Evidence only: the trusted side j
 from __future__ import annotations
 
 import contextlib
+import functools
 
 from grader.worker import program, resources   # imported before any student code runs
 
 
+@functools.lru_cache(maxsize=1)
 def dispatch_mode():
     """torch's TorchDispatchMode, subclassed so that a mode's first op does not import
     torch._dynamo: TorchDispatchMode wraps a subclass's __torch_dispatch__ in

@@ -27,7 +27,7 @@ from grader.exercises.flash_backward.hints import (DIAGONAL_HINT, DQ_ONLY_HINT, 
                                                    STRICT_HINT)
 from grader.exercises.flash_backward.reference import (backward_reference, forward_reference,
                                                        torch_float32_rounded, torch_same_precision)
-from grader.judge.compare import BASELINE_FLOOR, CheckFailed, assert_close, values
+from grader.judge.compare import CheckFailed, assert_close, baseline_floor, values
 from grader.judge.inputs import round_to, tensor
 from grader.judge.kernel_use import KERNELS as GATED
 
@@ -175,11 +175,11 @@ def assert_grads(got, q, k, v, do, dtype, causal, what, context, seed, blocks=No
 
 
 def grads_floor(dtype: str, largest: list[float]) -> float:
-    """The floor of the rule for dq, dk and dv alike: BASELINE_FLOOR times the largest of the
-    three gradients (at least 1). dq and dk are sums of terms that can cancel to exactly 0 (at
+    """The floor of the rule for dq, dk and dv alike (compare.baseline_floor), scaled by the
+    largest of the three gradients instead of each one's own. dq and dk are sums of terms that can cancel to exactly 0 (at
     N = 1, dS = P (dP - D) is 0 for any dO), and PyTorch's error is 0 there too; a correct
     kernel's rounding of D or dP still scales with the terms, which dv's size measures."""
-    return BASELINE_FLOOR.get(dtype, BASELINE_FLOOR["float32"]) * max([1.0, *largest])
+    return baseline_floor(dtype, max(largest, default=0.0))
 
 
 def check_backward(sub, q, k, v, do, dtype, causal, blocks, seed, case="", opts=None):

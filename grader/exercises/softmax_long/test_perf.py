@@ -9,10 +9,9 @@ import pytest
 
 from grader.judge.compare import CheckFailed, assert_close
 
-# (rows, cols): 128 MiB of float16 each (read 128, write 128), far past any L2; short rows
-# several per program, a one-tile width, and long rows read twice
-WIDTHS = ((262144, 256), (16384, 4096), (1024, 65536))
-LONG = 65536   # from this width on, the bandwidth band of rows read twice (rows.py)
+# (rows, cols, bandwidth band of rows.py): 128 MiB of float16 each (read 128, write 128), far
+# past any L2; short rows several per program, a one-tile width, and long rows read twice
+WIDTHS = ((262144, 256, "bandwidth"), (16384, 4096, "bandwidth"), (1024, 65536, "bandwidth_long"))
 
 
 def _torch_softmax(x):
@@ -27,23 +26,23 @@ def test_bandwidth(student, rng, gpu, credit, workers):
 
     sub = student()
     inputs = []
-    for rows, cols in WIDTHS:
+    for rows, cols, band in WIDTHS:
         (marker,), (x,) = g.seeded_inputs(rng, (rows, cols), "float16", count=1)
         traced = sub.call("softmax", marker, opts={"trace": True})
         assert_close(traced.value, g.softmax_reference(x), what="softmax(x)", dtype="float16",
                      case=f"{rows} x {cols}", seed=rng.seed)
-        inputs.append((marker, x))
+        inputs.append((marker, x, band))
     # the gate's profiler (CUPTI) stays attached to the process it ran in and slows every later
     # launch there: the timed requests run in a fresh worker
     sub.close()
-    results = [_measure(sub, rng, gpu, workers, marker, x) for marker, x in inputs]
+    results = [_measure(sub, rng, gpu, workers, marker, x, band) for marker, x, band in inputs]
     score = sum(s for s, _ in results) / len(results)
     credit.set(score, "; ".join(n for _, n in results) + " (bytes = 2 x rows x cols x 2; every "
                "timed call's output checked)")
 
 
-def _measure(sub, rng, gpu, workers, marker, x) -> tuple[float, str]:
-    """(credit, note) of one width: the student's time and torch.softmax's, less the harness's
+def _measure(sub, rng, gpu, workers, marker, x, band: str) -> tuple[float, str]:
+    """(credit, note) of one width, its GB/s on `band`: the student's time and torch.softmax's, less the harness's
     refill and checksum, which both pay (grader.judge.timing)."""
     from grader.judge import gpu as g
     from grader.judge import timing, verdicts
@@ -71,7 +70,6 @@ def _measure(sub, rng, gpu, workers, marker, x) -> tuple[float, str]:
     gbs = moved / mine / 1e6
     fraction, ratio = gbs / copy, mine / base
     p = gpu.profile
-    band = "bandwidth_long" if cols >= LONG else "bandwidth"
     score = (0.5 * verdicts.credit("softmax_long", band, fraction, p)
              + 0.5 * verdicts.credit("softmax_long", "vs_torch", ratio, p))
     return score, (f"{cols} columns: {mine:.3f} ms = {gbs:.0f} GB/s, {fraction:.0%} of copy "
