@@ -33,6 +33,10 @@ from grader.results import Credit
 from grader.registry import EXERCISES
 
 LAYER_MODE = {"gpu": "cuda", "perf": "cuda"}   # other layers use the exercise's own mode
+# False only in the repo's mutant corpus (tests.helpers.grader_command(replay=False)): a mutant
+# is a wrong answer, caught by comparison; where right answers came from is proved there by the
+# solutions, variants and cheats, graded with every replay
+REPLAY = True
 
 
 def _plugin(request):
@@ -132,7 +136,7 @@ def student(request):
             return workers.replayer(exercise, mode, filtered), compiler, sources
 
         return Gated(workers.get(exercise, mode), exercise, target=getattr(plugin, "target", None),
-                     check_id=check.id, replayer=replayer,
+                     check_id=check.id, replayer=replayer if REPLAY else None,
                      pending=plugin.pending_replays.setdefault(request.node.nodeid, []))
 
     return get

@@ -101,6 +101,18 @@ def exercise_of(case: Path) -> str:
     return case.parent.parent.name
 
 
+def steady_variants() -> dict[str, Path]:
+    """{exercise: variant folder} of the variants marked `steady` (one per exercise at most):
+    the float16 variant of that exercise graded again and again on fresh draws."""
+    found = {}
+    for folder in cases("variants"):
+        if (folder / "steady").exists():
+            exercise = exercise_of(folder)
+            assert exercise not in found, f"{exercise}: two steady variants"
+            found[exercise] = folder
+    return found
+
+
 def case(kind: str, name: str) -> Path:
     """The folder of one named case, whichever exercise holds it."""
     (found,) = [p for p in cases(kind) if p.name == name]

@@ -27,14 +27,14 @@ def cpu_layers(exercise: str) -> str:
 
 
 def grade_exercise(tmp_path: Path, exercise: str, files: dict[str, str], layers: str | None = None,
-                   hidden: bool = True, audit: bool = True) -> dict:
+                   hidden: bool = True, audit: bool = True, replay: bool = True) -> dict:
     """solutions/ with `files` ({file name: text}) put in its place, graded on `exercise` only
-    (`audit=False`: with the static audit off, tests.helpers.grader_without_audit)."""
+    (`audit=False`, `replay=False`: with that part of the grader off, tests.helpers.grader_command)."""
     sub = copy_solutions(tmp_path / "sub", files)
     args = ["--exercises", exercise, "--layers", layers or cpu_layers(exercise)]
     if not hidden:
         args.append("--no-hidden")
-    return grade(sub, *args, audit=audit)
+    return grade(sub, *args, audit=audit, replay=replay)
 
 
 def checks_of(report: dict, exercise: str) -> list[dict]:

@@ -16,30 +16,41 @@ CPU_LAYERS = "cpu,adversarial,interp"
 GRADER = [sys.executable, "-I", str(ROOT / "grader" / "__main__.py")]   # the command make runs
 
 
+def grader_command(root: Path = ROOT, audit: bool = True, replay: bool = True) -> list[str]:
+    """The command line make runs, or the same with a part of the grader switched off:
+    `audit=False`, the static audit (grader.judge.audit), for tests of what stops student code at
+    run time (the sandbox, the launcher's limits): the audit is a first filter a determined
+    submission can get past, so those defences must hold without it; `replay=False`, the
+    provenance replay (grader.fixtures.REPLAY), for the mutant corpus only, whose wrong answers
+    are caught by comparison. (`audit.audit;` first: a renamed function fails loudly instead of
+    leaving the audit on.) GRADER_JOBS=1: the switch reaches this process only, so no grading
+    process of its own (grader.parallel) may grade with it back on."""
+    if audit and replay:
+        return [sys.executable, "-I", str(root / "grader" / "__main__.py")]
+    code = f"import os, sys; os.environ['GRADER_JOBS'] = '1'; sys.path.append({str(root)!r}); "
+    if not audit:
+        code += ("from grader.judge import audit; "
+                 "audit.audit; audit.audit = lambda directory, exercise: []; ")
+    if not replay:
+        code += "from grader import fixtures; fixtures.REPLAY; fixtures.REPLAY = False; "
+    return [sys.executable, "-I", "-c", code + "from grader.cli import main; sys.exit(main())"]
+
+
 def grader_without_audit(root: Path = ROOT) -> list[str]:
-    """The same command line with the static audit (grader.judge.audit) switched off, for tests
-    of what stops student code at run time (the sandbox, the launcher's limits): the audit is a
-    first filter a determined submission can get past, so those defences must hold without it.
-    (`audit.audit;` first: a renamed function fails loudly instead of leaving the audit on.)
-    GRADER_JOBS=1: the switch reaches this process only, so no grading process of its own
-    (grader.parallel) may grade with the audit back on."""
-    code = (f"import os, sys; os.environ['GRADER_JOBS'] = '1'; sys.path.append({str(root)!r}); "
-            "from grader.judge import audit; "
-            "audit.audit; audit.audit = lambda directory, exercise: []; "
-            "from grader.cli import main; sys.exit(main())")
-    return [sys.executable, "-I", "-c", code]
+    """grader_command with the static audit off."""
+    return grader_command(root, audit=False)
 
 
 def grade(submission: Path, *args: str, cwd: Path | None = None, timeout: float = 900,
-          json_path: Path | None = None, audit: bool = True) -> dict:
+          json_path: Path | None = None, audit: bool = True, replay: bool = True) -> dict:
     """Run `python -m grader` on `submission` and return its JSON report.
 
     Runs in a subprocess started as make starts it (`python -I grader/__main__.py`: nothing in
-    the cwd can shadow an import), so a grader crash shows as a failed test. `audit=False`:
-    with the static audit off (`grader_without_audit`)."""
+    the cwd can shadow an import), so a grader crash shows as a failed test. `audit=False`,
+    `replay=False`: with that part of the grader off (`grader_command`)."""
     out = json_path or Path(tempfile.mkdtemp(prefix="report-")) / "report.json"
     proc = subprocess.run(
-        [*(GRADER if audit else grader_without_audit()),
+        [*grader_command(audit=audit, replay=replay),
          "--submission", str(submission), "--json", str(out), "--quiet", *args],
         cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, f"grader exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"

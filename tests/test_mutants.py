@@ -5,7 +5,9 @@ grouped under it (issue 10: one mistake, one lead, no hint pointing elsewhere).
 A mutant (tests.cases.Mutant, listed in tests/exercises/<exercise>/mutants.py) is graded on its
 whole exercise: every check of the CPU layers the exercise has (cpu,adversarial for NumPy and
 bench_attn, adversarial,interp for Triton), public checks only (`--no-hidden`: the hidden checks
-mix ideas on purpose).
+mix ideas on purpose), without the provenance replay (a mutant is a wrong answer, caught by
+comparison; the replay is proved by the solutions, variants and cheats, and doubles an
+interpreter grade).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ ALL = mutants()
 def _grade(mutant, tmp_path):
     source = (SOLUTIONS / f"{mutant.exercise}.py").read_text()
     return grade_exercise(tmp_path, mutant.exercise, {f"{mutant.exercise}.py": mutant.apply(source)},
-                          hidden=False)
+                          hidden=False, replay=False)
 
 
 # the Triton exercises' mutants (graded under the interpreter) two at a time, ahead of their tests

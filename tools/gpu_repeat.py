@@ -4,9 +4,10 @@ and exits 1 unless each variant got full marks every time. Run on a CUDA machine
 
     python3 tools/gpu_repeat.py [--repeats 10] [--jobs 5] [--checks gpu_real_sizes] [--layers gpu]
 
-The variants (tests/exercises/<exercise>/variants/<case>/) round differently from the solutions:
-flash_decode's forms q . k element-wise in float16 (on a GPU, float16 sums in a tree of adds);
-flash_backward's computes D = rowsum(dO * O) in float16. The comparison that must hold still is
+The variants (tests/exercises/<exercise>/variants/<case>/ marked `steady`) round differently
+from the solutions: flash_decode's forms q . k element-wise in float16 (on a GPU, float16 sums
+in a tree of adds); flash_backward's computes D = rowsum(dO * O) in float16; softmax_long's
+rounds x - max to float16 before the exp. The comparison that must hold still is
 flash-attention's rule (grader/judge/compare.py, `baseline=`). --checks: the check names graded
 in each exercise (default gpu_real_sizes, the gpu layer's comparison; "all" grades the whole
 layer, compute-sanitizer included). --jobs: grades at once, each its own grader and worker on
@@ -27,15 +28,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.cases import case, folder_files  # noqa: E402
+from tests.cases import folder_files, steady_variants  # noqa: E402
 from tests.helpers import copy_solutions, grade  # noqa: E402
 
-VARIANTS = {"flash_decode": "decode_fp16_elementwise_qk", "flash_backward": "flash_bwd_fp16_delta"}
+VARIANTS = {exercise: folder.name for exercise, folder in steady_variants().items()}
 
 
 def grade_once(exercise: str, name: str, layers: str, checks: str) -> tuple[float, float, list[str]]:
     """One grade of the variant, in a fresh copy of solutions/ with its file in place."""
-    sub = copy_solutions(Path(tempfile.mkdtemp()) / "sub", folder_files(case("variants", name)))
+    sub = copy_solutions(Path(tempfile.mkdtemp()) / "sub", folder_files(steady_variants()[exercise]))
     args = ["--exercises", exercise, "--layers", layers]
     if checks != "all":
         args += ["--checks", ",".join(f"{exercise}.{c}" for c in checks.split(","))]
