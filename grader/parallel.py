@@ -6,8 +6,11 @@ torch. On a laptop's cores the exercises can go side by side. `grade_cpu_layers`
 grading processes (`python -I grader/part.py`, the same grader, trusted like this one), hands
 each an exercise as soon as it is free, heaviest first, and gathers their results. Each grades
 its exercise with the ordinary `grader.run.grade`: its own workers, its own sandbox, the same
-checks; student code still runs only in workers. The GPU layers are never split: timed work must
-have the GPU alone, and grader.run runs them here, after these.
+checks; student code still runs only in workers. Timed work is never split: the perf layer, and
+every gpu check that needs the GPU to itself (Check.gpu_alone), run in grader.run's process
+after these, with the GPU alone. On a CUDA machine with cores to spare the rest of the gpu layer
+(correctness and compute-sanitizer, nothing timed) goes to these processes too (`split_plan`):
+its time is mostly Triton compiling, which spreads over the cores.
 
 The protocol (grader/part.py answers it) is JSON lines: a request {"exercise", "submission", "layers", "include_hidden",
 "only_checks", "target"} on the child's stdin; {"progress": check_id} lines, then one
@@ -30,15 +33,39 @@ from grader.results import Result
 from grader.sandbox import budget
 
 CPU_LAYERS = ("cpu", "adversarial", "interp")
-LAYER_COST = {"cpu": 1, "adversarial": 1, "interp": 2}   # heaviest exercise first: interp is slow
+GPU_SPLIT = "gpu"   # the untimed GPU layer, split only on a CUDA machine with cores to spare
+# heaviest exercise first: interp is slow, a gpu check compiles kernels for real sizes
+LAYER_COST = {"cpu": 1, "adversarial": 1, "interp": 2, "gpu": 3}
 MAX_JOBS = 4
 OVERLAP_CORES = 8   # below this the CPU layers wait for the GPU layers to finish
+
+
+def split_plan(exercises: list[str], layers: list[str], checks: dict[str, Check], cuda: bool,
+               target=None) -> dict[str, list[str]]:
+    """{exercise: the layers a parallel grading process grades for it}: its CPU layers, and
+    its gpu layer when the machine has CUDA and cores to spare (`may_overlap`), no grading
+    target is asked for (its evidence is gathered in grader.run's process) and none of the
+    exercise's gpu checks needs the GPU to itself (Check.gpu_alone). GRADER_GPU_SPLIT=0 or 1
+    decides instead of the cores. Exercises with nothing to split are left out."""
+    wanted = os.environ.get("GRADER_GPU_SPLIT", "")
+    gpu = (GPU_SPLIT in layers and cuda and target is None
+           and (wanted == "1" if wanted in ("0", "1") else may_overlap()))
+    plan = {}
+    for e in exercises:
+        mine = [c for c in checks.values() if c.exercise == e]
+        split = [layer for layer in CPU_LAYERS if layer in layers]
+        if gpu and not any(c.layer == GPU_SPLIT and c.gpu_alone for c in mine):
+            split.append(GPU_SPLIT)
+        split = [layer for layer in split if any(c.layer == layer for c in mine)]
+        if split:
+            plan[e] = split
+    return plan
 
 
 def jobs_for(exercises: list[str], layers: list[str]) -> int:
     """How many grading processes: GRADER_JOBS if set, else one per core (at most MAX_JOBS),
     one when memory is short (grader.sandbox.budget) or when there is nothing to split."""
-    cpu_layers = [layer for layer in layers if layer in CPU_LAYERS]
+    cpu_layers = [layer for layer in layers if layer in (*CPU_LAYERS, GPU_SPLIT)]
     if len(exercises) < 2 or not cpu_layers:
         return 1
     wanted = os.environ.get("GRADER_JOBS", "")
@@ -113,37 +140,40 @@ class Background:
         return self._value
 
 
-def grade_cpu_layers(submission: Path, exercises: list[str], layers: list[str], jobs: int,
+def grade_cpu_layers(submission: Path, plan: dict[str, list[str]], jobs: int,
                      checks: dict[str, Check], include_hidden: bool, only_checks, target,
                      progress=None) -> tuple[dict[str, Result], dict[str, float], list[str], dict]:
-    """Grade `layers` (CPU layers) of `exercises` in `jobs` processes. Returns the results of
-    those exercises' checks in those layers by id, the seconds per layer (summed over the
-    processes), notes, and {"isolation": the level the workers ran at, "seccomp": {mode: what
-    the kernel denied them}}."""
-    mine = [c for c in checks.values() if c.exercise in exercises and c.layer in layers
+    """Grade each exercise's layers of `plan` (split_plan) in `jobs` processes. Returns the
+    results of those checks by id, the seconds per layer (summed over the processes), notes,
+    and {"isolation": the level the workers ran at, "seccomp": {mode: what the kernel denied
+    them}, "device_info": the GPU's details, where a gpu check ran}."""
+    mine = [c for c in checks.values() if c.layer in plan.get(c.exercise, ())
             and (not only_checks or c.id in only_checks)]
-    cost = {e: sum(LAYER_COST.get(c.layer, 1) for c in mine if c.exercise == e) for e in exercises}
-    queue = sorted(exercises, key=lambda e: -cost[e])
+    cost = {e: sum(LAYER_COST.get(c.layer, 1) for c in mine if c.exercise == e) for e in plan}
+    queue = sorted(plan, key=lambda e: -cost[e])
     total, done = len(mine), [0]
     results: dict[str, Result] = {}
     seconds: dict[str, float] = {}
     notes: list[str] = []
-    levels = {"isolation": "", "seccomp": {}}
+    levels = {"isolation": "", "seccomp": {}, "device_info": {}}
 
     def request(child: _Child) -> None:
-        child.send({"exercise": queue.pop(0), "submission": str(submission), "layers": layers,
+        exercise = queue.pop(0)
+        child.send({"exercise": exercise, "submission": str(submission), "layers": plan[exercise],
                     "include_hidden": include_hidden, "only_checks": only_checks, "target": target})
 
     def finished(child: _Child, reply: dict) -> None:
         for cid, fields in reply["results"].items():
             check = checks.get(cid)
-            if check is not None and check.exercise == child.exercise and check.layer in layers:
+            if (check is not None and check.exercise == child.exercise
+                    and check.layer in plan[child.exercise]):
                 results[cid] = result_from(check, fields)
         for layer, s in reply.get("layer_seconds", {}).items():
             seconds[layer] = round(seconds.get(layer, 0.0) + float(s), 2)
         notes.extend(reply.get("notes", []))
         levels["isolation"] = levels["isolation"] or reply.get("isolation", "")
         levels["seccomp"].update(parse_levels(reply.get("seccomp", "")))
+        levels["device_info"] = levels["device_info"] or reply.get("device_info") or {}
 
     children = [_Child() for _ in range(min(jobs, len(queue)))]
     sel = selectors.DefaultSelector()
@@ -159,7 +189,7 @@ def grade_cpu_layers(submission: Path, exercises: list[str], layers: list[str], 
                 if not line:   # the grading process died: its exercise is the grader's failure
                     sel.unregister(child.proc.stdout)
                     busy -= 1
-                    _lost(child, checks, layers, results, child.stderr_tail())
+                    _lost(child, checks, plan[child.exercise], results, child.stderr_tail())
                     continue
                 msg = json.loads(line)
                 if "progress" in msg:

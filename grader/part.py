@@ -34,7 +34,8 @@ def serve() -> None:
         out.write(json.dumps({"results": {r.check.id: result_to_dict(r) for r in report.results},
                               "layer_seconds": report.layer_seconds, "notes": report.notes,
                               "isolation": report.isolation,
-                              "seccomp": report.seccomp}) + "\n")
+                              "seccomp": report.seccomp,
+                              "device_info": report.device_info}) + "\n")
 
 
 if __name__ == "__main__":

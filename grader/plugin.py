@@ -22,7 +22,7 @@ import pytest
 from grader import errors
 from grader.environment import Environment
 from grader.registry import EXERCISES, Check
-from grader.results import NOT_SELECTED, Credit, Result, Selection
+from grader.results import NOT_SELECTED, PARALLEL, Credit, Result, Selection
 
 
 PLUGIN_KEY = pytest.StashKey["GradePlugin"]()
@@ -72,6 +72,8 @@ class GradePlugin:
             return NOT_SELECTED
         if sel.only_checks and check.id not in sel.only_checks:
             return "check not selected (--checks)"
+        if (check.exercise, check.layer) in sel.elsewhere:
+            return PARALLEL
         if check.layer not in sel.layers:
             return sel.layer_reasons.get(check.layer, "layer not selected")
         return self.env.why_not(EXERCISES[check.exercise].needs)

@@ -59,9 +59,11 @@ class Selection:
     layers: list[str]
     layer_reasons: dict = field(default_factory=dict)   # layer -> why it does not run
     only_checks: list[str] | None = None                 # --checks: run just these ids
+    elsewhere: frozenset = frozenset()                   # (exercise, layer): in a parallel process
 
 
 NOT_SELECTED = "exercise not selected"
+PARALLEL = "graded in a parallel process"   # why the in-process session skips a split check
 
 
 @dataclass

@@ -27,14 +27,12 @@ from grader.environment import Environment, detect
 from grader import parallel
 from grader.plugin import GradePlugin
 from grader.registry import EXERCISES, HIDDEN_DIR, LAYERS, ROOT, check_files
-from grader.results import GradeReport, Result, Selection
+from grader.results import PARALLEL, GradeReport, Result, Selection
 from grader.sandbox.proxy import Workers
 
 CHECK_TIMEOUT_S = 900   # backstop per check; calls into student code have their own limits
 GPU_LAYERS = ("gpu", "perf")
 PLUGINS = ["grader.fixtures", "pytest_timeout"]   # named, since entry points are not loaded
-
-PARALLEL = "graded in a parallel process"   # why the in-process session skips a split layer
 
 # progress(check, done, total): called before each selected check runs (see grader.cli)
 Progress = Callable[[registry.Check, int, int], None]
@@ -95,19 +93,26 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
         os.environ["GRADER_SANDBOX"] = "1" if sandbox else "0"
     # the CPU layers of several exercises side by side, one grading process per core
     # (grader.parallel), and on a machine with cores to spare beside the GPU layers, which
-    # always run here, one check at a time (their workers are the only ones on the GPU)
-    jobs = parallel.jobs_for(exercises, layers_run)
-    split = [name for name in layers_run if name in parallel.CPU_LAYERS] if jobs > 1 else []
-    here = [name for name in layers_run if name not in split]
+    # run here, one check at a time (their workers are the only ones on the GPU); or, with CUDA
+    # and cores to spare, the untimed gpu checks in those processes too, and the timed ones
+    # here after them, the GPU alone
+    plan = parallel.split_plan(exercises, layers_run, checks, "cuda" in env.have, target_profile)
+    jobs = parallel.jobs_for(exercises, sorted({name for ls in plan.values() for name in ls}))
+    split = plan if jobs > 1 else {}
+    elsewhere = frozenset((e, name) for e, ls in split.items() for name in ls)
+    here = [name for name in layers_run
+            if any((c.exercise, name) not in elsewhere for c in checks.values()
+                   if c.layer == name and c.exercise in exercises)]
+    gpu_split = any(parallel.GPU_SPLIT in ls for ls in split.values())
     counter = ProgressCount(progress)
     cpu_part = parallel.Background(lambda: parallel.grade_cpu_layers(
-        submission, exercises, split, jobs, checks, hidden, only_checks, target, counter.elsewhere))
-    if split and not (here and parallel.may_overlap()):
+        submission, split, jobs, checks, hidden, only_checks, target, counter.elsewhere))
+    if split and (gpu_split or not (here and parallel.may_overlap())):
         cpu_part.run()
     elif split:
         cpu_part.start()
-    selection = Selection(exercises, here, {**layers_not_run, **{name: PARALLEL for name in split}},
-                          only_checks)
+    not_here = {name: PARALLEL for name in layers_run if name not in here}
+    selection = Selection(exercises, here, {**layers_not_run, **not_here}, only_checks, elsewhere)
     workers = Workers(submission)
     plugin = GradePlugin(checks, selection, env, workers)
     plugin.target = targets.Evidence(target_profile) if target_profile else None   # fixtures read it
@@ -116,15 +121,19 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
         notes += _run_pytest(plugin, workers, exercises, hidden, counter.here if progress else None)
     else:
         workers.close()
-    elsewhere, seconds, more, levels = cpu_part.result() if split else ({}, {}, [], {})
+    elsewhere_results, seconds, more, levels = cpu_part.result() if split else ({}, {}, [], {})
     notes += more
     if split and cpu_part.started:
         notes.append(f"The CPU layers ran beside the GPU layers, in {jobs} grading processes of "
                      f"their own; none of their workers can see a GPU.")
+    if gpu_split:
+        notes.append(f"The gpu layer's untimed checks ran in {jobs} grading processes side by "
+                     f"side; the timed checks ran after them, with the GPU alone.")
     for name, s in seconds.items():
         plugin.layer_seconds[name] = round(plugin.layer_seconds.get(name, 0.0) + s, 2)
+    plugin.device_info = plugin.device_info or levels.get("device_info") or {}
 
-    results = [elsewhere.get(c.id) or plugin.results.get(c.id) or _missing(c, selection, env, plugin)
+    results = [elsewhere_results.get(c.id) or plugin.results.get(c.id) or _missing(c, selection, env, plugin)
                for c in checks.values() if c.exercise in EXERCISES]
     report = GradeReport(str(_relative(submission)), env.device, results,
                          round(time.perf_counter() - start, 2), layers_run, layers_not_run,

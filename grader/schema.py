@@ -58,6 +58,9 @@ class Check:
     # ids of more specific checks whose idea explains this one's failure: when one of them fails
     # too, the report lists this check under it ("probably the same cause"), not as its own lead
     follows: tuple = ()
+    # a gpu-layer check that needs the GPU to itself (it judges free memory or times): never
+    # graded beside another grading process (grader.parallel); every perf check is such a check
+    gpu_alone: bool = False
 
     @property
     def exercise(self) -> str:

@@ -39,7 +39,7 @@ def test_jobs(monkeypatch):
     monkeypatch.setenv("GRADER_JOBS", "3")
     assert parallel.jobs_for(["a", "b"], ["cpu"]) == 2          # never more than the exercises
     assert parallel.jobs_for(["a"], ["cpu", "interp"]) == 1     # nothing to split
-    assert parallel.jobs_for(["a", "b"], ["gpu", "perf"]) == 1  # GPU layers stay in one process
+    assert parallel.jobs_for(["a", "b"], ["perf"]) == 1         # timed work stays in one process
     monkeypatch.delenv("GRADER_JOBS")
     parallel.budget.memory_bytes.cache_clear()
     monkeypatch.setenv("GRADER_MEMORY_MB", "768")               # Gradescope's default container
@@ -47,6 +47,27 @@ def test_jobs(monkeypatch):
         assert parallel.jobs_for(["a", "b", "c"], ["cpu"]) == 1
     finally:
         parallel.budget.memory_bytes.cache_clear()
+
+
+def test_split_plan(monkeypatch):
+    """The untimed gpu layer goes to the parallel processes only with CUDA, cores to spare and
+    no target, and never for an exercise with a check that needs the GPU to itself."""
+    checks = all_checks(include_hidden=False)
+    layers = ["cpu", "adversarial", "interp", "gpu", "perf"]
+    exercises = ["bench_attn", "flash_triton", "online_softmax"]
+    monkeypatch.setenv("GRADER_GPU_SPLIT", "1")
+    plan = parallel.split_plan(exercises, layers, checks, cuda=True)
+    assert plan == {"bench_attn": ["cpu", "adversarial"],   # gpu_sweep judges free memory
+                    "flash_triton": ["adversarial", "interp", "gpu"],
+                    "online_softmax": ["cpu", "adversarial"]}
+    assert any(c.gpu_alone for c in checks.values() if c.exercise == "bench_attn")
+    no_gpu = {"bench_attn": ["cpu", "adversarial"], "flash_triton": ["adversarial", "interp"],
+              "online_softmax": ["cpu", "adversarial"]}
+    assert parallel.split_plan(exercises, layers, checks, cuda=False) == no_gpu
+    assert parallel.split_plan(exercises, layers, checks, cuda=True, target=object()) == no_gpu
+    monkeypatch.setenv("GRADER_GPU_SPLIT", "0")
+    assert parallel.split_plan(exercises, layers, checks, cuda=True) == no_gpu
+    assert parallel.split_plan(exercises, ["gpu", "perf"], checks, cuda=False) == {}
 
 
 def test_cpu_quota(tmp_path):
@@ -66,8 +87,9 @@ def test_a_grading_process_that_dies_is_a_grader_error(tmp_path, monkeypatch):
     monkeypatch.setattr(parallel, "ROOT", tmp_path)
     checks = all_checks(include_hidden=False)
     seen = []
-    results, _, _, _ = parallel.grade_cpu_layers(SOLUTIONS, ["online_softmax", "tiled_attention"],
-                                                 ["cpu"], 2, checks, False, None, None,
+    results, _, _, _ = parallel.grade_cpu_layers(SOLUTIONS, {"online_softmax": ["cpu"],
+                                                             "tiled_attention": ["cpu"]},
+                                                 2, checks, False, None, None,
                                                  progress=lambda *a: seen.append(a))
     mine = [c for c in checks.values() if c.layer == "cpu"
             and c.exercise in ("online_softmax", "tiled_attention")]

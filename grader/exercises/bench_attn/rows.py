@@ -32,5 +32,6 @@ CHECKS = [
        "Naive attention writes S and P (N^2 each): its peak grows 4x per doubling of N; "
        "SDPA and yours keep only the output. peak_bytes: reset the peak, run, "
        "max_memory_allocated() minus the base.",
-       follows=("bench_attn.sweep_rows", "bench_attn.oom_recorded", "bench_attn.honest_timing")),
+       follows=("bench_attn.sweep_rows", "bench_attn.oom_recorded", "bench_attn.honest_timing"),
+       gpu_alone=True),   # it judges the GPU's free memory with nothing else on it
 ]
