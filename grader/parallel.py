@@ -35,7 +35,7 @@ from grader.sandbox import budget
 CPU_LAYERS = ("cpu", "adversarial", "interp")
 GPU_SPLIT = "gpu"   # the untimed GPU layer, split only on a CUDA machine with cores to spare
 # heaviest exercise first: interp is slow, a gpu check compiles kernels for real sizes
-LAYER_COST = {"cpu": 1, "adversarial": 1, "interp": 2, "gpu": 3}
+LAYER_COST = {"cpu": 1, "adversarial": 2, "interp": 3, "gpu": 20}
 MAX_JOBS = 4
 OVERLAP_CORES = 8   # below this the CPU layers wait for the GPU layers to finish
 
@@ -149,8 +149,14 @@ def grade_cpu_layers(submission: Path, plan: dict[str, list[str]], jobs: int,
     them}, "device_info": the GPU's details, where a gpu check ran}."""
     mine = [c for c in checks.values() if c.layer in plan.get(c.exercise, ())
             and (not only_checks or c.id in only_checks)]
-    cost = {e: sum(LAYER_COST.get(c.layer, 1) for c in mine if c.exercise == e) for e in plan}
-    queue = sorted(plan, key=lambda e: -cost[e])
+    # one request per exercise for its CPU layers and one for its gpu layer (two processes can
+    # grade one exercise at once: each has its own workers), heaviest first
+    jobs_queue = [(e, part) for e, ls in plan.items()
+                  for part in ([x for x in ls if x != GPU_SPLIT], [x for x in ls if x == GPU_SPLIT])
+                  if part]
+    cost = {(e, tuple(ls)): sum(LAYER_COST.get(c.layer, 1) for c in mine
+                                if c.exercise == e and c.layer in ls) for e, ls in jobs_queue}
+    queue = sorted(jobs_queue, key=lambda job: -cost[(job[0], tuple(job[1]))])
     total, done = len(mine), [0]
     results: dict[str, Result] = {}
     seconds: dict[str, float] = {}
@@ -158,15 +164,15 @@ def grade_cpu_layers(submission: Path, plan: dict[str, list[str]], jobs: int,
     levels = {"isolation": "", "seccomp": {}, "device_info": {}}
 
     def request(child: _Child) -> None:
-        exercise = queue.pop(0)
-        child.send({"exercise": exercise, "submission": str(submission), "layers": plan[exercise],
+        exercise, layers = queue.pop(0)
+        child.send({"exercise": exercise, "submission": str(submission), "layers": layers,
                     "include_hidden": include_hidden, "only_checks": only_checks, "target": target})
 
     def finished(child: _Child, reply: dict) -> None:
         for cid, fields in reply["results"].items():
             check = checks.get(cid)
             if (check is not None and check.exercise == child.exercise
-                    and check.layer in plan[child.exercise]):
+                    and check.layer in child.layers):
                 results[cid] = result_from(check, fields)
         for layer, s in reply.get("layer_seconds", {}).items():
             seconds[layer] = round(seconds.get(layer, 0.0) + float(s), 2)
@@ -189,7 +195,7 @@ def grade_cpu_layers(submission: Path, plan: dict[str, list[str]], jobs: int,
                 if not line:   # the grading process died: its exercise is the grader's failure
                     sel.unregister(child.proc.stdout)
                     busy -= 1
-                    _lost(child, checks, plan[child.exercise], results, child.stderr_tail())
+                    _lost(child, checks, child.layers, results, child.stderr_tail())
                     continue
                 msg = json.loads(line)
                 if "progress" in msg:
@@ -253,10 +259,10 @@ class _Child:
         self.proc = subprocess.Popen([sys.executable, "-I", "-B", str(ROOT / "grader" / "part.py")],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self._stderr, env=env, text=True, bufsize=1)
-        self.exercise = ""
+        self.exercise, self.layers = "", []
 
     def send(self, request: dict) -> None:
-        self.exercise = request["exercise"]
+        self.exercise, self.layers = request["exercise"], request["layers"]
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
 
