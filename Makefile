@@ -6,7 +6,7 @@
 #   make grade-gpu TARGET=gb10 also check each Triton kernel's shared memory against the Spark
 #   make gpuinfo | bench       the GPU's memory ladder and limits; benchmark plots and Measure table
 #   make cost                  seconds per exercise and layer of the last grade, a class's cost
-#   make test | stubs          the repo's own tests; exercises/ written from solutions/ (staff)
+#   make test | stubs          the repo's own tests; exercises/ built from solutions/ (staff)
 #   make release | gradescope  student release, Gradescope zip (course staff)
 #   make gradescope-jammy      the zip graded as on Gradescope, in an Ubuntu 22.04 root (root, ~20 min)
 SUBMISSION ?= $(if $(IMPL),$(IMPL),exercises)
@@ -25,19 +25,28 @@ help:
 .python: requirements.txt tools/setup.sh
 	@sh tools/setup.sh
 
+# exercises/*.py are built from the markers in solutions/*.py (tools/stubs.py), not committed; in
+# the student release they are the student's own files, with no solutions/ to build them from
+STUB_FILES = $(patsubst solutions/%,exercises/%,$(wildcard solutions/*.py))
+ifneq ($(STUB_FILES),)
+$(STUB_FILES) &: $(wildcard solutions/*.py) tools/stubs.py .python
+	@$(PY) -m tools.stubs
+	@touch $(STUB_FILES)
+endif
+
 setup:
 	@rm -f .python
 	@sh tools/setup.sh
 
-grade: .python
+grade: .python $(STUB_FILES)
 	@$(GRADER) --layers $(CPU_LAYERS)
 
-check: .python
+check: .python $(STUB_FILES)
 	@test -n "$(EX)" || { echo "usage: make check EX=<exercise> [IMPL=solutions]"; exit 2; }
 	@$(RUN_GRADER) --json $(REPORTS)/check_$(EX).json --markdown $(REPORTS)/check_$(EX).md \
 	  --exercises $(EX) $(if $(LAYERS),--layers $(LAYERS),)
 
-grade-gpu: .python
+grade-gpu: .python $(STUB_FILES)
 	@$(PY) -I -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null || \
 	  echo "*** No CUDA GPU found on this machine: the gpu and perf layers will be reported as not run. ***"
 	@$(GRADER)
@@ -51,7 +60,7 @@ INSTRUCTOR_ONLY = @test -d solutions || { echo "make $@ is for course staff: it 
 
 # one pytest process per core, at most four, where pytest-xdist is installed (tests/conftest.py)
 TEST_JOBS ?= $(shell $(PY) -c "import os, xdist; print(min(4, len(os.sched_getaffinity(0))))" 2>/dev/null)
-test: .python
+test: .python $(STUB_FILES)
 	$(INSTRUCTOR_ONLY)
 	@$(PY) -m pytest tests $(if $(TEST_JOBS),-n $(TEST_JOBS) --dist loadgroup,)
 
@@ -68,16 +77,16 @@ gpuinfo: .python
 
 # The lesson's benchmark: attn_bench.json, PNG plots and the Measure table on a GPU; without
 # one, the NumPy Measure (naive vs tiled attention on the CPU: time and peak memory against N)
-bench: .python
+bench: .python $(STUB_FILES)
 	@$(PY) -m tools.bench --submission $(SUBMISSION) --out $(REPORTS)/bench
 
 # dist/student/: what students get (no solutions/, no hidden_tests/), checked
-release: .python
+release: .python $(STUB_FILES)
 	$(INSTRUCTOR_ONLY)
 	@$(PY) -m tools.release --out dist/student
 
 # dist/autograder.zip for Gradescope (setup.sh, run_autograder)
-gradescope: .python
+gradescope: .python $(STUB_FILES)
 	$(INSTRUCTOR_ONLY)
 	@$(PY) -m tools.gradescope --out dist/autograder.zip
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -41,6 +42,17 @@ def test_release_holds_no_solutions_or_hidden_checks(student):
     secret = {p.read_bytes() for d in ("solutions", "hidden_tests") for p in (ROOT / d).rglob("*.py")
               if p.read_bytes().strip()}
     assert not [f for f in files if (student / f).read_bytes() in secret]
+
+
+def test_release_holds_the_stubs_and_keeps_them(student):
+    """The stubs, made from the solutions' markers (exercises/*.py is built, not committed, in
+    this repo), and a .gitignore that keeps the student's own files in their git."""
+    from tools import stubs
+
+    for name, text in stubs.expected_stubs().items():
+        assert (student / "exercises" / name).read_text() == text, name
+    ignore = (student / ".gitignore").read_text()
+    assert "exercises" not in ignore and "staff repo only" not in ignore, ignore
 
 
 def test_release_grades_itself(student, tmp_path):
@@ -86,10 +98,12 @@ def test_release_refuses_leaks(leak, words, tmp_path):
     shutil.copytree(ROOT, repo, ignore=shutil.ignore_patterns(
         ".git", ".venv", "dist", "reports", "build", "__pycache__", ".python"))
     solution = (SOLUTIONS / "online_softmax.py").read_text()
-    if leak == "solution file":
-        (repo / "exercises" / "online_softmax.py").write_text(solution)
-    elif leak == "edited solution":
-        (repo / "exercises" / "online_softmax.py").write_text(solution + "\n# all my own work\n")
+    if leak == "solution file":   # a file beside the stubs (the release copies exercises/)
+        (repo / "exercises" / "online_softmax_answers.py").write_text(solution)
+    elif leak == "edited solution":   # markers that leave the answer in the stub it makes
+        text = re.sub(r"^[ \t]*# BEGIN STUB\n.*?^[ \t]*# END STUB\n", "", solution, flags=re.S | re.M)
+        text = re.sub(r"^[ \t]*# (BEGIN|END) SOLUTION\n", "", text, flags=re.M)
+        (repo / "solutions" / "online_softmax.py").write_text(text + "# BEGIN SOLUTION\n# END SOLUTION\n")
     elif leak == "hidden check":
         shutil.copy(repo / "hidden_tests" / "online_softmax" / "test_online_softmax_hidden.py", repo / "docs")
     else:

@@ -1,7 +1,7 @@
 """tools/stubs.py: solutions/<ex>.py is the one source of exercises/<ex>.py (issue 19).
 
-The committed stubs are what the generator makes from the marked solutions; every solution's
-markers are balanced and strip out of its stub; a marker that is missing, unbalanced, nested,
+exercises/*.py is what the generator makes from the marked solutions (make builds it; git
+does not track it); every solution's markers are balanced and strip out of its stub; a marker that is missing, unbalanced, nested,
 misspelt or inside a string fails with file:line; and the marker lines leave every edit that
 tests/exercises/<ex>/ (mutants and corpora) make to solutions/ applicable (each `find` still there once).
 """
@@ -9,6 +9,7 @@ tests/exercises/<ex>/ (mutants and corpora) make to solutions/ applicable (each 
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -20,9 +21,19 @@ from tools.stubs import MARKER, MarkerError, stub_of
 NAMES = sorted(p.name for p in SOLUTIONS.glob("*.py"))
 
 
-def test_committed_stubs_are_what_the_solutions_make():
+def test_exercises_are_what_the_solutions_make():
+    """make builds exercises/*.py from the solutions before it grades or tests (the Makefile's
+    STUB_FILES): what is there is what the generator makes, and git does not track it (one
+    source: the marked solution), while the student release holds it (test_release.py)."""
     assert stubs.differing(stubs.expected_stubs()) == [], "run make stubs"
     assert NAMES == sorted(p.name for p in EXERCISES.glob("*.py"))
+    if (ROOT / ".git").exists():
+        tracked = subprocess.run(["git", "ls-files", "exercises"], cwd=ROOT, capture_output=True,
+                                 text=True, check=True).stdout.split()
+        assert not [t for t in tracked if t.endswith(".py")], f"exercises/*.py is committed: {tracked}"
+        ignored = subprocess.run(["git", "check-ignore", "-q", "exercises/online_softmax.py"],
+                                 cwd=ROOT)
+        assert ignored.returncode == 0, "exercises/*.py should be ignored (.gitignore)"
 
 
 def test_check_mode_names_a_stale_stub(tmp_path, capsys, monkeypatch):

@@ -30,6 +30,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tools import stubs
+
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = ["exercises", "grader", "docs"]
 FILES = ["Makefile", "README.md", "requirements.txt", ".gitignore", "gpuinfo.py"]
@@ -43,6 +45,7 @@ SECRET = ("solutions", "hidden_tests")
 # an import of what the release leaves out: that file would fail in the student's tree
 IMPORTS_LEFT_OUT = re.compile(r"^\s*(from|import)\s+(solutions|hidden_tests|tests)\b", re.M)
 JUNK = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
+STAFF_IGNORE = "# staff repo only"   # .gitignore: from this line on, the staff repo's own lines
 CHECK_LAYERS = "cpu,adversarial,interp"   # what `make grade` runs
 
 
@@ -70,6 +73,13 @@ def build(out: Path) -> list[Path]:
     readme = out / "README.md"
     if readme.is_file():
         readme.write_text(STAFF_BLOCK.sub("\n", readme.read_text()))
+    # the stubs, made now from the solutions' markers (tools/stubs.py), whatever exercises/ held
+    (out / "exercises").mkdir(exist_ok=True)
+    for name, text in stubs.expected_stubs().items():
+        (out / "exercises" / name).write_text(text)
+    ignore = out / ".gitignore"
+    if ignore.is_file():   # the staff repo's lines (exercises/*.py is built there) stay behind
+        ignore.write_text(ignore.read_text().split(STAFF_IGNORE, 1)[0])
     return sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
 
 
