@@ -324,3 +324,44 @@ def quiet_gpu(workers, what: str, processes=gpu_processes) -> str:
                               f"be timed fairly, so this check counts as failed",
                               hint="a submission must not leave processes running on the GPU")
         time.sleep(0.2)
+
+
+class Timed:
+    """One function of the student's timed against a PyTorch baseline on the same input
+    (`timed_against`): per-call milliseconds of each with the harness's refill and checksum
+    taken out (`harness`, what was taken), GB/s of `moved` bytes, the copy bandwidth of the run
+    and a note for the report."""
+
+    def __init__(self, mine: float, base: float, harness: float, moved: int, copy: float, note: str):
+        self.mine, self.base, self.harness, self.copy, self.note = mine, base, harness, copy, note
+        self.gbs = moved / mine / 1e6
+        self.fraction = self.gbs / copy
+
+
+def timed_against(sub, rng, gpu, workers, name: str, marker, x, dtype: str, baseline, reference,
+                  moved: int, what: str) -> Timed:
+    """`name`(x) of the submission as timed requests, every output verified, against
+    `baseline`(x) run here: both pay the same refill and checksum per call, measured here with
+    nothing of the student's alive and taken off both. The baseline and the harness cost are
+    measured again once the student's workers are stopped, and the faster of each pair counts
+    (either can only have been slowed: a stalled harness measurement must not come off the
+    student's time). The floor judges the student's time as measured, before the harness's
+    cost comes off. Call it after the gated call, with that worker closed (the gate's profiler
+    slows every later launch in its process)."""
+    from grader.judge.compare import CheckFailed
+
+    note = quiet_gpu(workers, what)
+    harness = harness_gpu_ms(x.clone())   # its GPU time: what it adds to a GPU-bound loop
+    base = per_call_ms(local_request(baseline, [x.clone()]))
+    reqs = Requests(sub, name, [marker], rng=rng, inputs=[x], dtype=dtype, reference=reference,
+                    what=f"{name}(x)")
+    mine = per_call_ms(reqs)
+    reqs.verify()
+    quiet_gpu(workers, what)
+    base = min(base, per_call_ms(local_request(baseline, [x.clone()])))
+    harness = min(harness, harness_gpu_ms(x.clone()))
+    copy = gpu.ceiling("copy_gbs")
+    impossible = below_floor(mine, moved / copy / 1e6, what)
+    if impossible:
+        raise CheckFailed(impossible)
+    return Timed(mine - harness, base - harness, harness, moved, copy, note)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from grader.judge.compare import CheckFailed, assert_close
+from grader.judge.compare import assert_close
 
 # (rows, cols, bandwidth band of rows.py): 128 MiB of float16 each (read 128, write 128), far
 # past any L2; short rows several per program, a one-tile width, and long rows read twice
@@ -42,37 +42,21 @@ def test_bandwidth(student, rng, gpu, credit, workers):
 
 
 def _measure(sub, rng, gpu, workers, marker, x, band: str) -> tuple[float, str]:
-    """(credit, note) of one width, its GB/s on `band`: the student's time and torch.softmax's, less the harness's
-    refill and checksum, which both pay (grader.judge.timing)."""
+    """(credit, note) of one width, its GB/s on `band`: the student's time and torch.softmax's,
+    less the harness's refill and checksum, which both pay (grader.judge.timing.timed_against)."""
     from grader.judge import gpu as g
     from grader.judge import timing, verdicts
 
     rows, cols = x.shape
-    what = f"softmax(x) on {rows} x {cols} float16"
     moved = 2 * x.numel() * x.element_size()          # read every element once, write it once
-    note = timing.quiet_gpu(workers, what)
-    harness = timing.harness_gpu_ms(x.clone())
-    base = timing.per_call_ms(timing.local_request(_torch_softmax, [x.clone()]))
-    reqs = timing.Requests(sub, "softmax", [marker], rng=rng, inputs=[x], dtype="float16",
-                           reference=lambda i: g.softmax_reference(i[0]), what="softmax(x)")
-    mine = timing.per_call_ms(reqs)
-    reqs.verify()
-    # the baseline and the harness again, with the student's workers stopped: they can only have
-    # been slowed, so the faster of each pair counts
-    timing.quiet_gpu(workers, what)
-    base = min(base, timing.per_call_ms(timing.local_request(_torch_softmax, [x.clone()])))
-    harness = min(harness, timing.harness_gpu_ms(x.clone()))
-    copy = gpu.ceiling("copy_gbs")
-    impossible = timing.below_floor(mine, moved / copy / 1e6, what)
-    if impossible:
-        raise CheckFailed(impossible)
-    mine, base = mine - harness, base - harness
-    gbs = moved / mine / 1e6
-    fraction, ratio = gbs / copy, mine / base
+    t = timing.timed_against(sub, rng, gpu, workers, "softmax", marker, x, "float16",
+                             _torch_softmax, lambda i: g.softmax_reference(i[0]), moved,
+                             f"softmax(x) on {rows} x {cols} float16")
+    ratio = t.mine / t.base
     p = gpu.profile
-    score = (0.5 * verdicts.credit("softmax_long", band, fraction, p)
+    score = (0.5 * verdicts.credit("softmax_long", band, t.fraction, p)
              + 0.5 * verdicts.credit("softmax_long", "vs_torch", ratio, p))
-    return score, (f"{cols} columns: {mine:.3f} ms = {gbs:.0f} GB/s, {fraction:.0%} of copy "
-                   f"({copy:.0f} GB/s; {verdicts.terms('softmax_long', band, p)}), "
-                   f"{ratio:.2f}x torch.softmax's time ({base:.3f} ms; "
-                   f"{verdicts.terms('softmax_long', 'vs_torch', p, 'x')}){note}")
+    return score, (f"{cols} columns: {t.mine:.3f} ms = {t.gbs:.0f} GB/s, {t.fraction:.0%} of copy "
+                   f"({t.copy:.0f} GB/s; {verdicts.terms('softmax_long', band, p)}), "
+                   f"{ratio:.2f}x torch.softmax's time ({t.base:.3f} ms; "
+                   f"{verdicts.terms('softmax_long', 'vs_torch', p, 'x')}){t.note}")
