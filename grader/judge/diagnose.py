@@ -197,3 +197,23 @@ def blew_up(got, expected) -> bool:
     """NaN or inf where the reference is finite: exp overflowed (or a row sum of 0)."""
     g, e = _f64(got), np.asarray(expected, dtype=np.float64)
     return g.shape == e.shape and bool((~np.isfinite(g) & np.isfinite(e)).any())
+
+
+def rows_named(bad, block: int | None, kind: str) -> str:
+    """Which rows a boolean mask marks, in words: 'every row', 'rows 32..44 only (the last key
+    block, of 13 rows)' when exactly the ragged last block of `block` rows is wrong, else
+    '3 of 45 rows (0, 5..6)' (at most four runs shown)."""
+    idx = np.flatnonzero(bad)
+    n = len(bad)
+    if len(idx) == n:
+        return "every row"
+    if block:
+        lo = (n - 1) // block * block
+        if idx[0] >= lo and len(idx) == n - lo:
+            return f"rows {lo}..{n - 1} only (the last {kind} block, of {n - lo} rows)"
+    runs, start = [], idx[0]
+    for a, b in zip(idx, list(idx[1:]) + [None]):
+        if b != a + 1:
+            runs.append(f"{start}" if start == a else f"{start}..{a}")
+            start = b
+    return f"{len(idx)} of {n} rows ({', '.join(runs[:4])}{', ...' if len(runs) > 4 else ''})"

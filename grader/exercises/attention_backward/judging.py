@@ -13,7 +13,7 @@ from grader.exercises.attention_backward.hints import (DQ_LOW_PRECISION_HINT, LS
 from grader.exercises.attention_backward.hints import MISTAKES as MISTAKE_HINTS
 from grader.exercises.attention_backward.reference import (MISTAKES, backward_reference,
                                                            forward_reference)
-from grader.judge import reference
+from grader.judge import diagnose, reference
 from grader.judge.compare import CheckFailed, assert_close, numpy_tolerance, values
 from grader.judge.inputs import round_to
 
@@ -96,27 +96,9 @@ def what_differs(wrong, N, causal, Br, Bc) -> str:
     for name, w in zip(names, wrong):
         if w.any():
             block = Br if name == "dQ" else Bc
-            parts.append(f"{name} in {_rows(w, block, 'query' if name == 'dQ' else 'key')}")
+            parts.append(f"{name} in {diagnose.rows_named(w, block, 'query' if name == 'dQ' else 'key')}")
     return (f"{NO_MATCH} What differs: {'; '.join(parts)}"
             + (f"; {', '.join(right)} right" if right else "") + ".")
-
-
-def _rows(bad, block, kind) -> str:
-    """'rows 96..112 (the last key block of 16)' / 'rows 0, 5..9' / 'every row'."""
-    idx = np.flatnonzero(bad)
-    n = len(bad)
-    if len(idx) == n:
-        return "every row"
-    lo = (n - 1) // block * block
-    if idx[0] >= lo and len(idx) == n - lo:
-        return f"rows {lo}..{n - 1} only (the last {kind} block, of {n - lo} rows)"
-    runs, start = [], idx[0]
-    for a, b in zip(idx, list(idx[1:]) + [None]):
-        if b != a + 1:
-            runs.append(f"{start}" if start == a else f"{start}..{a}")
-            start = b
-    shown = ", ".join(runs[:4]) + (", ..." if len(runs) > 4 else "")
-    return f"{len(idx)} of {n} rows ({shown})"
 
 
 def lse_hint(got_L, Q, K, causal=False) -> str:

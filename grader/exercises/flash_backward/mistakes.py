@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from grader.exercises.flash_backward.hints import MISTAKE_HINTS
-from grader.judge import reference
+from grader.judge import diagnose, reference
 from grader.judge.compare import values
 
 
@@ -113,7 +113,7 @@ def what_differs(g, ref, N, bm, bn) -> str:
             right.append(name)
             continue
         block = bm if name == "dq" else bn
-        parts.append(f"{name} in {_rows(rows, block, 'query' if name == 'dq' else 'key')}")
+        parts.append(f"{name} in {diagnose.rows_named(rows, block, 'query' if name == 'dq' else 'key')}")
     if not parts:
         return ""
     return (f"{NO_MATCH} What differs: {'; '.join(parts)}"
@@ -121,21 +121,3 @@ def what_differs(g, ref, N, bm, bn) -> str:
 
 
 NO_MATCH = "No known mistake's answer matches (beyond float16 rounding)."
-
-
-def _rows(bad, block, kind) -> str:
-    """'rows 32..44 only (the last key block, of 13 rows)' / '3 of 45 rows (0, 5..6)'."""
-    idx = np.flatnonzero(bad)
-    n = len(bad)
-    if len(idx) == n:
-        return "every row"
-    if block:
-        lo = (n - 1) // block * block
-        if idx[0] >= lo and len(idx) == n - lo:
-            return f"rows {lo}..{n - 1} only (the last {kind} block, of {n - lo} rows)"
-    runs, start = [], idx[0]
-    for a, b in zip(idx, list(idx[1:]) + [None]):
-        if b != a + 1:
-            runs.append(f"{start}" if start == a else f"{start}..{a}")
-            start = b
-    return f"{len(idx)} of {n} rows ({', '.join(runs[:4])}{', ...' if len(runs) > 4 else ''})"
