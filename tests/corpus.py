@@ -12,11 +12,25 @@ import ast
 import os
 from pathlib import Path
 
-from grader.registry import all_checks
+from grader.registry import EXERCISES as REGISTERED, all_checks
 from tests.cases import folder_files
 from tests.helpers import CPU_LAYERS, EXERCISES, ROOT, SOLUTIONS, copy_solutions, grade
 
 CPU = tuple(CPU_LAYERS.split(","))
+
+
+# the extension track's exercises (tests/test_extension_track.py, test_solutions_and_stubs.py),
+# the hidden checks each one's full-marks grade must include, and the CPU layers it has where
+# those are not all three (a NumPy-only exercise has no interp checks)
+EXTENSION = sorted(e.name for e in REGISTERED.values() if e.track == "extension")
+EXTENSION_HIDDEN = {
+    "flash_decode": {"flash_decode.hidden_shapes", "flash_decode.hidden_merge"},
+    "attention_backward": {"attention_backward.hidden_shapes", "attention_backward.inputs_untouched"},
+    "flash_backward": {"flash_backward.hidden_shapes"},
+    "io_model": {"io_model.hidden_shapes"},
+    "softmax_long": {"softmax_long.hidden_shapes", "softmax_long.output_written"}}
+EXTENSION_LAYERS = {"attention_backward": "cpu,adversarial", "flash_backward": "adversarial,interp",
+                    "io_model": "cpu,adversarial", "softmax_long": "adversarial,interp"}
 
 
 def cpu_layers(exercise: str) -> str:

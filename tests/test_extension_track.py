@@ -1,26 +1,17 @@
 """The extension track has points of its own and leaves the core's 100 alone; each of its
 exercises (flash_decode, attention_backward, flash_backward, io_model, softmax_long) gets full marks from the solution
-on the CPU layers it has, public and hidden, zero from the stub without a grader error. Their mutants run in
-tests/test_mutants.py with the others."""
+on the CPU layers it has, public and hidden (asserted on the one grade of all solutions,
+tests/test_solutions_and_stubs.py), zero from the stub without a grader error. Their mutants run
+in tests/test_mutants.py with the others."""
 
 from __future__ import annotations
 
 import pytest
 
 from grader import registry
-from tests.helpers import CPU_LAYERS, EXERCISES, SOLUTIONS, grade
+from tests.corpus import EXTENSION, EXTENSION_HIDDEN as HIDDEN, EXTENSION_LAYERS as LAYERS
+from tests.helpers import CPU_LAYERS, EXERCISES, grade
 
-EXTENSION = sorted(e.name for e in registry.EXERCISES.values() if e.track == "extension")
-# the hidden checks each exercise's full-marks run must include
-HIDDEN = {"flash_decode": {"flash_decode.hidden_shapes", "flash_decode.hidden_merge"},
-          "attention_backward": {"attention_backward.hidden_shapes",
-                                 "attention_backward.inputs_untouched"},
-          "flash_backward": {"flash_backward.hidden_shapes"},
-          "io_model": {"io_model.hidden_shapes"},
-          "softmax_long": {"softmax_long.hidden_shapes", "softmax_long.output_written"}}
-# the layers each one's CPU grading covers (a NumPy-only exercise has no interp checks)
-LAYERS = {"attention_backward": "cpu,adversarial", "flash_backward": "adversarial,interp",
-          "io_model": "cpu,adversarial", "softmax_long": "adversarial,interp"}
 
 
 def test_every_extension_exercise_is_covered():
@@ -59,18 +50,6 @@ def test_follows_point_at_checks_of_the_exercise_without_cycles(exercise):
                    for f in rows[start].follows)
 
     assert not [c for c in rows if reaches(c, c)], "a cycle in follows: no check could lead"
-
-
-@pytest.mark.parametrize("exercise", EXTENSION)
-def test_solution_full_marks_public_and_hidden(exercise):
-    layers = LAYERS.get(exercise, CPU_LAYERS)
-    report = grade(SOLUTIONS, "--exercises", exercise, "--layers", layers)
-    ran = [t for t in report["tests"] if t["status"] != "not_run"]
-    failing = [f"{t['name']}: {t['status']}: {t['message']}" for t in ran if t["status"] != "passed"]
-    assert not failing, "\n".join(failing)
-    assert {t["layer"] for t in ran} == set(layers.split(","))
-    assert HIDDEN[exercise] <= {t["name"] for t in ran}
-    assert report["score"] == report["max_score"] > 0
 
 
 @pytest.mark.parametrize("exercise", EXTENSION)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from grader.registry import EXERCISES
-from tests.corpus import (CPU, checks_of, exercise_score, grade_exercise, lines, without_raises)
+from tests.corpus import (CPU, EXTENSION, EXTENSION_HIDDEN, EXTENSION_LAYERS, checks_of,
+                          exercise_score, grade_exercise, lines, without_raises)
 from tests.helpers import CPU_LAYERS, EXERCISES as STUBS, SOLUTIONS, grade
 
 
@@ -49,6 +50,19 @@ def test_solutions_are_graded_with_the_hidden_checks(solutions_report):
     assert {t["exercise"] for t in hidden} >= {"online_softmax", "tiled_attention",
                                                "softmax_triton", "flash_triton"}
     assert all(t["status"] == "passed" for t in hidden), lines(hidden)
+
+
+@pytest.mark.parametrize("exercise", EXTENSION)
+def test_extension_exercise_full_marks_public_and_hidden(solutions_report, exercise):
+    """Each extension exercise, in the same grade: every check of the CPU layers it has ran and
+    passed, its hidden checks among them (tests/test_extension_track.py has the track's rows)."""
+    ran = checks_of(solutions_report, exercise)
+    failing = [t for t in ran if t["status"] != "passed"]
+    assert not failing, lines(failing)
+    assert {t["layer"] for t in ran} == set(EXTENSION_LAYERS.get(exercise, CPU_LAYERS).split(","))
+    assert EXTENSION_HIDDEN[exercise] <= {t["name"] for t in ran}
+    score, top = exercise_score(solutions_report, exercise)
+    assert score == top > 0
 
 
 def test_stubs_score_zero_as_not_implemented(stubs_report):
