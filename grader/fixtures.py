@@ -33,9 +33,9 @@ from grader.results import Credit
 from grader.registry import EXERCISES
 
 LAYER_MODE = {"gpu": "cuda", "perf": "cuda"}   # other layers use the exercise's own mode
-# False only in the repo's mutant corpus (tests.helpers.grader_command(replay=False)): a mutant
-# is a wrong answer, caught by comparison; where right answers came from is proved there by the
-# solutions, variants and cheats, graded with every replay
+# False only in two repo tests, through tests.helpers.grader_command(replay=False): the mutant
+# corpus (wrong answers, caught by comparison) and the steady grades (a replay compares a kernel
+# with itself); the solutions, variants, wrong cases and cheats are graded with every replay
 REPLAY = True
 
 

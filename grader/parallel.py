@@ -151,12 +151,14 @@ def grade_cpu_layers(submission: Path, plan: dict[str, list[str]], jobs: int,
             and (not only_checks or c.id in only_checks)]
     # one request per exercise for its CPU layers and one for its gpu layer (two processes can
     # grade one exercise at once: each has its own workers), heaviest first
-    jobs_queue = [(e, part) for e, ls in plan.items()
-                  for part in ([x for x in ls if x != GPU_SPLIT], [x for x in ls if x == GPU_SPLIT])
-                  if part]
-    cost = {(e, tuple(ls)): sum(LAYER_COST.get(c.layer, 1) for c in mine
-                                if c.exercise == e and c.layer in ls) for e, ls in jobs_queue}
-    queue = sorted(jobs_queue, key=lambda job: -cost[(job[0], tuple(job[1]))])
+    def cost(request: tuple[str, list[str]]) -> int:
+        exercise, layers = request
+        return sum(LAYER_COST.get(c.layer, 1) for c in mine
+                   if c.exercise == exercise and c.layer in layers)
+
+    queue = sorted(((e, part) for e, ls in plan.items()
+                    for part in ([x for x in ls if x != GPU_SPLIT], [x for x in ls if x == GPU_SPLIT])
+                    if part), key=lambda r: -cost(r))
     total, done = len(mine), [0]
     results: dict[str, Result] = {}
     seconds: dict[str, float] = {}

@@ -21,8 +21,8 @@ def grader_command(root: Path = ROOT, audit: bool = True, replay: bool = True) -
     `audit=False`, the static audit (grader.judge.audit), for tests of what stops student code at
     run time (the sandbox, the launcher's limits): the audit is a first filter a determined
     submission can get past, so those defences must hold without it; `replay=False`, the
-    provenance replay (grader.fixtures.REPLAY), for the mutant corpus only, whose wrong answers
-    are caught by comparison. (`audit.audit;` first: a renamed function fails loudly instead of
+    provenance replay (grader.fixtures.REPLAY), for the mutant corpus (wrong answers, caught by
+    comparison) and the steady grades only. (`audit.audit;` first: a renamed function fails loudly instead of
     leaving the audit on.) GRADER_JOBS=1: the switch reaches this process only, so no grading
     process of its own (grader.parallel) may grade with it back on."""
     if audit and replay:
