@@ -135,7 +135,8 @@ def test_a_relative_root_works_from_any_folder_and_a_missing_one_fails_loudly(au
     shutil.copy(SOLUTIONS / "online_softmax.py", upload / "online_softmax.py")
     (root / "results" / "results.json").unlink(missing_ok=True)
     env = {**os.environ, "AUTOGRADER_ROOT": os.path.relpath(root, tmp_path), "PYTHON": sys.executable,
-           "GRADER_ARGS": "--exercises online_softmax --layers cpu"}
+           "GRADER_ARGS": "--exercises online_softmax --layers cpu",
+           "GRADER_MEMORY_MB": "768"}   # Gradescope's default container
     env.pop("PYTHONPATH", None)
     proc = subprocess.run([str(root / "run_autograder")], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=600)
@@ -144,6 +145,8 @@ def test_a_relative_root_works_from_any_folder_and_a_missing_one_fails_loudly(au
     # results/stdout: the files found, the isolation level, the layers' seconds
     assert "online_softmax.py" in proc.stdout and "isolation:" in proc.stdout
     assert "layers run: cpu" in proc.stdout, proc.stdout
+    # the container's limits against the settings the docs give, in the staff's log
+    assert "resources: memory 768 MB" in proc.stdout and "below the 1536 MB" in proc.stdout, proc.stdout
     env["AUTOGRADER_ROOT"] = str(tmp_path / "nowhere")
     proc = subprocess.run([str(root / "run_autograder")], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=60)

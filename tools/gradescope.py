@@ -56,6 +56,10 @@ id labstudent > /dev/null 2>&1 || useradd --system --no-create-home --home-dir /
 command -v unshare > /dev/null || apt-get install -y -qq util-linux > /dev/null
 """
 
+# the settings docs/INSTRUCTORS.md gives; at Gradescope's defaults (768 MB, half a vCPU) the
+# solutions took SLOW_S in the Ubuntu 22.04 root (make gradescope-jammy, 2026-12-02)
+MIN_MB, MIN_CPUS, SLOW_S = 1536, 1.0, 1109
+
 # gradescope_log.py, run_autograder's log (results/stdout): what ran, how, how long; no scores.
 # With --failed, the results.json of a run that is not a grade, with the grader's reason if its
 # report says one (no sandbox here, a worker that could not start), never a score of 0 in silence
@@ -71,6 +75,16 @@ if sys.argv[1] == "--failed":
                       "not a grade: please tell the course staff."}))
     sys.exit(0)
 r = json.load(open(sys.argv[1]))
+sys.path.insert(0, os.getcwd())   # run from $ROOT/source: the grader's own modules
+from grader.parallel import cpu_quota
+from grader.sandbox.budget import memory_bytes
+mem, cpus = memory_bytes(), cpu_quota()
+short = (mem is not None and mem < (MIN_MB << 20)) or (cpus is not None and cpus < MIN_CPUS)
+print(f"resources: memory {f'{mem >> 20} MB' if mem else 'not limited'}, "
+      f"CPUs {cpus if cpus is not None else 'not limited'}" + (
+      f" (below the {MIN_MB} MB and {MIN_CPUS:g} CPU this autograder is set up for: at 768 MB "
+      f"and half a CPU a full submission took {SLOW_S // 60} minutes, past Gradescope's "
+      f"default 10-minute timeout)" if short else ""))
 print("isolation:", r.get("isolation") or "unknown")
 print("layers run:", ", ".join(f"{k} {v:.0f} s" for k, v in r.get("layer_seconds", {}).items()) or "none")
 for layer, why in r.get("layers_not_run", {}).items():
@@ -156,7 +170,8 @@ def build(out: Path) -> list[str]:
     with zipfile.ZipFile(out, "w") as zf:
         _add(zf, "setup.sh", SETUP.encode(), executable=True)
         _add(zf, "run_autograder", RUN.format(exercises=" ".join(EXERCISES)).encode(), executable=True)
-        _add(zf, "gradescope_log.py", LOG.lstrip().encode())
+        _add(zf, "gradescope_log.py", (f"MIN_MB, MIN_CPUS, SLOW_S = {MIN_MB}, {MIN_CPUS}, {SLOW_S}\n"
+                                       + LOG.lstrip()).encode())
         for folder in FOLDERS:
             for path in sorted((ROOT / folder).rglob("*")):
                 if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
