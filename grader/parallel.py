@@ -65,8 +65,8 @@ def split_plan(exercises: list[str], layers: list[str], checks: dict[str, Check]
 def jobs_for(exercises: list[str], layers: list[str]) -> int:
     """How many grading processes: GRADER_JOBS if set, else one per core (at most MAX_JOBS),
     one when memory is short (grader.sandbox.budget) or when there is nothing to split."""
-    cpu_layers = [layer for layer in layers if layer in (*CPU_LAYERS, GPU_SPLIT)]
-    if len(exercises) < 2 or not cpu_layers:
+    splittable = [layer for layer in layers if layer in (*CPU_LAYERS, GPU_SPLIT)]
+    if len(exercises) < 2 or not splittable:
         return 1
     wanted = os.environ.get("GRADER_JOBS", "")
     if wanted.isdigit():

@@ -27,7 +27,7 @@ from grader.environment import Environment, detect
 from grader import parallel
 from grader.plugin import GradePlugin
 from grader.registry import EXERCISES, HIDDEN_DIR, LAYERS, ROOT, check_files
-from grader.results import PARALLEL, GradeReport, Result, Selection
+from grader.results import GradeReport, Result, Selection
 from grader.sandbox.proxy import Workers
 
 CHECK_TIMEOUT_S = 900   # backstop per check; calls into student code have their own limits
@@ -111,8 +111,8 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
         cpu_part.run()
     elif split:
         cpu_part.start()
-    not_here = {name: PARALLEL for name in layers_run if name not in here}
-    selection = Selection(exercises, here, {**layers_not_run, **not_here}, only_checks, elsewhere)
+    # a check graded in a parallel process is skipped here by its (exercise, layer): `elsewhere`
+    selection = Selection(exercises, here, layers_not_run, only_checks, elsewhere)
     workers = Workers(submission)
     plugin = GradePlugin(checks, selection, env, workers)
     plugin.target = targets.Evidence(target_profile) if target_profile else None   # fixtures read it

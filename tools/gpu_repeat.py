@@ -31,12 +31,12 @@ sys.path.insert(0, str(ROOT))
 from tests.cases import folder_files, steady_variants  # noqa: E402
 from tests.helpers import copy_solutions, grade  # noqa: E402
 
-VARIANTS = {exercise: folder.name for exercise, folder in steady_variants().items()}
+VARIANTS = steady_variants()   # {exercise: its steady variant's folder}
 
 
-def grade_once(exercise: str, name: str, layers: str, checks: str) -> tuple[float, float, list[str]]:
+def grade_once(exercise: str, folder: Path, layers: str, checks: str) -> tuple[float, float, list[str]]:
     """One grade of the variant, in a fresh copy of solutions/ with its file in place."""
-    sub = copy_solutions(Path(tempfile.mkdtemp()) / "sub", folder_files(steady_variants()[exercise]))
+    sub = copy_solutions(Path(tempfile.mkdtemp()) / "sub", folder_files(folder))
     args = ["--exercises", exercise, "--layers", layers]
     if checks != "all":
         args += ["--checks", ",".join(f"{exercise}.{c}" for c in checks.split(","))]
@@ -54,7 +54,7 @@ def main() -> int:
     ap.add_argument("--checks", default="gpu_real_sizes")
     args = ap.parse_args()
     start = time.time()
-    runs = [(exercise, name) for exercise, name in VARIANTS.items() for _ in range(args.repeats)]
+    runs = [(exercise, folder) for exercise, folder in VARIANTS.items() for _ in range(args.repeats)]
     results = [None] * len(runs)
     # a line as each grade ends, so a run cut short by a timeout still shows what it graded
     with ThreadPoolExecutor(args.jobs) as pool:
@@ -66,7 +66,8 @@ def main() -> int:
             print(f"  {runs[i][0]}: {results[i][0]:g}/{results[i][1]:g} "
                   f"({time.time() - start:.0f} s)", flush=True)
     ok = True
-    for exercise, name in VARIANTS.items():
+    for exercise, folder in VARIANTS.items():
+        name = folder.name
         mine = [r for run, r in zip(runs, results) if run[0] == exercise]
         for i, (score, top, lost) in enumerate(mine, 1):
             print(f"{exercise} {name} run {i}: {score:g}/{top:g}"
