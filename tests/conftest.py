@@ -7,7 +7,9 @@ whichever process is free, except:
     one process, so that grade is not made twice;
   - the tests of the walls (attacks, the user level, isolation) run one after another in one
     process: each asserts that nothing it started is still running and nothing was planted in
-    /tmp, which another test's attack, running at the same time, would break.
+    /tmp, which another test's attack, running at the same time, would break;
+  - the corpus cases graded together (tests.packs: a module's PACKS) go to one process per pack,
+    which grades the pack once.
 This is xdist's loadgroup with the groups decided here, from the test file's name and text:
 pytest 9 keeps node ids where xdist 3.8's `xdist_group` marks cannot reach them, so the marks
 would group nothing. Without pytest-xdist (a plain `pytest tests/...`) nothing here runs.
@@ -16,6 +18,7 @@ would group nothing. Without pytest-xdist (a plain `pytest tests/...`) nothing h
 from __future__ import annotations
 
 import functools
+import importlib
 from pathlib import Path
 
 WALLS = {"test_attacks", "test_user_level", "test_isolation", "test_walls", "test_grader_failure"}
@@ -36,6 +39,21 @@ def group_of(test_file: str) -> str | None:
     return test_file if shared else None
 
 
+PACKED = {"test_mutants", "test_variants", "test_wrong"}   # modules whose cases share grades
+
+
+def pack_of(test_file: str, test: str) -> str | None:
+    """The pack scope of a parametrized test ("test_x[case]") of a PACKED module, if it has one
+    (the module's PACKS: {test function: tests.packs.Packs})."""
+    stem = Path(test_file).stem
+    if stem not in PACKED or "[" not in test:
+        return None
+    function, _, case = test.partition("[")
+    packs = importlib.import_module(f"tests.{stem}").PACKS.get(function)
+    scope = None if packs is None else packs.scope(case[:-1])
+    return None if scope is None else f"{stem}:{function}:{scope}"
+
+
 def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") != "loadgroup":
         return None
@@ -43,6 +61,7 @@ def pytest_xdist_make_scheduler(config, log):
 
     class Groups(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return group_of(nodeid.split("::", 1)[0]) or nodeid
+            test_file, _, test = nodeid.partition("::")
+            return group_of(test_file) or pack_of(test_file, test) or nodeid
 
     return Groups(config, log)

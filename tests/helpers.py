@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -42,7 +43,8 @@ def grader_without_audit(root: Path = ROOT) -> list[str]:
 
 
 def grade(submission: Path, *args: str, cwd: Path | None = None, timeout: float = 900,
-          json_path: Path | None = None, audit: bool = True, replay: bool = True) -> dict:
+          json_path: Path | None = None, audit: bool = True, replay: bool = True,
+          env: dict | None = None) -> dict:
     """Run `python -m grader` on `submission` and return its JSON report.
 
     Runs in a subprocess started as make starts it (`python -I grader/__main__.py`: nothing in
@@ -52,7 +54,8 @@ def grade(submission: Path, *args: str, cwd: Path | None = None, timeout: float 
     proc = subprocess.run(
         [*grader_command(audit=audit, replay=replay),
          "--submission", str(submission), "--json", str(out), "--quiet", *args],
-        cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout)
+        cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, **env} if env else None)
     assert proc.returncode == 0, f"grader exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
     assert "Traceback" not in proc.stderr, proc.stderr
     return json.loads(out.read_text())

@@ -53,6 +53,7 @@ CASES = {
     "thread_allowed_module": (False, None),
     "process_allowed_module": (False, None),
     "exec_tool": (False, None),
+    "fill_disk": (True, {"error", "failed"}),
 }
 
 
@@ -175,7 +176,19 @@ def the_kernel_said_no(data, elapsed):
         assert "without threads or processes" in t["message"], t
 
 
-SHOWS = {"flood": flood_costs_little_memory, "codec_bomb": codec_bombs_are_named,
+def scratch_is_bounded(data, elapsed):
+    """Each write stopped at the scratch tmpfs's size (grader/sandbox/scratch.py), not at the
+    machine's free space: 3 GiB were asked for."""
+    from grader.sandbox.scratch import SCRATCH_LIMIT_BYTES
+
+    said = [t["message"] for t in online(data) if "FILLED" in t["message"]]
+    assert said, [t["message"][:200] for t in online(data)]
+    for message in said:
+        mib = int(message.split("FILLED ")[1].split(" MiB")[0])
+        assert mib <= SCRATCH_LIMIT_BYTES >> 20 and "No space left" in message, message[:300]
+
+
+SHOWS = {"flood": flood_costs_little_memory, "fill_disk": scratch_is_bounded, "codec_bomb": codec_bombs_are_named,
          "library_import": library_files_are_not_imported,
          "hang_reply": hanging_reply_times_out_and_counts,
          **dict.fromkeys(("alias_fork", "thread_allowed_module", "process_allowed_module",

@@ -7,29 +7,31 @@ whole exercise: every check of the CPU layers the exercise has (cpu,adversarial 
 bench_attn, adversarial,interp for Triton), public checks only (`--no-hidden`: the hidden checks
 mix ideas on purpose), without the provenance replay (a mutant is a wrong answer, caught by
 comparison; the replay is proved by the solutions, variants and cheats, and doubles an
-interpreter grade).
+interpreter grade). Mutants of different exercises share one grade (tests.packs: each reads its
+own exercise's part of the report, as if graded alone).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from grader.registry import EXERCISES, all_checks
+from grader.registry import all_checks
 from tests.cases import mutants
-from tests.corpus import SOLUTIONS, Ahead, grade_exercise, line, lines, losing
+from tests.corpus import SOLUTIONS, cpu_layers, line, lines, losing
+from tests.packs import Packs
 
 ALL = mutants()
 
 
-def _grade(mutant, tmp_path):
+def _files(mutant) -> dict[str, str]:
     source = (SOLUTIONS / f"{mutant.exercise}.py").read_text()
-    return grade_exercise(tmp_path, mutant.exercise, {f"{mutant.exercise}.py": mutant.apply(source)},
-                          hidden=False, replay=False)
+    return {f"{mutant.exercise}.py": mutant.apply(source)}
 
 
-# the Triton exercises' mutants (graded under the interpreter) two at a time, ahead of their tests
-AHEAD = Ahead(_grade, key=lambda m: (m.exercise, m.name),
-              only=lambda m: EXERCISES[m.exercise].mode == "interp")
+# mutants of different exercises graded together, each reading its own exercise (tests.packs)
+PACKED = Packs(ALL, name=lambda m: f"{m.exercise}-{m.name}", exercise=lambda m: m.exercise,
+               files=_files, layers=lambda m: cpu_layers(m.exercise), hidden=False, replay=False)
+PACKS = {"test_mutant_is_caught": PACKED}   # tests.conftest: one xdist process per pack
 
 
 def test_mutants_name_public_checks():
@@ -50,8 +52,8 @@ def own_words(t: dict) -> str:
 
 
 @pytest.mark.parametrize("mutant", ALL, ids=lambda m: f"{m.exercise}-{m.name}")
-def test_mutant_is_caught(mutant, tmp_path, request):
-    report = AHEAD.get(mutant, request, "mutant") or _grade(mutant, tmp_path)
+def test_mutant_is_caught(mutant, request):
+    report = PACKED.report(mutant, request, "mutant")
     results = {t["name"]: t for t in report["tests"]}
     failing = losing(report, mutant.exercise)
     context = f"\nfailing checks of {mutant.exercise}:\n{lines(failing)}"

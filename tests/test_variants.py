@@ -3,8 +3,9 @@ for its one flaw (issue 10).
 
 Each tests/exercises/<exercise>/variants/<case>/ holds exercise file(s), graded as a copy of
 solutions/ with them put in place, on each exercise they belong to, every CPU layer it has, hidden
-checks included. A case with files of several exercises lives in the folder of the latest of them
-in the lesson (it needs them all).
+checks included (a variant of one exercise beside variants of others, each reading its own
+exercise's part of the report: tests.packs). A case with files of several exercises lives in the
+folder of the latest of them in the lesson (it needs them all).
 
 - Without expect.json the variant is correct: every check scores full marks.
 - With expect.json, {"loses_only": [check ids], "names": [words], "why": "..."}, it is
@@ -22,7 +23,8 @@ import pytest
 
 from grader.registry import EXERCISES, all_checks
 from tests.cases import cases, exercise_of
-from tests.corpus import Ahead, folder_files, grade_exercise, line, lines, losing, checks_of
+from tests.corpus import cpu_layers, folder_files, grade_exercise, line, lines, losing, checks_of
+from tests.packs import Packs
 
 CASES = cases("variants")
 CORRECT = [c for c in CASES if not (c / "expect.json").exists()]
@@ -41,9 +43,17 @@ def _grade(case, tmp_path) -> dict:
     return {e: grade_exercise(tmp_path / e, e, files) for e in exercises_of(case)}
 
 
-# the variants of the Triton exercises (graded under the interpreter) two at a time, ahead
-AHEAD = Ahead(_grade, key=lambda case: case.name,
-              only=lambda case: all(EXERCISES[e].mode == "interp" for e in exercises_of(case)))
+# correct variants of one exercise each graded with those of others (tests.packs); a variant of
+# several exercises is graded exercise by exercise (_grade)
+def _packs(variants) -> Packs:
+    return Packs([c for c in variants if len(exercises_of(c)) == 1], name=lambda case: case.name,
+                 exercise=lambda case: exercises_of(case)[0], files=folder_files,
+                 layers=lambda case: cpu_layers(exercises_of(case)[0]))
+
+
+CORRECT_PACKS, NEAR_PACKS = _packs(CORRECT), _packs(NEAR)
+PACKS = {"test_correct_variant_scores_full_marks": CORRECT_PACKS,    # tests.conftest: one xdist
+         "test_near_correct_variant_loses_only_its_flaw": NEAR_PACKS}  # process per pack
 
 
 def own_words(t: dict) -> str:
@@ -66,7 +76,11 @@ def test_case_is_well_formed(case):
 
 @pytest.mark.parametrize("case", CORRECT, ids=lambda p: p.name)
 def test_correct_variant_scores_full_marks(case, tmp_path, request):
-    reports = AHEAD.get(case, request, "case") or _grade(case, tmp_path)
+    if case.name in CORRECT_PACKS.pack_of:
+        (exercise,) = exercises_of(case)
+        reports = {exercise: CORRECT_PACKS.report(case, request, "case")}
+    else:
+        reports = _grade(case, tmp_path)
     for exercise, report in reports.items():
         ran = checks_of(report, exercise)
         assert ran, f"{case.name}: no check of {exercise} ran"
@@ -75,10 +89,10 @@ def test_correct_variant_scores_full_marks(case, tmp_path, request):
 
 
 @pytest.mark.parametrize("case", NEAR, ids=lambda p: p.name)
-def test_near_correct_variant_loses_only_its_flaw(case, tmp_path):
+def test_near_correct_variant_loses_only_its_flaw(case, request):
     expect = json.loads((case / "expect.json").read_text())
     (exercise,) = exercises_of(case)
-    report = grade_exercise(tmp_path, exercise, folder_files(case))
+    report = NEAR_PACKS.report(case, request, "case")
     lost = losing(report, exercise)
     context = f"\n{case.name} ({expect['why']})\nchecks that lost points:\n{lines(lost)}"
     # a property check (bounds, a launch) on a call the flaw made wrong pays nothing either

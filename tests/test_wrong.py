@@ -7,10 +7,13 @@ solution's, see tests/cases.folder_files) and expect.json:
      "max_score": 0 | null, "must_fail": ["flash_triton.guard_bands", ...], "why": "..."}
 
 The case is graded as a copy of solutions/ with its files put in place, on its exercise only,
-the given layers (those that run on this machine), hidden checks included. `max_score` 0: the
+the given layers (those that run on this machine), hidden checks included (beside cases of other
+exercises, each reading its own exercise's part of the report: tests.packs). `max_score` 0: the
 exercise earns nothing (work that computes or measures nothing); null: no bound. Every
 `must_fail` check loses points. tools/gpu_cheats.py grades the max_score 0 cases of Triton and
-bench exercises on the gpu and perf layers too.
+bench exercises on the gpu and perf layers too, and the cases with the optional `"gpu_zero": true`
+(work that keeps a CPU point but must earn nothing on the GPU layers, e.g. a timer that makes
+every call and returns a constant: its dishonest timers are still right).
 """
 
 from __future__ import annotations
@@ -21,10 +24,12 @@ import pytest
 
 from grader.registry import EXERCISES, LAYERS, all_checks
 from tests.cases import cases, exercise_of
-from tests.corpus import Ahead, exercise_score, folder_files, grade_exercise, line, lines, checks_of
+from tests.corpus import exercise_score, folder_files, line, lines, checks_of
+from tests.packs import Packs
 
 CASES = cases("wrong")
 KEYS = {"exercise", "layers", "max_score", "must_fail", "why"}
+OPTIONAL = {"gpu_zero"}
 
 
 def expectation(case) -> dict:
@@ -45,21 +50,21 @@ def _layers(expect: dict) -> str:
     return ",".join(layer for layer in expect["layers"].split(",") if layer in here)
 
 
-def _grade(case, tmp_path) -> dict:
-    expect = expectation(case)
-    return grade_exercise(tmp_path, expect["exercise"], folder_files(case), layers=_layers(expect))
-
-
-# the wrong work of the Triton exercises (graded under the interpreter) two at a time, ahead of
-# their tests, as tests/test_mutants.py does (make test on CI's two cores)
-AHEAD = Ahead(_grade, key=lambda case: case.name,
-              only=lambda case: EXERCISES[expectation(case)["exercise"]].mode == "interp")
+# wrong work of different exercises graded together, each reading its own part (tests.packs)
+PACKED = Packs(CASES, name=lambda case: case.name,
+               exercise=lambda case: expectation(case)["exercise"], files=folder_files,
+               layers=lambda case: _layers(expectation(case)),
+               packable=lambda case: len(folder_files(case)) == 1)
+PACKS = {"test_wrong_work_loses_its_points": PACKED}   # tests.conftest: one xdist process per pack
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
 def test_case_is_well_formed(case):
     expect = expectation(case)
-    assert set(expect) == KEYS, f"{case.name}/expect.json: keys {sorted(expect)}, want {KEYS}"
+    assert KEYS <= set(expect) <= KEYS | OPTIONAL, (
+        f"{case.name}/expect.json: keys {sorted(expect)}, want {sorted(KEYS)} (and maybe "
+        f"{sorted(OPTIONAL)})")
+    assert expect.get("gpu_zero", True) is True, "gpu_zero is true or absent"
     assert expect["exercise"] in EXERCISES, expect["exercise"]
     assert expect["exercise"] == exercise_of(case), f"{case.name} is in {exercise_of(case)}'s folder"
     assert expect["max_score"] in (0, None), "max_score is 0 or null"
@@ -76,11 +81,11 @@ def test_case_is_well_formed(case):
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
-def test_wrong_work_loses_its_points(case, tmp_path, request):
+def test_wrong_work_loses_its_points(case, request):
     expect = expectation(case)
     exercise = expect["exercise"]
     layers = _layers(expect)
-    report = AHEAD.get(case, request, "case") or _grade(case, tmp_path)
+    report = PACKED.report(case, request, "case")
     ran = checks_of(report, exercise)
     assert ran, f"{case.name}: no check of {exercise} ran on {layers}"
     results = {t["name"]: t for t in report["tests"]}

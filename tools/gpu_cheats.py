@@ -10,8 +10,9 @@ gpu,perf, every check of them (the sanitizer included where it is installed):
     threads, helper processes, the timed-call skip, the probe patch, SDPA or torch.softmax behind
     a launch, unwritten outputs, the bench timers), and sdpa_on_cuda (the honest kernel
     under the interpreter, SDPA on CUDA; tests/test_cheats.py), each must earn 0;
-  - every tests/exercises/*/wrong case with max_score 0 whose exercise has gpu or perf checks
-    (the stubs with their raise deleted, timers that measure nothing), each must earn 0;
+  - every tests/exercises/*/wrong case with max_score 0 or "gpu_zero" whose exercise has gpu or
+    perf checks (the stubs with their raise deleted, timers that measure nothing, a timer that
+    returns a constant), each must earn 0;
   - side_stream, the honest kernel on a side stream, returned before it finishes: it must pass
     gpu_real_sizes (read after a device-wide synchronize) and earn no perf points, with a
     message that names the caller's stream (its timed outputs are not ready there: a race).
@@ -52,7 +53,8 @@ def cases() -> list[dict]:
                 "files": {"flash_triton.py": SDPA_ON_CUDA.apply(source)}, "expect": "zero"})
     for case in case_folders("wrong"):
         expect = json.loads((case / "expect.json").read_text())
-        if expect["max_score"] == 0 and expect["exercise"] in GPU_EXERCISES:
+        zero = expect["max_score"] == 0 or expect.get("gpu_zero")
+        if zero and expect["exercise"] in GPU_EXERCISES:
             files = folder_files(case)
             out.append({"name": case.name, "kind": "wrong", "exercise": expect["exercise"],
                         "files": files, "expect": "zero"})

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from grader.registry import EXERCISES
 from grader.sandbox import cgroups, isolation, user_level
+from grader.sandbox.scratch import release as release_scratch
 from grader.wire import codec
 
 GRADER_DIR = Path(__file__).resolve().parents[1]     # the `grader` package
@@ -312,7 +313,9 @@ def launch(exercise: str, mode: str, sources: Path, scratch: Path, level: isolat
 
 
 def remove_tree(path: Path) -> None:
-    """rmtree that also removes the read-only sources folder when not run as root."""
+    """rmtree that also removes the read-only sources folder when not run as root, and first
+    unmounts the run's scratch tmpfs (grader.sandbox.scratch) on or below `path`."""
+    release_scratch(Path(path))
     for folder in Path(path).glob("sources*"):
         try:
             folder.chmod(0o755)

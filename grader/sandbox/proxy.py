@@ -24,6 +24,7 @@ from pathlib import Path
 
 from grader import errors
 from grader.sandbox import budget, isolation
+from grader.sandbox import scratch as scratch_limit
 from grader.sandbox.launcher import (DEFAULT_TIMEOUT_S, LOAD_TIMEOUT_S, MAX_TIMEOUTS, OUTPUT_LIMIT,
                                      Launched, copy_sources, launch, remove_tree)
 from grader.wire import codec
@@ -286,6 +287,8 @@ class Workers:
         self._own_scratch = scratch is None
         self.scratch = Path(scratch or tempfile.mkdtemp(prefix="grader-"))
         self.level = isolation.choose()
+        if self._own_scratch and self.level.as_student:
+            scratch_limit.limit(self.scratch)   # the whole run's files: a size limit (ENOSPC)
         self.isolation = self.level.description
         self.sources = copy_sources(self.directory, self.scratch / "sources")
         self._subs: dict[tuple[str, str], Submission] = {}

@@ -61,15 +61,17 @@ class ToolRun:
 
     def __init__(self, submission, log_name: str, as_student: bool = False,
                  prefix: str = "tooled-"):
-        from grader.sandbox import isolation, launcher, proxy
+        from grader.sandbox import isolation, launcher, proxy, scratch
 
         self.base = Path(tempfile.mkdtemp(prefix=prefix))
+        self.level = isolation.choose()
+        if self.level.as_student:
+            scratch.limit(self.base)   # the worker's files and the tool's log: a size limit
         if isinstance(submission, proxy.Submission):
             self.directory, self.sources = submission.directory, submission.sources
         else:
             self.directory = Path(submission)
             self.sources = launcher.copy_sources(self.directory, self.base / "sources")
-        self.level = isolation.choose()
         self.logdir = self.base / "log"
         self.logdir.mkdir(mode=0o700)
         self.log_name = log_name

@@ -94,6 +94,43 @@ def routed_synchronize():
         _LIVE.clear()
 
 
+SDPA_BACKENDS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH")
+
+
+def clocked_query(socket: str, shape: list, seed: int):
+    """q for probe_backends: a float32 tensor of `shape` (drawn from `seed`) whose every
+    scaled_dot_product_attention runs the real op, then, when it ran, one blocking launch on the
+    grader's clock of the stream named for the backend that sdpa_kernel forced (the stream "ANY"
+    when none is forced). So the time the student reports per backend can be checked against
+    the grader's clock, like a sweep row. Tensors derived from it (q.contiguous(), q * 1) are
+    clocked too; outputs are real."""
+    import torch
+    import torch.nn.functional as F
+
+    works = {name: AsyncWork(socket, name) for name in (*SDPA_BACKENDS, "ANY")}
+
+    class ClockedQuery(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            out = super().__torch_function__(func, types, args, kwargs or {})
+            if func is F.scaled_dot_product_attention:
+                works[_forced_backend(torch)](*args)
+            return out
+
+    generator = torch.Generator().manual_seed(int(seed))
+    return torch.randn(tuple(shape), generator=generator).as_subclass(ClockedQuery)
+
+
+def _forced_backend(torch) -> str:
+    """The SDPA backend sdpa_kernel(backend) left enabled, or "ANY" when several are."""
+    enabled = {"FLASH_ATTENTION": torch.backends.cuda.flash_sdp_enabled(),
+               "EFFICIENT_ATTENTION": torch.backends.cuda.mem_efficient_sdp_enabled(),
+               "CUDNN_ATTENTION": torch.backends.cuda.cudnn_sdp_enabled(),
+               "MATH": torch.backends.cuda.math_sdp_enabled()}
+    on = [name for name, flag in enabled.items() if flag]
+    return on[0] if len(on) == 1 else "ANY"
+
+
 class OutOfMemoryAbove:
     """attention(q, k, v) that raises torch.OutOfMemoryError once N reaches `n`.
 
@@ -144,7 +181,8 @@ def submission_function(module: str, name: str):
     return getattr(sys.modules[module], name)
 
 
-_MAKERS = {"async_work": AsyncWork, "oom_above": OutOfMemoryAbove, "attention": Attention,
+_MAKERS = {"async_work": AsyncWork, "clocked_query": clocked_query, "oom_above": OutOfMemoryAbove,
+           "attention": Attention,
            "dtype": torch_dtype, "submission_function": submission_function}
 _MAKERS["read_recorder"] = recorders.ReadRecorder   # inputs that log how they are read
 _MAKERS["row_recorder"] = recorders.RowRecorder     # (N, d) inputs that log which rows are read

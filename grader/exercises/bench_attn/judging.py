@@ -54,6 +54,15 @@ def timed_call(sub, rng, fn_name: str, stream: Stream, **kwargs):
     return result, stream, start, end
 
 
+def fits_clock(ms: float, stream: Stream, launches: list, start: float, end: float):
+    """(low, high) in ms: what timing one of `launches` (calls of a blocking stream) could have
+    measured on the grader's clock, and None when `ms` lies inside, else the pair."""
+    bounds = [interval_bounds(stream.events, e, start, end, waited=False) for e in launches]
+    low = min(b[0] for b in bounds) * 1e3
+    high = max(b[1] for b in bounds) * 1e3
+    return None if low * 0.999 <= ms <= high * OVER_REL + OVER_MS else (low, high)
+
+
 def as_ms(x: float) -> str:
     """Seconds on the grader's clock, written in milliseconds."""
     return f"{x * 1e3:.3f} ms"

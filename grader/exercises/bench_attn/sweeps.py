@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 import math
 
-from grader.exercises.bench_attn.judging import is_number, positive_ms
+from grader.exercises.bench_attn.judging import fits_clock, is_number, positive_ms
 from grader.judge.compare import CheckFailed
 from grader.wire.codec import Trusted
 
 ROW_KEYS = ("N", "impl", "ms", "tflops", "peak_gb")
 MAX_JSON_BYTES = 1 << 20
 FLOAT32 = Trusted("dtype", params={"dtype": "float32"})    # torch.float32, built in the worker
+SWEEP_MS = (0.2, 3.0)        # per (impl, N): what one call of a clocked impl takes, drawn per N
 
 
 def call_sweep(sub, what: str, Ns, B, H, D, impls: dict, out_name: str,
@@ -98,3 +99,31 @@ def check_timed_row(row: dict, B: int, H: int, D: int, what: str, formula: bool 
     if peak is not None and not (is_number(peak) and peak >= 0):
         raise CheckFailed(f"{where}: expected peak_gb None (no CUDA here) or a number >= 0, "
                           f"got {peak!r}")
+
+
+def check_rows_on_clock(rows: list[dict], streams: dict, start: float, end: float,
+                        what: str) -> None:
+    """Each row of a clocked impl (streams: {impl: clock.Stream}, blocking, a drawn time per N)
+    holds an ms that timing that impl at that N could have measured on the grader's clock
+    (start, end: the clock around the sweep's call). Rows of other impls, and rows whose ms is
+    None (an out-of-memory run), are left to the caller."""
+    for row in rows:
+        if row["impl"] not in streams or row["ms"] is None:
+            continue
+        stream = streams[row["impl"]]
+        launches = stream.launches(row["N"])
+        where = f"{what}: row N={row['N']}, impl={row['impl']!r}"
+        if not launches:
+            raise CheckFailed(f"{where}: ms = {row['ms']!r}, but the grader's clock saw no call of "
+                              f"{row['impl']} at N={row['N']}: every ms must come from timing "
+                              f"that impl at that N",
+                              hint="time each impl with time_proper(lambda: fn(q, k, v)) at each N")
+        outside = fits_clock(row["ms"], stream, launches, start, end)
+        if outside:
+            low, high = outside
+            raise CheckFailed(f"{where}: ms = {row['ms']:.4g}, but one call of {row['impl']} at "
+                              f"N={row['N']} took {stream.by_n[row['N']]:.3f} ms of work, and any "
+                              f"timing of it lies between {low:.3f} and {high:.3f} ms on the "
+                              f"grader's clock",
+                              hint="ms comes from time_proper on that impl at that N; is "
+                                   "time_proper right (see honest_timing)?")

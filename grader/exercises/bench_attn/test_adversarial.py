@@ -13,12 +13,14 @@ constant nor a single timed call passes.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from grader.exercises.bench_attn.clock import Stream, interval_bounds, log_uniform
+from grader.exercises.bench_attn.clock import Clock, Stream, interval_bounds, log_uniform
 from grader.exercises.bench_attn.judging import (OVER_MS, OVER_REL, WORK_MS, as_ms, is_number,
                                                  judge_proper, positive_ms, timed_call)
-from grader.exercises.bench_attn.sweeps import call_sweep, check_timed_row
+from grader.exercises.bench_attn.sweeps import SWEEP_MS, call_sweep, check_rows_on_clock, check_timed_row
 from grader.judge.compare import CheckFailed
 from grader.wire.codec import Trusted
 
@@ -107,13 +109,22 @@ def _judge_no_sync(stream, got: float, warmup: int, start: float, end: float, wh
 def test_oom_recorded(student, rng):
     sub = student()
     Ns, B, H, D, limit = [16, 48, 80], 1, 2, 16, 48
-    # "big" raises torch.OutOfMemoryError from N = 48 on; the impl after it must still run
-    impls = {"sdpa": Trusted("attention"), "big": Trusted("oom_above", params={"n": limit}),
-             "after": Trusted("attention")}
-    what = (f"run_sweep(Ns={Ns}, B={B}, H={H}, D={D}, float32, device='cpu', impls={list(impls)}), "
-            f"where 'big' raises torch.OutOfMemoryError for N >= {limit}")
-    # the file is sweep_rows' business: one mistake should cost one check
-    rows, _ = call_sweep(sub, what, Ns, B, H, D, impls, "attn_bench_oom.json", check_file=False)
+    # "big" raises torch.OutOfMemoryError from N = 48 on; the impl after it must still run.
+    # "sdpa" and "after" run a time drawn per N on the grader's clock, so the rows that fit are
+    # judged on what timing them measures, as sweep_rows judges its rows
+    clocked = ("sdpa", "after")
+    streams = {name: Stream(blocking=True, ms_range=SWEEP_MS) for name in clocked}
+    what = (f"run_sweep(Ns={Ns}, B={B}, H={H}, D={D}, float32, device='cpu', "
+            f"impls=['sdpa', 'big', 'after']), where 'big' raises torch.OutOfMemoryError for "
+            f"N >= {limit} [seed {rng.seed}]")
+    with Clock(sub.scratch, streams, rng) as clock:
+        impls = {"sdpa": Trusted("async_work", params=clock.params("sdpa")),
+                 "big": Trusted("oom_above", params={"n": limit}),
+                 "after": Trusted("async_work", params=clock.params("after"))}
+        start = time.perf_counter()
+        # the file is sweep_rows' business: one mistake should cost one check
+        rows, _ = call_sweep(sub, what, Ns, B, H, D, impls, "attn_bench_oom.json", check_file=False)
+        end = time.perf_counter()
     for row in rows:
         if row["impl"] == "big" and row["N"] >= limit:
             for key in ("ms", "tflops", "peak_gb"):
@@ -122,3 +133,4 @@ def test_oom_recorded(student, rng):
                                       f"expected {key} = None, got {row[key]!r}")
         else:
             check_timed_row(row, B, H, D, what, formula=False)
+    check_rows_on_clock(rows, streams, start, end, what)

@@ -1,5 +1,11 @@
 """gpu check for exercises/bench_attn.py: the student's sweep on CUDA, where naive attention's
-peak memory grows about 4x per doubling of N and SDPA's does not (sweeps.py reads the rows)."""
+peak memory grows about 4x per doubling of N and SDPA's does not (sweeps.py reads the rows).
+
+Every row is also held to the grader's own measurement of the same work, made here after the
+call with nothing of the student's alive: its ms to the harness's time per call of the given
+naive and of PyTorch's SDPA at that N (TIME_BAND), its peak_gb to the allocator's peak of the
+same call (PEAK_BAND). A timer that returns a constant, or a peak made up to grow 4x, earns
+nothing."""
 
 from __future__ import annotations
 
@@ -7,9 +13,25 @@ import pytest
 
 from grader.exercises.bench_attn.judging import is_number
 from grader.exercises.bench_attn.sweeps import check_timed_row
-from grader.judge import timing
+from grader.judge import baselines, timing
 from grader.judge.compare import CheckFailed
 from grader.wire.codec import Trusted
+
+
+# a row's ms against the grader's time per call (calls back to back, so no launch or sync cost):
+# at least half of it, at most 3x it plus 0.1 ms (the student's clock also spans a launch and a
+# synchronize per call, tens of microseconds)
+TIME_BAND = (0.5, 3.0, 0.1)
+# a row's peak_gb against the allocator's peak of the same call here: within 2x, plus 4 MiB
+PEAK_BAND = (0.5, 2.0, 4 / 1024)
+
+
+def _naive(q, k, v):
+    """The exercise's given naive attention (S and P through memory)."""
+    import torch
+
+    s = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)
+    return torch.softmax(s, dim=-1) @ v
 
 
 @pytest.mark.check("bench_attn.gpu_sweep")
@@ -51,3 +73,40 @@ def test_gpu_sweep(student, gpu, workers):
         if flat > 2.5:
             raise CheckFailed(f"{what}: sdpa's peak memory grew {flat:.2f}x from N={a} to N={b}; "
                               f"expected about 2x at most (only the output grows, linearly)")
+    _against_own_measurement(peak, {(r["impl"], r["N"]): float(r["ms"]) for r in rows},
+                             Ns, B, H, D, what)
+
+
+def _against_own_measurement(peak: dict, ms: dict, Ns, B: int, H: int, D: int, what: str) -> None:
+    """Each row's ms and peak_gb within the bands of what the grader measures for that call."""
+    import torch
+    import torch.nn.functional as F
+
+    fns = {"naive": _naive, "sdpa": F.scaled_dot_product_attention}
+    for N in Ns:
+        q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.float16) for _ in range(3))
+        for name, fn in fns.items():
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            fn(q, k, v)
+            torch.cuda.synchronize()
+            own_gb = (torch.cuda.max_memory_allocated() - base) / 1e9
+            own_ms = baselines.harness_ms(fn, [q, k, v], target_ms=50.0)
+            where = f"{what}: row N={N}, impl={name!r}"
+            low, high, plus = PEAK_BAND
+            if not low * own_gb <= peak[(name, N)] <= high * own_gb + plus:
+                raise CheckFailed(f"{where}: peak_gb = {peak[(name, N)]:.4g}, but the same call "
+                                  f"here peaked at {own_gb:.4g} GB above what was allocated",
+                                  hint="peak_bytes: synchronize, reset the peak stats, read "
+                                       "memory_allocated() as the base, run, synchronize, "
+                                       "return max_memory_allocated() - base")
+            low, high, plus = TIME_BAND
+            if not low * own_ms <= ms[(name, N)] <= high * own_ms + plus:
+                raise CheckFailed(f"{where}: ms = {ms[(name, N)]:.4g}, but the grader times one "
+                                  f"call of the same work at {own_ms:.4g} ms (expected between "
+                                  f"{low * own_ms:.4g} and {high * own_ms + plus:.4g})",
+                                  hint="ms comes from time_proper on that impl at that N; is "
+                                       "time_proper right (see honest_timing)?")
+        del q, k, v
+        torch.cuda.empty_cache()
