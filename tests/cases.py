@@ -12,6 +12,7 @@ them names an exercise or a case.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 from dataclasses import dataclass
@@ -144,18 +145,28 @@ def cheats() -> list[Cheat]:
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def _stubs() -> dict[str, str]:
+    from tools.stubs import expected_stubs
+
+    return expected_stubs()
+
+
 def folder_files(folder: Path) -> dict[str, str]:
     """The exercise files a corpus folder holds, as {name: text}.
 
     A folder holds `<exercise>.py` files as a student would submit them, or, for a file that
     differs from the solution (or the stub) in a few places, `<exercise>.edits.json`:
     {"base": "solutions" | "exercises", "edits": [[find, replace], ...]}, that file of the base
-    folder with each `find` (present exactly once) replaced, as a Mutant does."""
+    folder with each `find` (present exactly once) replaced, as a Mutant does. The stubs are the
+    ones tools.stubs makes from the solutions (exercises/ is built, and may not be yet: a GPU
+    box running tools.gpu_cheats straight after a checkout)."""
     files = {f.name: f.read_text() for f in sorted(folder.glob("*.py"))}
     for spec_path in sorted(folder.glob("*.edits.json")):
         spec = json.loads(spec_path.read_text())
         name = spec_path.name.removesuffix(".edits.json") + ".py"
-        text = (ROOT / spec["base"] / name).read_text()
+        text = (_stubs()[name] if spec["base"] == "exercises"
+                else (ROOT / spec["base"] / name).read_text())
         for find, replace in spec["edits"]:
             count = text.count(find)
             if count != 1:

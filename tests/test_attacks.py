@@ -544,7 +544,9 @@ def test_no_submission_module_in_the_grader_process(tmp_path):
 
 def test_worker_dies_with_a_killed_grader(tmp_path):
     """A grader killed from outside (an OOM killer, a scheduler) takes its looping workers with
-    it: unshare runs under `setpriv --pdeathsig KILL`, and the PID namespace dies with it."""
+    it: unshare runs under `setpriv --pdeathsig KILL`, and the PID namespace dies with it. (The
+    run's folder is given, so it is a plain folder: a killed grader cannot unmount the tmpfs it
+    would otherwise be, grader/sandbox/scratch.py.)"""
     if _level() != "os":
         pytest.skip("needs the os isolation level (root and util-linux unshare)")
     from grader.sandbox import isolation
@@ -553,7 +555,8 @@ def test_worker_dies_with_a_killed_grader(tmp_path):
         pytest.skip("util-linux setpriv with --pdeathsig is not installed")
     code = ("import numpy as np, sys; from pathlib import Path; "
             "from grader.sandbox.proxy import Workers; "
-            f"s = Workers(Path({str(ROOT / 'tests' / 'submissions' / 'hang')!r})).get('online_softmax'); "
+            f"s = Workers(Path({str(ROOT / 'tests' / 'submissions' / 'hang')!r}), "
+            f"Path({str(tmp_path / 'run')!r})).get('online_softmax'); "
             "print(s.worker_pid, flush=True); s.call('softmax_safe', np.ones(3), timeout=300)")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GRADER_SANDBOX": "1"}
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)

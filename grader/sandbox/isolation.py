@@ -76,11 +76,11 @@ def _bind(libc, ctypes, src: str, dst: str, writable: bool = False, recursive: b
     flags = MS_REMOUNT | MS_BIND | MS_NOSUID | (MS_NODEV if nodev else 0) | (0 if writable else MS_RDONLY)
     _mount(libc, ctypes, None, dst, None, flags)
     if recursive and not writable:   # a recursive bind keeps each submount's own flags: lock them too
-        for sub in _mounts_below(dst):
+        for sub in mounts_below(dst):
             _mount(libc, ctypes, None, sub, None, flags)
 
 
-def _mounts_below(folder: str) -> list[str]:
+def mounts_below(folder: str) -> list[str]:
     """Mount points strictly below `folder` in this mount namespace (from /proc/self/mountinfo)."""
     below = []
     with open("/proc/self/mountinfo") as f:
@@ -89,6 +89,18 @@ def _mounts_below(folder: str) -> list[str]:
             if point.startswith(folder.rstrip("/") + "/"):
                 below.append(point)
     return below
+
+
+def mount_tmpfs(folder: str, size: int) -> None:
+    """A tmpfs of `size` bytes, mode 0700, on `folder` (grader.sandbox.scratch)."""
+    libc, ctypes = _libc()
+    _mount(libc, ctypes, "tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,size={size}")
+
+
+def unmount(point: str) -> None:
+    """Detach the mount at `point` (lazily: open files keep it until they close)."""
+    libc, _ = _libc()
+    libc.umount2(point.encode(), MNT_DETACH)
 
 
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217}

@@ -10,7 +10,8 @@ the limit: a `batch` run's disk is never filled by one of them. Pages of a tmpfs
 the memory cgroup of the process that wrote them, so what a worker writes there also counts as
 its memory. The worker's /tmp and /dev/shm (os level) are tmpfs of their own, sized in
 grader/sandbox/isolation.py. Elsewhere the folder is a plain folder, and a worker's writes are
-limited only per file (RLIMIT_FSIZE).
+limited only per file (RLIMIT_FSIZE). A grader killed from outside leaves its run's tmpfs
+mounted, as it left the folder before (`umount -l /tmp/grader-*` frees them).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from grader.sandbox.isolation import MNT_DETACH, MS_NODEV, MS_NOSUID, _libc, _mount, _mounts_below
+from grader.sandbox.isolation import mount_tmpfs, mounts_below, unmount
 
 SCRATCH_LIMIT_BYTES = 1 << 30
 
@@ -32,10 +33,8 @@ def limit(folder: Path, size: int = SCRATCH_LIMIT_BYTES) -> bool:
         return True
     if os.geteuid() != 0:
         return False
-    libc, ctypes = _libc()
     try:
-        _mount(libc, ctypes, "tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV,
-               f"mode=0700,size={size}")
+        mount_tmpfs(folder, size)
     except PermissionError:
         return False
     return True
@@ -45,9 +44,6 @@ def release(folder: Path) -> None:
     """Unmount the tmpfs on `folder` and any mount below it (lazily: a file still open elsewhere
     keeps its pages until it is closed). Their files are gone with them."""
     folder = str(folder)
-    points = [*_mounts_below(folder), *([folder] if os.path.ismount(folder) else [])]
-    if not points:
-        return
-    libc, ctypes = _libc()
+    points = [*mounts_below(folder), *([folder] if os.path.ismount(folder) else [])]
     for point in sorted(points, key=len, reverse=True):
-        libc.umount2(point.encode(), MNT_DETACH)
+        unmount(point)

@@ -29,7 +29,7 @@ CHECKS = [
        "log(l), the logsumexp of the row's scaled scores (natural log), stored as float32.",
        follows=("flash_backward.lse_includes_m",)),
     _C("flash_backward.lse_includes_m", "adversarial", 3,
-       "L = m + log(l) with large scores (row maxima ~100)",
+       "L = m + log(l) with large scores (row maxima ~100) and with flat ones (log(l) ~ log(N))",
        "L = m + log(l): l sums exp(s - m), so log(l) alone is off by m. If you compute in exp2, "
        "convert back to the natural log: L = (m2 + log2(l)) * ln(2)."),
     _C("flash_backward.causal_mask", "interp", 4,
