@@ -104,10 +104,12 @@ class Packs:
         files = {}
         for case in members:
             files.update(self.files(case))
-        sub = copy_solutions(Path(tempfile.mkdtemp(prefix="pack-")) / "sub", files)
         args = ["--exercises", ",".join(self.exercise(c) for c in members),
                 "--layers", self.layers(members[0])]
         if not self.hidden:
             args.append("--no-hidden")
-        # one process: the pack is one core's work under xdist (grader.parallel would start more)
-        return grade(sub, *args, replay=self.replay, env={"GRADER_JOBS": "1"})
+        with tempfile.TemporaryDirectory(prefix="pack-") as tmp:
+            sub = copy_solutions(Path(tmp) / "sub", files)
+            # one process: the pack is one core's work under xdist (grader.parallel would start more)
+            return grade(sub, *args, replay=self.replay, env={"GRADER_JOBS": "1"},
+                         json_path=Path(tmp) / "report.json")
