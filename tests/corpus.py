@@ -9,7 +9,6 @@ grader does with that exercise. What the corpora are and where they live: tests/
 from __future__ import annotations
 
 import ast
-import os
 from pathlib import Path
 
 from grader.registry import EXERCISES as REGISTERED, all_checks
@@ -93,42 +92,3 @@ def without_raises(source: str) -> str:
 
 __all__ = ["CPU", "EXERCISES", "ROOT", "SOLUTIONS", "cpu_layers", "grade_exercise", "folder_files",
            "checks_of", "losing", "exercise_score", "line", "lines", "without_raises"]
-
-
-class Ahead:
-    """Grades started ahead of the tests that read them, two at a time: a grade is one
-    subprocess that uses about one core, and CI has two (keeps make test under its budget).
-
-        AHEAD = Ahead(lambda m, tmp: grade_exercise(tmp, ...), key=..., only=...)
-        report = AHEAD.get(case, request, "case")   # waits for its grade; None: not graded ahead
-
-    Only cases `only(case)` accepts are graded ahead (the Triton exercises under the interpreter:
-    nothing there is timed, so running two at once changes no verdict), and only those of the
-    tests this run selected (request.session.items, parameter `argname`); the pool starts at the
-    first get() and grades in the tests' order. A failure re-raises in the test that reads it.
-    Under pytest-xdist (`make test`: tests.conftest) nothing is graded ahead: each process would
-    grade every selected case, not only its own share, and the processes already fill the cores."""
-
-    def __init__(self, grade, key, only, workers: int = 2):
-        self.grade, self.key, self.only = grade, key, only
-        self.workers = workers
-        self.futures: dict = {}
-        self.pool = None
-
-    def get(self, case, request, argname: str):
-        import tempfile
-        from concurrent.futures import ThreadPoolExecutor
-
-        if not self.only(case) or os.environ.get("PYTEST_XDIST_WORKER"):
-            return None
-        if self.pool is None:
-            self.pool = ThreadPoolExecutor(self.workers)
-            name = request.node.originalname
-            cases = [item.callspec.params[argname] for item in request.session.items
-                     if getattr(item, "originalname", None) == name and hasattr(item, "callspec")]
-            for c in cases:
-                if self.only(c):
-                    tmp = Path(tempfile.mkdtemp(prefix="ahead-"))
-                    self.futures[self.key(c)] = self.pool.submit(self.grade, c, tmp)
-            self.pool.shutdown(wait=False)
-        return self.futures[self.key(case)].result()

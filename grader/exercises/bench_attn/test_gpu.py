@@ -9,11 +9,13 @@ nothing."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from grader.exercises.bench_attn.judging import is_number
 from grader.exercises.bench_attn.sweeps import check_timed_row
-from grader.judge import timing
+from grader.judge import events, timing
 from grader.judge.compare import CheckFailed
 from grader.wire.codec import Trusted
 
@@ -25,25 +27,6 @@ from grader.wire.codec import Trusted
 TIME_BAND = (0.4, 3.0, 0.1)
 # a row's peak_gb against the allocator's peak of the same call here: within 2x, plus 4 MiB
 PEAK_BAND = (0.5, 2.0, 4 / 1024)
-
-
-def _gpu_ms(fn, args, warmup: int = 10, reps: int = 30) -> float:
-    """The median GPU time of one call of trusted `fn(*args)`, from CUDA events around it."""
-    import statistics
-
-    import torch
-
-    for _ in range(warmup):
-        fn(*args)
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn(*args)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def _naive(q, k, v):
@@ -112,7 +95,9 @@ def _against_own_measurement(peak: dict, ms: dict, Ns, B: int, H: int, D: int, w
             fn(q, k, v)
             torch.cuda.synchronize()
             own_gb = (torch.cuda.max_memory_allocated() - base) / 1e9
-            own_ms = _gpu_ms(fn, (q, k, v))
+            # no L2 flush: time_proper does not flush either
+            own_ms = events.time_cuda(functools.partial(fn, q, k, v), warmup=10, rep=30,
+                                     flush_l2=False)
             where = f"{what}: row N={N}, impl={name!r}"
             low, high, plus = PEAK_BAND
             if not low * own_gb <= peak[(name, N)] <= high * own_gb + plus:
