@@ -75,10 +75,13 @@ class Gated:
 
     def call(self, fn: str, *args, opts: dict | None = None, **kwargs):
         gated = fn in self._kernels
-        # the perf layer's requests (grader.worker.probes.run: `runs`, `fetch`) are verified by
-        # checksums and timed; a profiler there would be timed too
-        timed = bool(opts and (opts.get("runs") or opts.get("fetch")))
+        # the perf layer's requests (grader.worker.probes.run: `runs`, `fetch`, `programs`) are
+        # verified by checksums and timed; a profiler there would be timed too. Their calls'
+        # programs are recorded, and those the grader picks replayed (`check_timed`)
+        timed = bool(opts and (opts.get("runs") or opts.get("fetch") or "programs" in opts))
         if not gated or timed:
+            if gated and opts.get("runs") and self.records_timed(fn):
+                opts = {**opts, "runs": {**opts["runs"], "program": True}}
             return self._sub.call(fn, *args, opts=opts, **kwargs)
         opts = dict(opts or {}, trace=True, program=self._replayer is not None)
         cuda = self._sub.mode == "cuda"
@@ -97,6 +100,21 @@ class Gated:
                         gpu_pid=self._sub.worker_pid if cuda else None, replayed=replayed,
                         defer=self._pending)
         return r
+
+    def records_timed(self, fn: str) -> bool:
+        """Whether timed calls of `fn` are recorded and their programs replayed (the
+        exercise's `timed_replay`)."""
+        return (fn in self._kernels and self._replayer is not None
+                and EXERCISES[self._exercise].timed_replay)
+
+    def check_timed(self, fn: str, args: list, kwargs: dict, extras: dict,
+                    timed: provenance.TimedCall, what: str) -> None:
+        """The kernel-use gate on one timed call (grader.judge.timing.Requests picked it after
+        the call): its trace, and its program replayed on its own inputs, judged by checksum."""
+        replayer, compiler, sources = self._replayer()
+        replayed = provenance.Call(replayer, sources, [*args, *kwargs.values()], None, {},
+                                   compiler)
+        kernel_use.gate(extras, self._exercise, fn, call=what, replayed=replayed, timed=timed)
 
 
 def audited(plugin, exercise: str) -> None:

@@ -47,7 +47,8 @@ def cases() -> list[dict]:
     for c in (c for c in cheats() if c.gpu):
         files = folder_files(c.folder)
         out.append({"name": c.name, "kind": "cheat", "exercise": c.exercise, "files": files,
-                    "expect": "race" if c.name == "side_stream" else "zero"})
+                    "expect": "race" if c.name == "side_stream" else "zero",
+                    "zero_on": c.zero_on})
     source = (ROOT / "solutions" / "flash_triton.py").read_text()
     out.append({"name": SDPA_ON_CUDA.name, "kind": "cheat", "exercise": "flash_triton",
                 "files": {"flash_triton.py": SDPA_ON_CUDA.apply(source)}, "expect": "zero"})
@@ -99,8 +100,13 @@ def grade(case: dict, work: Path, sanitizer: bool = True) -> dict:
                    "; ".join(f"{k}: {v}" for k, v in report.get("layers_not_run", {}).items()
                              if k in LAYERS.split(",")))
     elif case["expect"] == "zero":
-        row["ok"] = row["score"] == 0
-        row["problem"] = "" if row["ok"] else f"earned {row['score']:g}/{row['max_score']:g}"
+        # a cheat honest on every untimed call owes nothing but the checks built to catch it
+        zero_on = case.get("zero_on", "all")
+        graded = [t for t in ran if zero_on == "all" or t["name"] in zero_on]
+        earned = round(sum(t["score"] for t in graded), 3)
+        row["ok"] = bool(graded) and earned == 0
+        row["problem"] = "" if row["ok"] else (f"earned {earned:g} on {zero_on}" if graded
+                                               else f"none of {zero_on} ran")
     else:   # side_stream: right after a device-wide synchronize, a race on the caller's stream
         by = {t["name"]: t for t in tests}
         real = by.get("flash_triton.gpu_real_sizes", {})

@@ -78,7 +78,8 @@ def assert_kernel_computed(extras: dict, call: str, launch: str, work: str,
 
 
 def gate(extras: dict, exercise: str, fn: str, call: str | None = None,
-         gpu_pid: int | None = None, replayed=None, defer: list | None = None) -> None:
+         gpu_pid: int | None = None, replayed=None, defer: list | None = None,
+         timed=None) -> None:
     """The kernel-use gate, the one every graded call of a Triton exercise passes (the checks'
     `student()` proxy, fixtures.Gated, for every untimed call; the sanitizer's call): the
     registry's (call, launch, work) for `fn` (Exercise.kernels) and the ops its wrapper may run
@@ -88,8 +89,9 @@ def gate(extras: dict, exercise: str, fn: str, call: str | None = None,
     answer (grader.judge.provenance); with `defer`, that replay is appended there as a function
     to run once the check is over (grader.plugin runs them only for a check that earned
     something: a wrong answer earns nothing anyway, and the interpreter's replay costs as much
-    as the call). A failure follows <exercise>.uses_kernel: whatever check made the call failed
-    for that check's idea."""
+    as the call). `timed` (a provenance.TimedCall): a timed call of the perf layer, whose replay is
+    judged by its checksum (grader.judge.timing.Requests). A failure follows
+    <exercise>.uses_kernel: whatever check made the call failed for that check's idea."""
     from grader.judge import provenance
 
     want, launch, work = KERNELS[exercise][fn]
@@ -105,9 +107,10 @@ def gate(extras: dict, exercise: str, fn: str, call: str | None = None,
     if replayed is None:
         return
     if defer is None:
-        provenance.check(extras, exercise, call or want, allowed, replayed)
+        provenance.check(extras, exercise, call or want, allowed, replayed, timed)
     else:
-        defer.append(lambda: provenance.check(extras, exercise, call or want, allowed, replayed))
+        defer.append(lambda: provenance.check(extras, exercise, call or want, allowed, replayed,
+                                              timed))
 
 
 def foreign_kernels(kernels: list, triton_names: list) -> list:

@@ -144,8 +144,24 @@ def kernels_of(sources: Path, exercise: str) -> kernel_source.Filtered:
         return kernel_source.Filtered()
 
 
-def check(extras: dict, exercise: str, call: str, allowed: frozenset, replayed: Call) -> None:
-    """Validate the call's program, replay it and compare with the call's value. Raises
+@dataclass
+class TimedCall:
+    """A timed call of the perf layer (grader.judge.timing.Requests), as its replay needs it:
+    how its argument was refilled ({"arg", "seed", "std"}), how its checksum was taken
+    ({"weights": seed, "tuple": bool}), the checksum it sent back (`want`) and the tolerance of
+    that checksum against the reference (`tol`, used only where a kernel adds with atomics)."""
+    refill: dict
+    summed: dict
+    want: float
+    tol: float
+
+
+def check(extras: dict, exercise: str, call: str, allowed: frozenset, replayed: Call,
+          timed: TimedCall | None = None) -> None:
+    """Validate the call's program, replay it and compare with the call's value; for a timed
+    call (`timed`), compare the replay's checksum with the one the call sent back instead: to
+    the last bit (same kernels, same inputs, same device; within `timed.tol` with atomics), so
+    an answer that the recorded kernels did not compute differs even where it is right. Raises
     CheckFailed (follows <exercise>.uses_kernel)."""
     from grader import errors
 
@@ -153,16 +169,21 @@ def check(extras: dict, exercise: str, call: str, allowed: frozenset, replayed: 
         program = extras.get("program")
         kernels = kernels_of(replayed.sources, exercise)
         validate(program, call, allowed, kernels)
+        # the replay runs the same kernels on the same inputs, so it reaches out of bounds
+        # only where the call did: bounds-checked (masking those lanes as there) only then
+        bounds = bool(replayed.opts.get("bounds")) and bool(extras.get("out_of_bounds"))
+        opts = {"bounds": bounds, "poison_empty": True}
+        if timed is not None:
+            opts.update(refill=timed.refill, summed=timed.summed)
         try:
-            # the replay runs the same kernels on the same inputs, so it reaches out of bounds
-            # only where the call did: bounds-checked (masking those lanes as there) only then
-            bounds = bool(replayed.opts.get("bounds")) and bool(extras.get("out_of_bounds"))
-            got = replayed.replay(program, {"bounds": bounds, "poison_empty": True}, exercise,
-                                  kernels)
+            got = replayed.replay(program, opts, exercise, kernels)
         except errors.StudentProblem as e:   # the filtered file or a step failed there
             raise _fail(call, f"its recorded launches could not be replayed from the kernels "
                               f"alone: {str(e)[:800]}") from None
-        compare(got, replayed.value, call, kernels.atomics)
+        if timed is None:
+            compare(got, replayed.value, call, kernels.atomics)
+        else:
+            compare_sum(got, timed, call, kernels.atomics)
     except CheckFailed as e:
         e.follows = (f"{exercise}.uses_kernel",)
         raise
@@ -339,7 +360,7 @@ def _not_tensors(value, depth: int = 0) -> str:
     return f"a {type(value).__name__}" if not isinstance(value, np.ndarray) else "a NumPy array"
 
 
-def compare(replayed, value, call: str, atomics: bool) -> None:
+def _replay_failed(replayed, call: str) -> None:
     if not isinstance(replayed, dict):
         raise CheckFailed(f"{call}: the replay sent back nothing readable")
     for problem in replayed.get("compile") or []:
@@ -348,6 +369,29 @@ def compare(replayed, value, call: str, atomics: bool) -> None:
                           f"{str(problem.get('error'))[:1200]}")
     if replayed.get("error"):
         raise _fail(call, f"replaying its recorded steps failed: {replayed['error']}")
+
+
+def compare_sum(replayed, timed: TimedCall, call: str, atomics: bool) -> None:
+    """A timed call: the replayed outputs' checksum against the one the call sent back."""
+    import math
+
+    _replay_failed(replayed, call)
+    got = replayed.get("sum")
+    if not isinstance(got, float):
+        raise CheckFailed(f"{call}: the replay sent back no checksum")
+    same = got == timed.want or (atomics and math.isfinite(got)
+                                 and abs(got - timed.want) <= timed.tol)
+    if not same:
+        raise _fail(call, f"its answer is not what its kernels compute: replaying the recorded "
+                          f"launches on the call's own inputs gives an output whose checksum is "
+                          f"{got!r}, the call's was {timed.want!r} (the same kernels on the same "
+                          f"inputs give the same bits). The answer of a timed call was written "
+                          f"by something other than the kernels (PyTorch, NumPy, memory set "
+                          f"before the launch)")
+
+
+def compare(replayed, value, call: str, atomics: bool) -> None:
+    _replay_failed(replayed, call)
     other = _not_tensors(value)
     if other:
         raise _fail(call, f"it returned {other}: the answer of a Triton exercise is the tensors "

@@ -106,14 +106,21 @@ class Requests:
     def __init__(self, sub, fn: str, args: list, *, rng, reference, inputs: list, dtype: str,
                  what: str, kwargs: dict | None = None, arg: int = 0, std: float = 1.0,
                  checked_runs: int = 2, full_share: float = 0.3, cuda_peak: bool = True,
-                 slack: float = 1.0, compare=None):
+                 slack: float = 1.0, compare=None, program_share: float = 0.3):
         self.sub, self.fn, self.args, self.kwargs = sub, fn, list(args), dict(kwargs or {})
         self.rng, self.reference, self.inputs = rng, reference, list(inputs)
         self.dtype, self.what, self.arg, self.std = dtype, what, arg, std
         self.slack, self.compare = slack, compare
         self.checked_runs, self.full_share = checked_runs, full_share
         self.opts = {"cuda_peak": True} if cuda_peak else {}   # False only in CPU tests
-        self.done: list = []     # (spec, CallResult) of every request, verified later
+        self.done: list = []     # (spec, CallResult, fetched output, traced call) per request
+        # a gated function's timed calls are recorded (grader.fixtures.Gated.records_timed):
+        # after a request, with `program_share`, the trace of one call picked at random is
+        # fetched; verify() replays one of those picked (provenance of the timed answers)
+        # (looked up on the type: a plain Submission answers any attribute with a student call)
+        records = getattr(type(sub), "records_timed", None)
+        self.recorded = bool(records(sub, fn)) if callable(records) else False
+        self.program_share = program_share
         self.peak_bytes = 0      # the largest cuda_peak_bytes of any request so far
         self.last_ms = 0.0       # wall time of the last request's calls (not of its fetch)
 
@@ -137,8 +144,18 @@ class Requests:
             out = self.sub.call(self.fn, opts={"fetch": True}).value
             if out is None:
                 out = _MISSING
-        self.done.append((spec, result, out))
+        traced = None
+        if self.recorded and self.rng.random() < self.program_share:
+            traced = self._traced(count)
+        self.done.append((spec, result, out, traced))
         return result
+
+    def _traced(self, count: int) -> tuple:
+        """(j, trace) of call j of the last request, j drawn now, after the request."""
+        j = int(self.rng.integers(count))
+        value = self.sub.call(self.fn, opts={"programs": [j]}).value
+        got = value.get("programs") if isinstance(value, dict) else None
+        return j, (got[0] if isinstance(got, list) and got and isinstance(got[0], dict) else {})
 
     def verify(self) -> int:
         """Compare the outputs of every request made so far; returns how many runs were checked.
@@ -148,7 +165,12 @@ class Requests:
 
         torch = _torch(None)
         checked = 0
-        for number, (spec, result, out) in enumerate(self.done, 1):
+        if self.recorded and self.done and not any(d[3] for d in self.done):
+            # no request's trace was picked: one call of the last request's now (still kept)
+            spec, result, out, _ = self.done[-1]
+            self.done[-1] = (spec, result, out, self._traced(len(spec["seeds"])))
+        due = []   # (number, spec, j, trace, checksum, tolerance) of the traced calls
+        for number, (spec, result, out, traced) in enumerate(self.done, 1):
             value = result.value
             seeds = spec["seeds"]
             sums = value.get("sums") if isinstance(value, dict) else None
@@ -158,7 +180,8 @@ class Requests:
             last = len(seeds) - 1
             # chosen now, after the call: the worker could not know which runs are looked at
             picks = sorted(set(self.rng.choice(len(seeds), size=min(self.checked_runs, len(seeds)),
-                                               replace=False).tolist()) | {last})
+                                               replace=False).tolist()) | {last}
+                           | ({traced[0]} if traced else set()))
             for j in picks:
                 expected = self._reference(seeds[j])
                 got = float(sums[j])
@@ -177,6 +200,8 @@ class Requests:
                         hint="compute every call in full, on the caller's CUDA stream (or make it "
                              "wait for yours): the grader times calls whose outputs it checks "
                              "afterwards")
+                if traced and j == traced[0]:
+                    due.append((number, spec, j, traced[1], got, tol))
                 if j == last and out is not None:
                     case = f"the last call of timed request {number}"
                     if self.compare is not None:
@@ -192,7 +217,22 @@ class Requests:
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
         self.done.clear()
+        if due:
+            self._replay(due[int(self.rng.integers(len(due)))])
         return checked
+
+    def _replay(self, traced: tuple) -> None:
+        """One traced timed call, picked after every request: its program replayed on its own
+        inputs (grader.fixtures.Gated.check_timed), its checksum equal to the call's."""
+        from grader.judge import provenance
+
+        number, spec, j, extras, got, tol = traced
+        count = len(spec["seeds"])
+        refill = {"arg": self.arg, "seed": spec["seeds"][j], "std": spec["std"]}
+        summed = {"weights": spec["weights"], "tuple": bool(extras.get("tuple"))}
+        self.sub.check_timed(self.fn, self.args, self.kwargs, extras,
+                             provenance.TimedCall(refill, summed, got, tol),
+                             f"{self.what}, call {j + 1} of {count} in timed request {number}")
 
     def _reference(self, seed: int):
         inputs = list(self.inputs)

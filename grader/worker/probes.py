@@ -156,7 +156,14 @@ def run(fn, args: list, kwargs: dict, opts: dict):
         such request. The grader picks, after the call, which checksums to compare with its
         references and whether to fetch the last output and compare it in full, so a call that
         skips its work is caught wherever it falls.
+        With "program": True (the graded function of a Triton exercise), every call is traced
+        and its program recorded (grader.worker.program), as an untimed gated call's is: the
+        grader asks afterwards for the programs of calls it picks and replays them
+        (grader.judge.provenance.check_timed), so a timed call's answer too must be what its
+        kernels computed. Every call pays the same recording, whether picked or not.
     fetch: True   send back the last output of the previous `runs` request; fn is not called.
+    programs: [j, ...]   send back the recorded programs of those calls of the previous `runs`
+        request (`{"programs": [extras of call j, ...]}`); fn is not called.
     backward: {"grad_arg": n}   (flash_backward's autograd wrapper) the arguments before n get
         requires_grad, out = fn(those, **kwargs), then out.backward(args[n]); the value sent
         back is (out, (grad of each of them)), detached.
@@ -165,6 +172,10 @@ def run(fn, args: list, kwargs: dict, opts: dict):
     if opts.get("fetch"):
         value, _retained[0] = _retained[0], None
         return value
+    if "programs" in opts:
+        kept = _retained_programs
+        return {"programs": [kept[j] if isinstance(j, int) and 0 <= j < len(kept) else None
+                             for j in list(opts["programs"])[:8]]}
     value = _run(fn, args, kwargs, opts)
     if _program[0] is not None:   # the tensors of the answer, as refs of the call's program
         _program[0].set_outputs(value)
@@ -191,6 +202,7 @@ def _run(fn, args: list, kwargs: dict, opts: dict):
 
 
 _retained: list = [None]   # the last output of the last `runs` request, until it is fetched
+_retained_programs: list = []   # with runs["program"]: each call's trace of the last request
 
 
 def _run_many(fn, args, kwargs, runs: dict) -> dict:
@@ -200,10 +212,15 @@ def _run_many(fn, args, kwargs, runs: dict) -> dict:
     # memory at the start of this call, so cuda_peak still measures this call's own allocations
     target = args[int(runs["arg"])]
     sums, out, weights = [], None, None
+    record = bool(runs.get("program"))
+    _retained_programs.clear()
     for seed in runs["seeds"]:
         checksum.refill(target, int(seed), float(runs["std"]))
         out = None                        # the previous output is freed before the next call
-        out = fn(*args, **kwargs)
+        if record:
+            out = _recorded_call(fn, args, kwargs)
+        else:
+            out = fn(*args, **kwargs)
         if weights is None:
             weights = checksum.checksum_weights(out, int(runs["weights"]))
         sums.append(checksum.checksum(out, weights))
@@ -211,6 +228,19 @@ def _run_many(fn, args, kwargs, runs: dict) -> dict:
         torch.cuda.synchronize()
     _retained[0] = out
     return {"sums": checksum.to_floats(sums)}
+
+
+def _recorded_call(fn, args, kwargs):
+    """One call of a `runs` request, traced like a gated call (ops, launches, program); its
+    trace is kept in _retained_programs until the grader asks for it or the next request."""
+    extras: dict = {}
+    with tracing.trace(extras, None, built_inputs(), _program, describe=False):
+        out = fn(*args, **kwargs)
+        if _program[0] is not None:
+            _program[0].set_outputs(out)
+    extras["tuple"] = isinstance(out, (tuple, list))
+    _retained_programs.append(extras)
+    return out
 
 
 def _is_array(a) -> bool:

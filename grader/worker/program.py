@@ -136,8 +136,9 @@ class Program:
         name = str(getattr(fn, "__name__", "?"))[:100]
         where = f"launch of {name}"
         try:
-            params = inspect.signature(fn).parameters
-            bound = inspect.signature(fn).bind(*args, **{k: v for k, v in kwargs.items() if k in params})
+            sig = _signature(fn)
+            params = sig.parameters
+            bound = sig.bind(*args, **{k: v for k, v in kwargs.items() if k in params})
             bound.apply_defaults()
             named = dict(bound.arguments)
         except (TypeError, ValueError) as e:
@@ -166,6 +167,17 @@ class Program:
         if self.overflow:
             out["overflow"] = self.overflow
         return out
+
+
+_SIGNATURES: dict = {}   # kernel function -> its inspect.Signature (a timed call launches the
+# same kernels every call: inspect.signature twice per launch was most of the recording's cost)
+
+
+def _signature(fn) -> inspect.Signature:
+    sig = _SIGNATURES.get(fn)
+    if sig is None:
+        sig = _SIGNATURES[fn] = inspect.signature(fn)
+    return sig
 
 
 def _tensors(value, depth_limit: int = 2, depth: int = 0) -> list:

@@ -31,11 +31,12 @@ def dispatch_mode():
 
 @contextlib.contextmanager
 def trace(extras: dict, target: dict | None = None, inputs: list | None = None,
-          current: list | None = None):
+          current: list | None = None, describe: bool = True):
     """Record the aten ops that ran, count Triton kernel launches and describe what each
-    launched kernel compiled to (for this device, and for `target` if asked). Given the call's
-    `inputs`, also the call's program → extras["program"] (grader.worker.program: ops and
-    launches), held in current[0] while the call runs."""
+    launched kernel compiled to (for this device, and for `target` if asked; not with
+    `describe` False: the perf layer's timed calls). Given the call's `inputs`, also the call's
+    program → extras["program"] (grader.worker.program: ops and launches), held in current[0]
+    while the call runs."""
     ops: list[str] = []
     launches = [0]
     names: list[str] = []
@@ -59,7 +60,8 @@ def trace(extras: dict, target: dict | None = None, inputs: list | None = None,
 
     current[0] = prog
     try:
-        with _count_triton_launches(launches, names, compiled, target, prog, inside), Recorder():
+        with _count_triton_launches(launches, names, compiled if describe else None, target,
+                                    prog, inside), Recorder():
             yield
     finally:
         current[0] = None
@@ -81,8 +83,8 @@ def _crosses_devices(args, out) -> bool:
 def _count_triton_launches(counter: list, names: list, compiled: dict | None, target: dict | None,
                            prog, inside: list):
     """Wrap Triton's launch entry points (compiled and interpreted) to count launches; with
-    `compiled`, describe each compiled launch there (resources.describe), one record per kernel
-    specialisation, marked `autotuned` when an autotuner made the launch (it benchmarks every
+    `compiled` (None: describe nothing), describe each compiled launch there
+    (resources.describe), one record per kernel specialisation, marked `autotuned` when an autotuner made the launch (it benchmarks every
     config, and on another chip would skip one that does not fit rather than fail). With `prog`,
     every launch outside an autotuner's benchmark is a step of the program; `inside` counts the
     launches and benchmarks running (their torch ops are not steps)."""
@@ -119,14 +121,13 @@ def _count_triton_launches(counter: list, names: list, compiled: dict | None, ta
 
             setattr(owner, attr, counting)
             patched.append((owner, attr, original))
-        if compiled is not None:
-            with contextlib.suppress(ImportError):
-                from triton.runtime import autotuner
+        with contextlib.suppress(ImportError):
+            from triton.runtime import autotuner
 
-                # the autotuner's launches are marked; its benchmark's launches and ops are
-                # not the answer's (the chosen config's launch is)
-                _around(autotuner.Autotuner, "run", autotuning, patched)
-                _around(autotuner.Autotuner, "_bench", inside, patched)
+            # the autotuner's launches are marked; its benchmark's launches and ops are
+            # not the answer's (the chosen config's launch is)
+            _around(autotuner.Autotuner, "run", autotuning, patched)
+            _around(autotuner.Autotuner, "_bench", inside, patched)
     except ImportError:
         pass
     try:

@@ -32,7 +32,7 @@ import time
 import traceback
 
 from grader.worker import imports, probes, replay, seccomp
-from grader.wire import codec
+from grader.wire import checksum, codec
 
 # What the exercise's code sees of the environment, the same in every call of a mode (sanitized,
 # profiled, timed, hidden or plain): what the lesson's code reads (TRITON_INTERPRET) and what the
@@ -220,12 +220,17 @@ class Worker:
     def replay(self, msg: dict) -> dict:
         """Run a gated call's program again (grader.worker.replay), on inputs built from the
         same markers, with the probes `opts` asks for (bounds, NaN-filled empties)."""
-        with captured(self.capture_fd), probes.around_call(msg.get("opts", {}), [], {}) as extras:
+        opts = msg.get("opts", {})
+        with captured(self.capture_fd), probes.around_call(opts, [], {}) as extras:
             try:
                 module = replay.module_named(self.module, msg.get("module"))
+                refill = opts.get("refill")   # a timed call: its argument as it was refilled
+                if refill:
+                    checksum.refill(msg["args"][int(refill["arg"])], int(refill["seed"]),
+                                    float(refill["std"]))
                 value = replay.run(module, msg["program"], probes.built_inputs(),
                                    self.cfg["mode"], check=self.cfg["mode"] != "interp",
-                                   execute=self.cfg["mode"] != "cpu")
+                                   execute=self.cfg["mode"] != "cpu", summed=opts.get("summed"))
             except replay.FrontEndUnavailable as e:
                 return {"ok": False, "kind": "grader_error", "type": "FrontEndUnavailable",
                         "message": f"Triton's front end cannot be run here: {e}", "traceback": ""}

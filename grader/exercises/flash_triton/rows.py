@@ -5,6 +5,7 @@ from grader.schema import Band, Check as _C, Exercise
 
 EXERCISE = Exercise(
     "flash_triton", "FlashAttention forward (Triton)", frozenset({"torch", "triton"}), "interp",
+    timed_replay=True,
     kernels={"flash_fwd": ("flash_fwd(q, k, v)", "_flash_fwd[grid](...)", "the attention")},
     audit="triton",
     order=4,

@@ -10,7 +10,9 @@ import pytest
 
 from grader.judge.compare import CheckFailed, assert_close
 
-PERF_N = (2048, 8192, 16384)
+# From 4K: every timed call is recorded (the exercise's timed_replay), about 0.5 ms of CPU per
+# call on the H200, which a call at N = 2K (0.25 ms of GPU) does not hide: 1.5x SDPA read 4.7x
+PERF_N = (4096, 8192, 16384)
 EXTRA_MIB_ALLOWED = 64   # beyond the output: a few numbers per row, plus allocator rounding
 B_PERF, H_PERF, D_PERF = 1, 32, 128
 SWEEP_DONE = 0.8         # of the band's full-marks ratio: a tile shape this fast ends the sweep

@@ -1,0 +1,134 @@
+"""Provenance of the perf layer's timed calls, on the CPU (softmax_triton under the interpreter).
+
+The perf layer times R calls per request (grader.judge.timing.Requests) and checks their
+checksums against the reference, so a timed call that computed its answer with PyTorch instead
+of the kernel would pass on correctness alone and be timed at PyTorch's speed. Every timed call
+of a gated function is recorded like an untimed gated call; after each request the grader may
+pick one call's trace, and verify() replays one of those picked from the kernels alone: the
+replay's checksum must be the call's to the last bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from grader.fixtures import Gated
+from grader.judge import compare, provenance, timing
+from grader.judge.inputs import seeded, torch_randn
+from grader.sandbox import proxy
+from tests.helpers import SOLUTIONS, copy_solutions
+
+# A wrapper that is honest on its first call (the untimed, gated one) and on later calls
+# (the timed ones) computes elsewhere: {body} is the timed branch.
+CHEAT = '''
+_calls = [0]
+
+
+def softmax(x):
+    _calls[0] += 1
+    n_rows, n_cols = x.shape
+    out = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    BLOCK = triton.next_power_of_2(n_cols)
+    if _calls[0] == 1:
+        softmax_kernel[(n_rows,)](out, x, x.stride(0), n_cols, BLOCK=BLOCK,
+                                  out_row_stride=out.stride(0))
+        return out
+{body}
+'''
+NO_LAUNCH = "    return torch.softmax(x.double(), -1).to(x.dtype)   # PyTorch, no kernel at all\n"
+# the kernel runs (the trace shows a launch and nothing else), then PyTorch overwrites its
+# answer with the trace switched off through an alias: the answer is right, not the kernel's
+BEHIND_LAUNCH = '''    softmax_kernel[(n_rows,)](out, x, x.stride(0), n_cols, BLOCK=BLOCK,
+                              out_row_stride=out.stride(0))
+    _T = torch
+    with _T._C._DisableTorchDispatch():
+        out.copy_(_T.softmax(x.double(), -1).to(x.dtype))
+    return out
+'''
+
+
+class Rng:
+    def __init__(self, seed):
+        self.seed = seed
+        self.generator = np.random.default_rng(seed)
+
+    def __getattr__(self, name):
+        return getattr(self.generator, name)
+
+
+class Recorded(Gated):
+    """The checks' proxy with timed calls recorded whatever the exercise's `timed_replay` (on
+    for the attention kernels, whose interpreted calls are too slow for this test)."""
+
+    def records_timed(self, fn: str) -> bool:
+        return fn in self._kernels
+
+
+def _gated(workers: proxy.Workers, exercise: str) -> Gated:
+    """The checks' `student()` proxy on the interp layer, with its replay workers."""
+    def replayer():
+        filtered = provenance.replay_sources(workers.sources)
+        return (workers.replayer(exercise, "interp", filtered),
+                workers.replayer(exercise, "cpu", filtered), workers.sources)
+
+    return Recorded(workers.get(exercise, "interp"), exercise, replayer=replayer)
+
+
+def test_timed_calls_are_recorded_where_the_registry_says():
+    from grader.registry import EXERCISES
+
+    on = sorted(name for name, e in EXERCISES.items() if e.timed_replay)
+    assert on == ["flash_backward", "flash_triton"]
+    replayer = lambda: None   # noqa: E731 - never called here
+    assert Gated(object(), "flash_triton", replayer=replayer).records_timed("flash_fwd")
+    assert not Gated(object(), "softmax_triton", replayer=replayer).records_timed("softmax")
+    assert not Gated(object(), "flash_triton").records_timed("flash_fwd")   # no replays
+
+
+def _timed(folder, scratch, seed: int) -> tuple:
+    """(workers, requests) after one gated call and two timed requests of softmax."""
+    workers = proxy.Workers(folder, scratch)
+    sub = _gated(workers, "softmax_triton")
+    shape = (3, 130)
+    marker = seeded(shape, "float32", "cpu", seed, 1.0, 0)
+    x = torch_randn(shape, "float32", "cpu", seed)
+    import torch
+
+    sub.softmax(marker)   # the untimed call: gated, its program replayed at the check's end
+    reqs = timing.Requests(sub, "softmax", [marker], rng=Rng(seed), inputs=[x], dtype="float32",
+                           what="softmax(x)", cuda_peak=False,
+                           reference=lambda i: torch.softmax(i[0].double(), -1))
+    reqs(1)
+    reqs(2)
+    return workers, reqs
+
+
+def test_honest_timed_calls_replay_to_their_own_checksums(tmp_path):
+    workers, reqs = _timed(SOLUTIONS, tmp_path / "scratch", 21)
+    try:
+        assert reqs.recorded
+        assert reqs.verify() >= 2
+        modes = {sub.mode for sub in workers.all()}
+        assert {"interp", "cpu"} <= modes   # a replay (and its front-end check) ran
+    finally:
+        workers.close()
+
+
+@pytest.mark.parametrize("body,expect", [
+    (NO_LAUNCH, "launched no Triton kernel|computed with PyTorch"),
+    (BEHIND_LAUNCH, "not what its kernels compute: replaying .* checksum is"),
+], ids=["pytorch_in_timed_calls", "pytorch_behind_a_launch"])
+def test_timed_calls_computed_elsewhere_fail(tmp_path, body, expect):
+    source = (SOLUTIONS / "softmax_triton.py").read_text()
+    cut = source.index("def softmax(x: torch.Tensor)")
+    end = source.index("\n# BEGIN STUB", cut)
+    folder = copy_solutions(tmp_path / "sub", {
+        "softmax_triton.py": source[:cut] + CHEAT.format(body=body) + source[end:]})
+    workers, reqs = _timed(folder, tmp_path / "scratch", 22)
+    try:
+        with pytest.raises(compare.CheckFailed, match=expect) as failed:
+            reqs.verify()   # the answers are right: only the replay can tell
+        assert failed.value.follows == ("softmax_triton.uses_kernel",)
+    finally:
+        workers.close()
