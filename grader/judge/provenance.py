@@ -13,7 +13,8 @@ and each Triton launch with its arguments, grid and constexprs as the launch use
      submission's @triton.jit functions (grader.judge.kernel_source): the inputs rebuilt from
      the same markers, each kernel first compiled by Triton's own front end;
   3. compare the replayed outputs with what the call returned: exactly (NaN equal to NaN: same
-     kernels, same inputs, same device), or, when a kernel uses atomics, within ATOMIC_TOL.
+     kernels, same inputs, same device), or, when a kernel uses atomics, within ATOMIC_TOL
+     (grader.judge.replayed, which also compares a timed call's checksum).
 
 A failure is CheckFailed that follows <exercise>.uses_kernel, like the kernel-use gate's.
 """
@@ -25,11 +26,10 @@ from pathlib import Path
 
 import contextlib
 
-import numpy as np
-
 from grader.judge import kernel_source
 from grader.judge.frontend import compiled_before, remember_compiled
 from grader.judge.compare import CheckFailed
+from grader.judge.replayed import TimedCall, compare, compare_sum, refused as _fail
 
 MAX_STEPS = 4096
 MAX_LAUNCHES = 256
@@ -38,9 +38,6 @@ MAX_LAUNCHES = 256
 SCALARS = {"float": 16, "int": 64, "str": 8}
 MAX_STR = 32
 FILL_OPS = frozenset({"full", "full_like", "new_full", "fill_"})
-# atomics on a GPU add in any order: float sums then differ by rounding (relative to the
-# tensor's largest value); the interpreter runs programs in order and stays exact
-ATOMIC_TOL = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 1e-5, "float64": 1e-12}
 
 
 @dataclass
@@ -144,18 +141,6 @@ def kernels_of(sources: Path, exercise: str) -> kernel_source.Filtered:
         return kernel_source.Filtered()
 
 
-@dataclass
-class TimedCall:
-    """A timed call of the perf layer (grader.judge.timing.Requests), as its replay needs it:
-    how its argument was refilled ({"arg", "seed", "std"}), how its checksum was taken
-    ({"weights": seed, "tuple": bool}), the checksum it sent back (`want`) and the tolerance of
-    that checksum against the reference (`tol`, used only where a kernel adds with atomics)."""
-    refill: dict
-    summed: dict
-    want: float
-    tol: float
-
-
 def check(extras: dict, exercise: str, call: str, allowed: frozenset, replayed: Call,
           timed: TimedCall | None = None) -> None:
     """Validate the call's program, replay it and compare with the call's value; for a timed
@@ -190,12 +175,6 @@ def check(extras: dict, exercise: str, call: str, allowed: frozenset, replayed: 
 
 
 # ---------------------------------------------------------------------------------- validate
-
-
-def _fail(call: str, what: str) -> CheckFailed:
-    return CheckFailed(f"{call}: {what}", hint="The answer must be what your Triton kernels "
-                       "computed from the call's inputs: the wrapper only allocates, views, "
-                       "copies and launches.")
 
 
 def validate(program, call: str, allowed: frozenset, kernels: kernel_source.Filtered) -> None:
@@ -335,92 +314,3 @@ def _sids(v) -> set:
 
 
 # ---------------------------------------------------------------------------------- compare
-
-
-def tensors_of(value, depth: int = 0) -> list:
-    """The tensors of a decoded value in the order grader.worker.program lists them."""
-    if hasattr(value, "array") and hasattr(value, "stride"):
-        return [value]
-    if depth >= 4:
-        return []
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in tensors_of(v, depth + 1)]
-    return []
-
-
-def _not_tensors(value, depth: int = 0) -> str:
-    """What in a returned value is neither a tensor nor None (a NumPy array, a number), named."""
-    if value is None or (hasattr(value, "array") and hasattr(value, "stride")):
-        return ""
-    if isinstance(value, (list, tuple, dict)) and depth < 4:
-        items = value.values() if isinstance(value, dict) else value
-        return next((w for w in (_not_tensors(v, depth + 1) for v in items) if w), "")
-    return f"a {type(value).__name__}" if not isinstance(value, np.ndarray) else "a NumPy array"
-
-
-def _replay_failed(replayed, call: str) -> None:
-    if not isinstance(replayed, dict):
-        raise CheckFailed(f"{call}: the replay sent back nothing readable")
-    for problem in replayed.get("compile") or []:
-        raise _fail(call, f"kernel {problem.get('kernel')} does not compile with Triton's front "
-                          f"end, so what it computed under the interpreter does not count:\n"
-                          f"{str(problem.get('error'))[:1200]}")
-    if replayed.get("error"):
-        raise _fail(call, f"replaying its recorded steps failed: {replayed['error']}")
-
-
-def compare_sum(replayed, timed: TimedCall, call: str, atomics: bool) -> None:
-    """A timed call: the replayed outputs' checksum against the one the call sent back."""
-    import math
-
-    _replay_failed(replayed, call)
-    got = replayed.get("sum")
-    if not isinstance(got, float):
-        raise CheckFailed(f"{call}: the replay sent back no checksum")
-    same = got == timed.want or (atomics and math.isfinite(got)
-                                 and abs(got - timed.want) <= timed.tol)
-    if not same:
-        raise _fail(call, f"its answer is not what its kernels compute: replaying the recorded "
-                          f"launches on the call's own inputs gives an output whose checksum is "
-                          f"{got!r}, the call's was {timed.want!r} (the same kernels on the same "
-                          f"inputs give the same bits). The answer of a timed call was written "
-                          f"by something other than the kernels (PyTorch, NumPy, memory set "
-                          f"before the launch)")
-
-
-def compare(replayed, value, call: str, atomics: bool) -> None:
-    _replay_failed(replayed, call)
-    other = _not_tensors(value)
-    if other:
-        raise _fail(call, f"it returned {other}: the answer of a Triton exercise is the tensors "
-                          f"its kernels wrote, and only those can be replayed")
-    got, want = tensors_of(replayed.get("outputs")), tensors_of(value)
-    if len(got) != len(want):
-        raise _fail(call, f"the replay made {len(got)} output tensors, the call returned "
-                          f"{len(want)}")
-    for i, (g, w) in enumerate(zip(got, want)):
-        _same(np.asarray(g.array), np.asarray(w.array), w.dtype, call, i, atomics)
-
-
-def _same(replayed, returned, dtype: str, call: str, i: int, atomics: bool) -> None:
-    what = f"output {i}" if i else "the output"
-    if replayed.shape != returned.shape:
-        raise _fail(call, f"replayed, {what} has shape {replayed.shape}, the call returned "
-                          f"{returned.shape}")
-    a, b = replayed.astype(np.float64), returned.astype(np.float64)
-    both_nan = np.isnan(a) & np.isnan(b)
-    if atomics and dtype in ATOMIC_TOL:
-        scale = max(float(np.nanmax(np.abs(b), initial=0.0)), 1.0)
-        close = np.abs(a - b) <= ATOMIC_TOL[dtype] * scale
-    else:
-        close = a == b
-    differs = ~(close | both_nan)
-    if differs.any():
-        idx = tuple(int(j) for j in np.unravel_index(int(np.argmax(differs)), b.shape))
-        raise _fail(call, f"{what} is not what its kernels compute: replaying the recorded "
-                          f"launches on the same inputs gives {a[idx]:.6g} at {list(idx)}, the "
-                          f"call returned {b[idx]:.6g} ({int(differs.sum())} of {b.size} elements "
-                          f"differ). The answer was written by something other than the "
-                          f"kernels (PyTorch, NumPy, a thread, memory set before the launch)")
