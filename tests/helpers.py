@@ -73,3 +73,16 @@ def copy_solutions(dest: Path, replace: dict[str, str] | None = None) -> Path:
     for name, text in (replace or {}).items():
         (dest / name).write_text(text)
     return dest
+
+
+class Rng:
+    """The checks' `rng` fixture outside a grade: a seeded NumPy Generator with its seed."""
+
+    def __init__(self, seed):
+        import numpy as np
+
+        self.seed = seed
+        self.generator = np.random.default_rng(seed)
+
+    def __getattr__(self, name):
+        return getattr(self.generator, name)

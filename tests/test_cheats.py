@@ -93,6 +93,38 @@ SDPA_ON_CUDA = Mutant(
     checks=("flash_triton.gpu_real_sizes", "flash_triton.speed_vs_sdpa"), idea="")
 
 
+# Issue 18, "behaviour that depends on being watched", on the perf layer: the honest kernel on
+# every call it takes for an untimed one; on a call with the shapes of the call before (the
+# perf layer's repeated, timed calls) SDPA's answer, computed with the trace off through an
+# alias and copied into the output by a Triton kernel. Every answer is right; no frame
+# inspection, so the static audit sees nothing. Before timed calls were replayed it earned
+# speed_vs_sdpa 5/5 on the H200 (docs/gpu/timed-provenance/); tools/gpu_cheats.py grades it,
+# and only the checks that time calls owe 0.
+TIMED_SDPA = Mutant(
+    "timed_sdpa_behind_launch", "flash_triton", find="    B, H, N, D = q.shape\n    assert k.shape",
+    replace=("    key = (tuple(q.shape), q.dtype, tuple(k.shape))\n"
+             "    timed, _seen[0] = key == _seen[0], key\n"
+             "    if timed and q.is_cuda:\n"
+             "        return _fast(q, k, v)\n"
+             "    B, H, N, D = q.shape\n    assert k.shape"),
+    also=(("\ndef flash_fwd(q, k, v, BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3):",
+           "\n_T = torch\n_seen = [None]\n\n\n"
+           "@triton.jit\n"
+           "def _copy(src, dst, n, BLOCK: tl.constexpr):\n"
+           "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+           "    tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)\n\n\n"
+           "def _fast(q, k, v):\n"
+           "    answer = torch.empty_like(q)\n"
+           "    with _T._C._DisableTorchDispatch():\n"
+           "        answer.copy_(torch.nn.functional.scaled_dot_product_attention(q, k, v))\n"
+           "    o = torch.empty_like(q)\n"
+           "    n = o.numel()\n"
+           "    _copy[(triton.cdiv(n, 1024),)](answer, o, n, BLOCK=1024)\n"
+           "    return o\n\n\n"
+           "def flash_fwd(q, k, v, BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3):"),),
+    checks=("flash_triton.speed_vs_sdpa", "flash_triton.memory_flat"), idea="")
+
+
 def test_pytorch_only_on_cuda_earns_nothing_there(tmp_path):
     """The gpu and perf checks record what ran on the GPU too: nothing on either layer."""
     if not _cuda():

@@ -10,14 +10,13 @@ replay's checksum must be the call's to the last bit.
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from grader.fixtures import Gated
 from grader.judge import compare, provenance, timing
 from grader.judge.inputs import seeded, torch_randn
 from grader.sandbox import proxy
-from tests.helpers import SOLUTIONS, copy_solutions
+from tests.helpers import SOLUTIONS, Rng, copy_solutions
 
 # A wrapper that is honest on its first call (the untimed, gated one) and on later calls
 # (the timed ones) computes elsewhere: {body} is the timed branch.
@@ -46,15 +45,6 @@ BEHIND_LAUNCH = '''    softmax_kernel[(n_rows,)](out, x, x.stride(0), n_cols, BL
         out.copy_(_T.softmax(x.double(), -1).to(x.dtype))
     return out
 '''
-
-
-class Rng:
-    def __init__(self, seed):
-        self.seed = seed
-        self.generator = np.random.default_rng(seed)
-
-    def __getattr__(self, name):
-        return getattr(self.generator, name)
 
 
 class Recorded(Gated):

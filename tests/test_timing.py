@@ -21,16 +21,7 @@ from grader.judge import compare, reference, timing
 from grader.judge.inputs import seeded, torch_randn
 from grader.sandbox import proxy
 from grader.worker import probes, workloads
-from tests.helpers import SOLUTIONS
-
-class Rng:
-    def __init__(self, seed):
-        self.seed = seed
-        self.generator = np.random.default_rng(seed)
-
-    def __getattr__(self, name):
-        return getattr(self.generator, name)
-
+from tests.helpers import SOLUTIONS, Rng
 
 # ------------------------------------------------------------------------------ the bench clock
 

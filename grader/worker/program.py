@@ -24,6 +24,7 @@ TensorDescriptor as {"desc": {"base": ref, "shape", "strides", "block_shape", ..
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 MAX_STEPS = 4096          # a wrapper allocates and launches a handful; a loop of ops is not one
@@ -169,15 +170,9 @@ class Program:
         return out
 
 
-_SIGNATURES: dict = {}   # kernel function -> its inspect.Signature (a timed call launches the
-# same kernels every call: inspect.signature twice per launch was most of the recording's cost)
-
-
-def _signature(fn) -> inspect.Signature:
-    sig = _SIGNATURES.get(fn)
-    if sig is None:
-        sig = _SIGNATURES[fn] = inspect.signature(fn)
-    return sig
+# a kernel's inspect.Signature, once per kernel: a timed call launches the same kernels every
+# call, and inspect.signature twice per launch was most of the recording's cost
+_signature = functools.lru_cache(maxsize=256)(inspect.signature)
 
 
 def _tensors(value, depth_limit: int = 2, depth: int = 0) -> list:

@@ -84,9 +84,9 @@ def _count_triton_launches(counter: list, names: list, compiled: dict | None, ta
                            prog, inside: list):
     """Wrap Triton's launch entry points (compiled and interpreted) to count launches; with
     `compiled` (None: describe nothing), describe each compiled launch there
-    (resources.describe), one record per kernel specialisation, marked `autotuned` when an autotuner made the launch (it benchmarks every
-    config, and on another chip would skip one that does not fit rather than fail). With `prog`,
-    every launch outside an autotuner's benchmark is a step of the program; `inside` counts the
+    (resources.describe), one record per kernel specialisation, marked `autotuned` when an
+    autotuner made the launch (it benchmarks every config, and on another chip would skip one
+    that does not fit rather than fail). With `prog`, every launch outside an autotuner's benchmark is a step of the program; `inside` counts the
     launches and benchmarks running (their torch ops are not steps)."""
     patched = []
     autotuning = [0]
