@@ -36,7 +36,7 @@ CPU_LAYERS = ("cpu", "adversarial", "interp")
 GPU_SPLIT = "gpu"   # the untimed GPU layer, split only on a CUDA machine with cores to spare
 # heaviest exercise first: interp is slow, a gpu check compiles kernels for real sizes
 LAYER_COST = {"cpu": 1, "adversarial": 2, "interp": 3, "gpu": 20}
-MAX_JOBS = 4
+MAX_JOBS = 8
 OVERLAP_CORES = 8   # below this the CPU layers wait for the GPU layers to finish
 
 
@@ -149,16 +149,19 @@ def grade_cpu_layers(submission: Path, plan: dict[str, list[str]], jobs: int,
     them}, "device_info": the GPU's details, where a gpu check ran}."""
     mine = [c for c in checks.values() if c.layer in plan.get(c.exercise, ())
             and (not only_checks or c.id in only_checks)]
-    # one request per exercise for its CPU layers and one for its gpu layer (two processes can
-    # grade one exercise at once: each has its own workers), heaviest first
-    def cost(request: tuple[str, list[str]]) -> int:
-        exercise, layers = request
+    # one request per exercise for its CPU layers and one per gpu check (processes can grade
+    # one exercise at once: each has its own workers), heaviest first; (exercise, layers, the
+    # check ids it grades or None for all of them)
+    def cost(request: tuple) -> int:
+        exercise, layers, ids = request
         return sum(LAYER_COST.get(c.layer, 1) for c in mine
-                   if c.exercise == exercise and c.layer in layers)
+                   if c.exercise == exercise and c.layer in layers and (ids is None or c.id in ids))
 
-    queue = sorted(((e, part) for e, ls in plan.items()
-                    for part in ([x for x in ls if x != GPU_SPLIT], [x for x in ls if x == GPU_SPLIT])
-                    if part), key=lambda r: -cost(r))
+    queue = [(e, cpu, None) for e, ls in plan.items()
+             if (cpu := [x for x in ls if x != GPU_SPLIT])]
+    queue += [(e, [GPU_SPLIT], [c.id]) for e, ls in plan.items() if GPU_SPLIT in ls
+              for c in mine if c.exercise == e and c.layer == GPU_SPLIT]
+    queue.sort(key=lambda r: -cost(r))
     total, done = len(mine), [0]
     results: dict[str, Result] = {}
     seconds: dict[str, float] = {}
@@ -166,15 +169,16 @@ def grade_cpu_layers(submission: Path, plan: dict[str, list[str]], jobs: int,
     levels = {"isolation": "", "seccomp": {}, "device_info": {}}
 
     def request(child: _Child) -> None:
-        exercise, layers = queue.pop(0)
+        exercise, layers, ids = queue.pop(0)
         child.send({"exercise": exercise, "submission": str(submission), "layers": layers,
-                    "include_hidden": include_hidden, "only_checks": only_checks, "target": target})
+                    "include_hidden": include_hidden, "only_checks": ids or only_checks,
+                    "target": target})
 
     def finished(child: _Child, reply: dict) -> None:
         for cid, fields in reply["results"].items():
             check = checks.get(cid)
             if (check is not None and check.exercise == child.exercise
-                    and check.layer in child.layers):
+                    and check.layer in child.layers and child.grades(cid)):
                 results[cid] = result_from(check, fields)
         for layer, s in reply.get("layer_seconds", {}).items():
             seconds[layer] = round(seconds.get(layer, 0.0) + float(s), 2)
@@ -244,7 +248,8 @@ def result_from(check: Check, d: dict) -> Result:
 
 def _lost(child: "_Child", checks, layers, results, why: str) -> None:
     for c in checks.values():
-        if c.exercise == child.exercise and c.layer in layers and c.id not in results:
+        if (c.exercise == child.exercise and c.layer in layers and child.grades(c.id)
+                and c.id not in results):
             results[c.id] = Result(c, "error", 0.0, f"grader error (the grading process for "
                                    f"{child.exercise} stopped: {why or 'no output'}); this is not "
                                    f"your code's fault: please report it to the course staff",
@@ -261,12 +266,17 @@ class _Child:
         self.proc = subprocess.Popen([sys.executable, "-I", "-B", str(ROOT / "grader" / "part.py")],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self._stderr, env=env, text=True, bufsize=1)
-        self.exercise, self.layers = "", []
+        self.exercise, self.layers, self.only = "", [], None
 
     def send(self, request: dict) -> None:
         self.exercise, self.layers = request["exercise"], request["layers"]
+        self.only = request["only_checks"]
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
+
+    def grades(self, check_id: str) -> bool:
+        """Whether the request in hand grades this check."""
+        return not self.only or check_id in self.only
 
     def stderr_tail(self) -> str:
         self.proc.wait(timeout=30)

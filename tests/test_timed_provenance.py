@@ -10,6 +10,8 @@ replay's checksum must be the call's to the last bit.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from grader.fixtures import Gated
@@ -80,7 +82,7 @@ def _timed(folder, scratch, seed: int) -> tuple:
     """(workers, requests) after one gated call and two timed requests of softmax."""
     workers = proxy.Workers(folder, scratch)
     sub = _gated(workers, "softmax_triton")
-    shape = (3, 130)
+    shape = (32, 130)   # rows enough that an answer a few ulps off shows in the checksum
     marker = seeded(shape, "float32", "cpu", seed, 1.0, 0)
     x = torch_randn(shape, "float32", "cpu", seed)
     import torch
@@ -105,20 +107,44 @@ def test_honest_timed_calls_replay_to_their_own_checksums(tmp_path):
         workers.close()
 
 
-@pytest.mark.parametrize("body,expect", [
-    (NO_LAUNCH, "launched no Triton kernel|computed with PyTorch"),
-    (BEHIND_LAUNCH, "not what its kernels compute: replaying .* checksum is"),
-], ids=["pytorch_in_timed_calls", "pytorch_behind_a_launch"])
-def test_timed_calls_computed_elsewhere_fail(tmp_path, body, expect):
+def _cheat(tmp_path, body: str):
     source = (SOLUTIONS / "softmax_triton.py").read_text()
     cut = source.index("def softmax(x: torch.Tensor)")
     end = source.index("\n# BEGIN STUB", cut)
     folder = copy_solutions(tmp_path / "sub", {
         "softmax_triton.py": source[:cut] + CHEAT.format(body=body) + source[end:]})
-    workers, reqs = _timed(folder, tmp_path / "scratch", 22)
+    return _timed(folder, tmp_path / "scratch", 22)
+
+
+def test_pytorch_in_timed_calls_fails(tmp_path):
+    workers, reqs = _cheat(tmp_path, NO_LAUNCH)
     try:
-        with pytest.raises(compare.CheckFailed, match=expect) as failed:
-            reqs.verify()   # the answers are right: only the replay can tell
+        with pytest.raises(compare.CheckFailed,
+                           match="launched no Triton kernel|computed with PyTorch") as failed:
+            reqs.verify()   # the answers are right: only the trace and the replay can tell
         assert failed.value.follows == ("softmax_triton.uses_kernel",)
+    finally:
+        workers.close()
+
+
+def test_pytorch_behind_a_launch_fails_by_checksum(tmp_path):
+    """Every call of the last request replayed (verify() replays one, drawn after the calls).
+    PyTorch's float64 softmax rounded to float32 differs from the kernel's in most elements by
+    an ulp, but the checksum (grader.wire.checksum: row dot products in the output's dtype, then
+    a float32 sum) does not keep every ulp: here 2 of the 3 calls show. docs/SECURITY.md says
+    what this leaves open (an answer within an ulp or two of the kernel's)."""
+    workers, reqs = _cheat(tmp_path, BEHIND_LAUNCH)
+    try:
+        spec, result, _, _ = reqs.done[-1]
+        caught = []
+        for j in range(len(spec["seeds"])):
+            traced = reqs.sub.call("softmax", opts={"programs": [j]}).value["programs"][0]
+            try:
+                reqs._replay((2, spec, j, traced, result.value["sums"][j], 0.0))
+            except compare.CheckFailed as e:
+                assert re.search("not what its kernels compute: replaying .* checksum is", str(e))
+                assert e.follows == ("softmax_triton.uses_kernel",)
+                caught.append(j)
+        assert len(caught) >= 2, caught
     finally:
         workers.close()

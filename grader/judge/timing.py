@@ -160,6 +160,12 @@ class Requests:
     def verify(self) -> int:
         """Compare the outputs of every request made so far; returns how many runs were checked.
         Raises CheckFailed at the first wrong one."""
+        from grader.sandbox import calllog
+
+        with calllog.span("verify", getattr(self.sub, "exercise", ""), fn=self.fn):
+            return self._verify()
+
+    def _verify(self) -> int:
         from grader.judge import compare
         from grader.judge.compare import CheckFailed
 
@@ -346,8 +352,10 @@ def quiet_gpu(workers, what: str, processes=gpu_processes) -> str:
     that would make the baseline slower): a check that cannot measure fairly fails, it never
     turns into credit or into "not run". Returns a note for the report."""
     from grader.judge.compare import CheckFailed
+    from grader.sandbox import calllog
 
-    stop_students(workers)
+    with calllog.span("stop_students", what=what):
+        stop_students(workers)
     deadline = time.perf_counter() + 5.0
     while True:
         pids = processes()
@@ -378,30 +386,41 @@ class Timed:
         self.fraction = self.gbs / copy
 
 
-def timed_against(sub, rng, gpu, workers, name: str, marker, x, dtype: str, baseline, reference,
-                  moved: int, what: str) -> Timed:
+def timed_against(sub, rng, gpu, workers, name: str, cases: list, dtype: str, baseline,
+                  reference) -> list[Timed]:
     """`name`(x) of the submission as timed requests, every output verified, against
-    `baseline`(x) run here: both pay the same refill and checksum per call, measured here with
-    nothing of the student's alive and taken off both. The baseline and the harness cost are
-    measured again once the student's workers are stopped, and the faster of each pair counts
+    `baseline`(x) run here, for each (marker, x, moved bytes, what) of `cases`: both pay the same
+    refill and checksum per call, measured here with nothing of the student's alive and taken
+    off both. The baselines and the harness cost are measured before the student's requests (all
+    in one worker) and again once its workers are stopped, and the faster of each pair counts
     (either can only have been slowed: a stalled harness measurement must not come off the
     student's time). The floor judges the student's time as measured, before the harness's
-    cost comes off. Call it after the gated call, with that worker closed (the gate's profiler
+    cost comes off. Call it after the gated calls, with that worker closed (the gate's profiler
     slows every later launch in its process)."""
     from grader.judge.compare import CheckFailed
 
-    note = quiet_gpu(workers, what)
-    harness = harness_gpu_ms(x.clone())   # its GPU time: what it adds to a GPU-bound loop
-    base = per_call_ms(local_request(baseline, [x.clone()]))
-    reqs = Requests(sub, name, [marker], rng=rng, inputs=[x], dtype=dtype, reference=reference,
-                    what=f"{name}(x)")
-    mine = per_call_ms(reqs)
-    reqs.verify()
-    quiet_gpu(workers, what)
-    base = min(base, per_call_ms(local_request(baseline, [x.clone()])))
-    harness = min(harness, harness_gpu_ms(x.clone()))
+    whats = ", ".join(c[3] for c in cases)
+    note = quiet_gpu(workers, whats)
+
+    def trusted(x) -> tuple[float, float]:   # (harness GPU ms, baseline ms) on x
+        return (harness_gpu_ms(x.clone()),   # its GPU time: what it adds to a GPU-bound loop
+                per_call_ms(local_request(baseline, [x.clone()])))
+
+    first = [trusted(x) for _, x, _, _ in cases]
+    mine = []
+    for marker, x, _, what in cases:
+        reqs = Requests(sub, name, [marker], rng=rng, inputs=[x], dtype=dtype,
+                        reference=reference, what=f"{name}(x)")
+        mine.append(per_call_ms(reqs))
+        reqs.verify()
+    quiet_gpu(workers, whats)
     copy = gpu.ceiling("copy_gbs")
-    impossible = below_floor(mine, moved / copy / 1e6, what)
-    if impossible:
-        raise CheckFailed(impossible)
-    return Timed(mine - harness, base - harness, harness, moved, copy, note)
+    out = []
+    for (_, x, moved, what), ms, (harness, base) in zip(cases, mine, first):
+        again = trusted(x)
+        harness, base = min(harness, again[0]), min(base, again[1])
+        impossible = below_floor(ms, moved / copy / 1e6, what)
+        if impossible:
+            raise CheckFailed(impossible)
+        out.append(Timed(ms - harness, base - harness, harness, moved, copy, note))
+    return out

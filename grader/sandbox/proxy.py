@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import errors
-from grader.sandbox import budget, isolation
+from grader.sandbox import budget, calllog, isolation
 from grader.sandbox import scratch as scratch_limit
 from grader.sandbox.launcher import (DEFAULT_TIMEOUT_S, LOAD_TIMEOUT_S, MAX_TIMEOUTS, OUTPUT_LIMIT,
                                      Launched, copy_sources, launch, remove_tree)
@@ -116,6 +116,7 @@ class Submission:
         reply = self._request({"op": "call", "fn": fn, "args": list(args), "kwargs": kwargs,
                                "opts": opts or {}}, timeout or self.timeout_s, fn)
         wall = time.perf_counter() - start
+        calllog.record("call", self.exercise, self.mode, wall, fn=fn, opts=sorted(opts or {}))
         out = self._read_capture()
         if not isinstance(reply, dict) or not reply.get("ok"):
             raise self._problem(reply if isinstance(reply, dict) else {}, fn, out)
@@ -128,8 +129,10 @@ class Submission:
         worker's exercise): its decoded value."""
         self._ensure_started()
         self._worker.truncate_capture()
+        start = time.perf_counter()
         reply = self._request({"op": "replay", "args": list(args), "program": program,
                                "opts": opts, "module": module}, self.timeout_s, "replay")
+        calllog.record("replay", self.exercise, self.mode, time.perf_counter() - start)
         out = self._read_capture(keep=False)
         if not isinstance(reply, dict) or not reply.get("ok"):
             raise self._problem(reply if isinstance(reply, dict) else {}, "replay", out)
@@ -167,6 +170,7 @@ class Submission:
             for other in list(_LIVE):
                 if other is not self:
                     other.close()
+        started = time.perf_counter()
         try:
             self._worker = launch(self.exercise, self.mode, self.sources, self.scratch, self.level,
                                   tool=self.tool, env=self.extra_env, writable=self.writable,
@@ -194,6 +198,8 @@ class Submission:
             self._kill()
             raise self._load_error
         self._read_capture()  # keep what the module printed at import for the report
+        calllog.record("start", self.exercise, self.mode, time.perf_counter() - started,
+                       tool=bool(self.tool))
 
     def _request(self, msg: dict, timeout: float, what: str):
         worker = self._worker

@@ -20,8 +20,10 @@ EXERCISE = Exercise(
     audit="triton",
     order=8,
     bands={"vs_sdpa": Band(3.0, 6.0, "time / the fastest SDPA backend's time, forward and backward"),
-           # causal attention does half the work; at 8K cuDNN's own ratio is about 0.62
-           "causal_half": Band(0.6, 0.9, "causal time / non-causal time")})
+           # causal attention does half the work; at 8K cuDNN's own ratio is about 0.56-0.62 and
+           # the solution's backward read 0.51-0.62 in repeated grades (full marks at 0.6 made
+           # its credit move between runs); a kernel that masks without skipping reads about 1
+           "causal_half": Band(0.7, 0.95, "causal time / non-causal time")})
 
 CHECKS = [
     _C("flash_backward.forward_matches_float64", "interp", 4,
@@ -72,15 +74,15 @@ CHECKS = [
        "the end is a bug even when tl.where sets those scores to -inf afterwards.",
        follows=("flash_backward.masked_accesses",)),
     _C("flash_backward.forward_speed", "perf", 3,
-       "flash_fwd against the fastest SDPA forward, N = 4K and 8K, causal and not",
+       "flash_fwd against the fastest SDPA forward, N = 8K, causal and not",
        "Tiles that keep the tensor cores busy (BLOCK_M x BLOCK_N from the device's shared memory), "
        "exp2 with log2(e) folded into the scale, pipelined K and V loads (num_stages)."),
     _C("flash_backward.backward_speed", "perf", 3,
-       "flash_bwd against the fastest SDPA backward, N = 4K and 8K, causal and not",
+       "flash_bwd against the fastest SDPA backward, N = 8K, causal and not",
        "Recompute instead of remember, with big tiles: one program per key block for dK and dV, "
        "one per query block for dQ (no atomics), P from exp2 and L, and float32 accumulators."),
     _C("flash_backward.causal_skips_blocks", "perf", 2,
-       "causal flash_fwd and flash_bwd take at most 0.6 of the non-causal time (N >= 4K)",
+       "causal flash_fwd and flash_bwd take at most 0.7 of the non-causal time (N = 8K)",
        "Skip blocks above the diagonal: the forward's and dQ's key loops stop at the diagonal, "
        "dK/dV's query loop starts there; only the blocks that cross it are masked.",
        follows=("flash_backward.forward_speed", "flash_backward.backward_speed")),

@@ -23,6 +23,7 @@ def _torch_softmax(x):
 @pytest.mark.check("softmax_long.bandwidth")
 def test_bandwidth(student, rng, gpu, credit, workers):
     from grader.judge import gpu as g
+    from grader.judge import timing
 
     sub = student()
     inputs = []
@@ -33,25 +34,25 @@ def test_bandwidth(student, rng, gpu, credit, workers):
                      case=f"{rows} x {cols}", seed=rng.seed)
         inputs.append((marker, x, band))
     # the gate's profiler (CUPTI) stays attached to the process it ran in and slows every later
-    # launch there: the timed requests run in a fresh worker
+    # launch there: the timed requests run in a fresh worker, every width in that one
     sub.close()
-    results = [_measure(sub, rng, gpu, workers, marker, x, band) for marker, x, band in inputs]
+    timed = timing.timed_against(
+        sub, rng, gpu, workers, "softmax",
+        [(marker, x, 2 * x.numel() * x.element_size(),   # read every element once, write it once
+          f"softmax(x) on {x.shape[0]} x {x.shape[1]} float16") for marker, x, _ in inputs],
+        "float16", _torch_softmax, lambda i: g.softmax_reference(i[0]))
+    results = [_credit(t, x, band, gpu) for t, (_, x, band) in zip(timed, inputs)]
     score = sum(s for s, _ in results) / len(results)
     credit.set(score, "; ".join(n for _, n in results) + " (bytes = 2 x rows x cols x 2; every "
                "timed call's output checked)")
 
 
-def _measure(sub, rng, gpu, workers, marker, x, band: str) -> tuple[float, str]:
+def _credit(t, x, band: str, gpu) -> tuple[float, str]:
     """(credit, note) of one width, its GB/s on `band`: the student's time and torch.softmax's,
     less the harness's refill and checksum, which both pay (grader.judge.timing.timed_against)."""
-    from grader.judge import gpu as g
-    from grader.judge import timing, verdicts
+    from grader.judge import verdicts
 
-    rows, cols = x.shape
-    moved = 2 * x.numel() * x.element_size()          # read every element once, write it once
-    t = timing.timed_against(sub, rng, gpu, workers, "softmax", marker, x, "float16",
-                             _torch_softmax, lambda i: g.softmax_reference(i[0]), moved,
-                             f"softmax(x) on {rows} x {cols} float16")
+    cols = x.shape[1]
     ratio = t.mine / t.base
     p = gpu.profile
     score = (0.5 * verdicts.credit("softmax_long", band, t.fraction, p)

@@ -37,9 +37,9 @@ def test_bandwidth(student, rng, gpu, credit, workers):
     # fresh values first and reduces its output to a checksum after: the same per-call costs
     # for the student and for softmax_eager, taken off both (grader.judge.timing.timed_against)
     sub.close()
-    t = timing.timed_against(sub, rng, gpu, workers, "softmax", marker, x, "float16", _eager,
-                             lambda i: g.softmax_reference(i[0]), moved,
-                             f"softmax(x) on {rows} x {cols} float16")
+    t, = timing.timed_against(sub, rng, gpu, workers, "softmax",
+                              [(marker, x, moved, f"softmax(x) on {rows} x {cols} float16")],
+                              "float16", _eager, lambda i: g.softmax_reference(i[0]))
     speedup = t.base / t.mine
     p = gpu.profile
     score = (0.5 * verdicts.credit("softmax_triton", "bandwidth", t.fraction, p)

@@ -1,0 +1,40 @@
+"""A timeline of the proxy's round trips, for the cost model in docs/INSTRUCTORS.md.
+
+    GRADER_CALL_LOG=/tmp/calls.jsonl make grade-gpu IMPL=solutions
+    python3 -m tools.call_costs /tmp/calls.jsonl
+
+One JSON line per worker start, call and replay: when it ended, how long it took, which
+exercise, mode and function, and the keys of the call's options (`runs`, `trace`, ...). Off
+unless the variable names a file; lines are appended whole, so grading processes can share it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+
+def record(event: str, exercise: str, mode: str, seconds: float, **fields) -> None:
+    path = os.environ.get("GRADER_CALL_LOG")
+    if not path:
+        return
+    line = json.dumps({"end": round(time.time(), 4), "s": round(seconds, 4), "event": event,
+                       "exercise": exercise, "mode": mode, "pid": os.getpid(), **fields})
+    with open(path, "a") as f:
+        f.write(line + "\n")
+
+
+class span:
+    """`with calllog.span("verify", exercise):` records the trusted side's own work too."""
+
+    def __init__(self, event: str, exercise: str = "", **fields):
+        self.event, self.exercise, self.fields = event, exercise, fields
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        record(self.event, self.exercise, "trusted", time.perf_counter() - self.start, **self.fields)
+        return False
