@@ -8,6 +8,7 @@ made after the call.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -15,11 +16,11 @@ import numpy as np
 import pytest
 import torch
 
-from grader.exercises.bench_attn.clock import Clock, Stream
-from grader.exercises.bench_attn.judging import judge_proper
+from grader.exercises.bench_attn.clock import Clock, Stream, log_spread
+from grader.exercises.bench_attn.judging import WORK_MS, judge_proper
 from grader.judge import compare, reference, timing
 from grader.judge.inputs import seeded, torch_randn
-from grader.sandbox import proxy
+from grader.sandbox import launcher, proxy
 from grader.worker import probes, workloads
 from tests.helpers import SOLUTIONS, Rng
 
@@ -109,6 +110,29 @@ def test_a_second_connection_to_a_stream_is_refused(tmp_path):
         with pytest.raises((RuntimeError, OSError)):
             intruder()
         workloads._LIVE.clear()
+
+
+def test_honest_timings_workloads_leave_no_constant_inside_all_three():
+    """honest_timing's three work times (clock.log_spread): one from each third of 0.2-50 ms,
+    so the smallest and the largest are far more than the clock's slack apart, every draw."""
+    for seed in range(200):
+        works = log_spread(Rng(seed), *WORK_MS, 3)
+        assert all(WORK_MS[0] <= w <= WORK_MS[1] for w in works)
+        assert max(works) / min(works) > 10, works
+
+
+def test_a_call_is_timed_on_its_own_cpu_seconds():
+    """The watchdog's clock on the CPU modes (launcher.cpu_seconds): this process's CPU time,
+    growing while it computes, not while it sleeps."""
+    before = launcher.cpu_seconds(os.getpid())
+    time.sleep(0.2)
+    slept = launcher.cpu_seconds(os.getpid())
+    end = time.perf_counter() + 0.3
+    while time.perf_counter() < end:
+        pass
+    spun = launcher.cpu_seconds(os.getpid())
+    assert slept - before < 0.1 and spun - slept > 0.15
+    assert launcher.cpu_seconds(2 ** 22 + 12345) is None
 
 
 # ------------------------------------------------------------------------------ perf requests

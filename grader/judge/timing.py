@@ -391,34 +391,26 @@ def timed_against(sub, rng, gpu, workers, name: str, cases: list, dtype: str, ba
     """`name`(x) of the submission as timed requests, every output verified, against
     `baseline`(x) run here, for each (marker, x, moved bytes, what) of `cases`: both pay the same
     refill and checksum per call, measured here with nothing of the student's alive and taken
-    off both. The baselines and the harness cost are measured before the student's requests (all
-    in one worker) and again once its workers are stopped, and the faster of each pair counts
-    (either can only have been slowed: a stalled harness measurement must not come off the
+    off both. The student's requests come first (all in one worker: a submission that fails
+    costs no baseline), then, its workers stopped, the baseline and the harness cost, the
+    harness's twice with the smaller kept (a stalled harness measurement must not come off the
     student's time). The floor judges the student's time as measured, before the harness's
     cost comes off. Call it after the gated calls, with that worker closed (the gate's profiler
     slows every later launch in its process)."""
     from grader.judge.compare import CheckFailed
 
-    whats = ", ".join(c[3] for c in cases)
-    note = quiet_gpu(workers, whats)
-
-    def trusted(x) -> tuple[float, float]:   # (harness GPU ms, baseline ms) on x
-        return (harness_gpu_ms(x.clone()),   # its GPU time: what it adds to a GPU-bound loop
-                per_call_ms(local_request(baseline, [x.clone()])))
-
-    first = [trusted(x) for _, x, _, _ in cases]
     mine = []
     for marker, x, _, what in cases:
         reqs = Requests(sub, name, [marker], rng=rng, inputs=[x], dtype=dtype,
                         reference=reference, what=f"{name}(x)")
         mine.append(per_call_ms(reqs))
         reqs.verify()
-    quiet_gpu(workers, whats)
+    note = quiet_gpu(workers, ", ".join(c[3] for c in cases))
     copy = gpu.ceiling("copy_gbs")
     out = []
-    for (_, x, moved, what), ms, (harness, base) in zip(cases, mine, first):
-        again = trusted(x)
-        harness, base = min(harness, again[0]), min(base, again[1])
+    for (_, x, moved, what), ms in zip(cases, mine):
+        harness = min(harness_gpu_ms(x.clone()) for _ in range(2))   # what it adds to a GPU-bound loop
+        base = per_call_ms(local_request(baseline, [x.clone()]))
         impossible = below_floor(ms, moved / copy / 1e6, what)
         if impossible:
             raise CheckFailed(impossible)

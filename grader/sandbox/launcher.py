@@ -34,11 +34,23 @@ _SCALE = float(os.environ.get("GRADER_TIMEOUT_SCALE", "1"))
 DEFAULT_TIMEOUT_S = {m: s * _SCALE for m, s in {"cpu": 30.0, "interp": 120.0, "cuda": 180.0}.items()}
 LOAD_TIMEOUT_S = 120.0 * max(_SCALE, 1.0)   # importing torch + triton on a cold, busy 2-core machine
 MAX_TIMEOUTS = 2                # after this many, further calls fail at once: a hang costs minutes, not hours
+WALL_MULT = 3.0                 # a CPU-clocked call is stopped at this many times its limit of wall time
 OUTPUT_LIMIT = 1500             # characters of student output kept per call
 MEMORY_LIMIT_BYTES = 12 << 30   # address space of a CPU worker: runaway allocations fail fast
 CAPTURE_KEEP = 64 << 10         # bytes of the capture file read from its start and from its end
 SOURCE_LIMIT = 4 << 20          # largest .py file copied into the sandbox
 BOOT = "import sys; sys.path.insert(0, {lib!r}); from grader.worker.worker import main; main()"
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """CPU seconds (user + system, every thread) the process has used, from /proc; None when it
+    is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()   # after the command name: field 3 on
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")   # utime, stime
 
 
 def copy_sources(directory: Path, dest: Path) -> Path:
@@ -100,12 +112,26 @@ class Launched:
                     time.sleep(0.002)
         return self._pid
 
-    def request(self, msg: dict, timeout: float):
+    def request(self, msg: dict, timeout: float, cpu_clock: bool = False):
         """Send `msg`, return the decoded reply. TimeoutError when the whole reply (header and
-        every part) has not arrived within `timeout`: the watchdog has then killed the worker."""
-        fired = threading.Event()
+        every part) has not arrived within `timeout`: the watchdog has then killed the worker.
+        With `cpu_clock`, `timeout` counts the worker's own CPU seconds (every thread), so a
+        call starved by other work on a busy machine is not stopped for the machine's load; it
+        is stopped anyway after WALL_MULT times `timeout` of wall time (a call that sleeps)."""
+        fired, answered = threading.Event(), threading.Event()
 
-        def expire():
+        def watch():
+            start = time.monotonic()
+            cpu0 = cpu_seconds(self.worker_pid()) if cpu_clock else None
+            wait = timeout
+            while not answered.wait(wait):
+                cpu = cpu_seconds(self.worker_pid()) if cpu0 is not None else None
+                left_wall = WALL_MULT * timeout - (time.monotonic() - start)
+                if cpu is None or cpu - cpu0 >= timeout or left_wall <= 0:
+                    break
+                wait = max(min(timeout - (cpu - cpu0), left_wall), 0.05)
+            else:
+                return
             fired.set()
             self.kill()
             try:
@@ -113,9 +139,8 @@ class Launched:
             except OSError:
                 pass
 
-        timer = threading.Timer(timeout, expire)
-        timer.daemon = True
-        timer.start()
+        watchdog = threading.Thread(target=watch, daemon=True)
+        watchdog.start()
         try:
             codec.send(self.conn, msg)
             reply = codec.recv(self.conn)
@@ -124,7 +149,7 @@ class Launched:
                 raise TimeoutError from None
             raise
         finally:
-            timer.cancel()
+            answered.set()
         if fired.is_set():
             raise TimeoutError
         return reply

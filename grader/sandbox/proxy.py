@@ -204,12 +204,13 @@ class Submission:
     def _request(self, msg: dict, timeout: float, what: str):
         worker = self._worker
         try:
-            return worker.request(msg, timeout)
+            return worker.request(msg, timeout, cpu_clock=self.mode != "cuda")
         except TimeoutError:
             self._kill()
             self._timeouts += 1
+            clock = "" if self.mode == "cuda" else " of CPU time"
             raise errors.StudentTimeout(
-                f"{self._what(what)} did not finish within {timeout:.0f} s; the worker was "
+                f"{self._what(what)} did not finish within {timeout:.0f} s{clock}; the worker was "
                 f"stopped. Look for an infinite loop, or a size far larger than needed.") from None
         except (EOFError, OSError):
             code = worker.stop(5)

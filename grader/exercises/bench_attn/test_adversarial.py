@@ -8,7 +8,8 @@ workload holds only a socket: its durations are drawn in this process (log-unifo
 50 ms, new for every call) by `clock.Clock`, which answers each launch and synchronize on its own
 clock and logs them. The grader counts the calls itself and bounds what any timer around them
 could have measured (judging.py); the reported number must lie within those bounds, so neither a
-constant nor a single timed call passes.
+constant nor a single timed call passes (honest_timing's three workloads are a factor of 2 or more
+apart: clock.log_spread).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import time
 
 import pytest
 
-from grader.exercises.bench_attn.clock import Clock, Stream, interval_bounds, log_uniform
+from grader.exercises.bench_attn.clock import Clock, Stream, interval_bounds, log_spread, log_uniform
 from grader.exercises.bench_attn.judging import (OVER_MS, OVER_REL, WORK_MS, as_ms, is_number,
                                                  judge_proper, positive_ms, timed_call)
 from grader.exercises.bench_attn.sweeps import SWEEP_MS, call_sweep, check_rows_on_clock, check_timed_row
@@ -30,8 +31,7 @@ COMPILE_MS = (30.0, 120.0)  # what the first call of a fresh workload pays befor
 @pytest.mark.check("bench_attn.honest_timing")
 def test_honest_timing(student, rng):
     sub = student()
-    for _ in range(3):
-        work_ms = log_uniform(rng, *WORK_MS)
+    for work_ms in log_spread(rng, *WORK_MS, 3):
         compile_ms = log_uniform(rng, *COMPILE_MS)
         warmup, rep = int(rng.integers(2, 4)), int(rng.integers(5, 8))
         what = f"time_proper(fn, warmup={warmup}, rep={rep}, sync=fn.synchronize)"

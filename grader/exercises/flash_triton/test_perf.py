@@ -45,13 +45,15 @@ def _flash_requests(sub, rng, markers, tensors, blocks, what):
                            reference=lambda i: g.attention_reference(*i))
 
 
-def _fastest_tiles(sub, rng, gpu, markers, tensors, base_ms: float):
+def _fastest_tiles(sub, rng, gpu, markers, tensors, base_ms):
     """The tile shape flash_fwd is timed with: the student's kernel takes BLOCK_M and BLOCK_N
     (the lesson's signature), so its own defaults first, then the tile shapes this chip's
     profile lists, at N = 8K, keeping the fastest (Measure: "the best values depend on the
     chip's shared memory size, which is why real kernels autotune"). The sweep stops at a
     shape already well inside full marks (SWEEP_DONE of the band's full ratio): another shape
-    could not change the credit. Returns (its label, its kwargs, {label: (ms, kwargs)})."""
+    could not change the credit. `base_ms()` is SDPA's time at 8K, measured when the first
+    shape has run (a submission that never runs costs no baseline).
+    Returns (its label, its kwargs, {label: (ms, kwargs)})."""
     from grader import errors
     from grader.judge import timing, verdicts
     from grader.judge.devices import flash_smem_bytes
@@ -79,7 +81,7 @@ def _fastest_tiles(sub, rng, gpu, markers, tensors, base_ms: float):
             wrong.append(str(e))
             continue
         tried[label] = (ms, blocks)
-        if ms <= SWEEP_DONE * full * base_ms:
+        if ms <= SWEEP_DONE * full * base_ms():
             break
     if not tried:
         if wrong:
@@ -99,11 +101,20 @@ def test_speed_vs_sdpa(student, rng, gpu, credit, workers):
     sub = student()
     prof = gpu.tile_profile
     inputs = {N: g.seeded_inputs(rng, (B_PERF, H_PERF, N, D_PERF), "float16") for N in PERF_N}
-    # the baselines first, with nothing of the student's alive (timing.quiet_gpu)
-    note = timing.quiet_gpu(workers, "flash_triton.speed_vs_sdpa")
-    base = {N: _sdpa_ms(*tensors) for N, (_, tensors) in inputs.items()}
+    # every baseline with nothing of the student's alive (timing.quiet_gpu): SDPA at 8K once
+    # the student's default tiles have run (the sweep's stopping rule needs it), the others
+    # after the student's timed calls
+    base, notes = {}, []
+
+    def sdpa_at(N: int):
+        if N not in base:
+            notes.append(timing.quiet_gpu(workers, "flash_triton.speed_vs_sdpa"))
+            base[N] = _sdpa_ms(*inputs[N][1])
+        return base[N]
+
     markers, tensors = inputs[8192]
-    chosen, blocks, tried = _fastest_tiles(sub, rng, gpu, markers, tensors, base[8192][0])
+    chosen, blocks, tried = _fastest_tiles(sub, rng, gpu, markers, tensors,
+                                           lambda: sdpa_at(8192)[0])
     mine = {}
     for N in PERF_N:
         markers, tensors = inputs[N]
@@ -111,13 +122,9 @@ def test_speed_vs_sdpa(student, rng, gpu, credit, workers):
         reqs = _flash_requests(sub, rng, markers, tensors, blocks, what)
         mine[N] = timing.per_call_ms(reqs)
         reqs.verify()
-    # cross-check: the baselines again with the student's workers stopped; a disturbed baseline
-    # can only be slower, so the faster of the two counts
-    timing.quiet_gpu(workers, "flash_triton.speed_vs_sdpa")
     fractions, lines = [], []
     for N in PERF_N:
-        again = _sdpa_ms(*inputs[N][1])
-        base_ms, backend = min(base[N], again)
+        base_ms, backend = sdpa_at(N)
         flops = 4 * B_PERF * H_PERF * N * N * D_PERF
         impossible = timing.below_floor(mine[N], flops / gpu.ceiling("matmul_tflops") / 1e9,
                                         f"flash_fwd(q, k, v) at N={N}")
@@ -132,7 +139,7 @@ def test_speed_vs_sdpa(student, rng, gpu, credit, workers):
                + f". Against the fastest SDPA backend, "
                f"{verdicts.terms('flash_triton', 'vs_sdpa', prof, 'x')}; FLOPs = 4*B*H*N^2*D; both timed with q "
                f"refilled before and a checksum after every call, and every timed output "
-               f"checked{note}")
+               f"checked{''.join(dict.fromkeys(notes))}")
 
 
 @pytest.mark.check("flash_triton.memory_flat")
