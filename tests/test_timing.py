@@ -323,3 +323,53 @@ def test_harness_cost_on_a_cpu_is_its_wall_clock():
 
     ms = timing.harness_gpu_ms(torch.zeros(64, 32))
     assert 0 < ms < 50
+
+
+class _Gpu:
+    """The `gpu` fixture's one method timed_against reads (a copy bandwidth far above any CPU)."""
+
+    def ceiling(self, name: str) -> float:
+        return 1e9
+
+
+@pytest.mark.parametrize("folder", ["solutions", "stubs"])
+def test_timed_against_times_the_student_before_any_baseline(folder, tmp_path, monkeypatch):
+    """timing.timed_against on CPU (softmax_triton under the interpreter): the student's
+    requests come first, verified; the baseline runs only after them, with the workers
+    stopped, so a submission that fails (a stub) costs no baseline."""
+    import functools
+
+    from grader import errors
+    from tests.helpers import copy_solutions
+
+    monkeypatch.setattr(timing, "Requests", functools.partial(timing.Requests, cuda_peak=False))
+    source = copy_solutions(tmp_path / "sub")
+    if folder == "stubs":
+        stub = (source / "softmax_triton.py").read_text() + (
+            "\n\ndef softmax(x):\n    raise NotImplementedError('TODO(softmax_triton)')\n")
+        (source / "softmax_triton.py").write_text(stub)
+    workers = proxy.Workers(source, tmp_path / "scratch")
+    order = []
+
+    def baseline(x):
+        order.append(("baseline", sum(s._worker is not None for s in workers.all())))
+        return torch.softmax(x, -1)
+
+    try:
+        sub = workers.get("softmax_triton", "interp")
+        shape, seed = (3, 130), 11
+        marker = seeded(shape, "float32", "cpu", seed, 1.0, 0)
+        x = torch_randn(shape, "float32", "cpu", seed)
+        case = (marker, x, 2 * x.numel() * 4, "softmax(x) on 3 x 130")
+        if folder == "stubs":
+            with pytest.raises(errors.NotImplementedByStudent):
+                timing.timed_against(sub, Rng(8), _Gpu(), workers, "softmax", [case], "float32",
+                                     baseline, lambda i: torch.softmax(i[0].double(), -1))
+            assert order == []
+            return
+        t, = timing.timed_against(sub, Rng(8), _Gpu(), workers, "softmax", [case], "float32",
+                                  baseline, lambda i: torch.softmax(i[0].double(), -1))
+        assert t.base > 0 and t.mine > 0 and t.harness >= 0
+        assert order and all(alive == 0 for _, alive in order), order
+    finally:
+        workers.close()
