@@ -1,6 +1,6 @@
 """python -m grader batch: grade every submission of a course into one gradebook.
 
-    python -m grader batch SUBMISSIONS_DIR [--out DIR] [--jobs N] [--exercises NAMES]
+    python -m grader batch SUBMISSIONS_DIR [--out DIR] [--jobs N | --gpus all|N] [--exercises NAMES]
                            [--layers NAMES] [--no-hidden] [--shard I/N] [--timeout S]
     python -m grader batch --merge A.csv B.csv ... [--out gradebook.csv]
 
@@ -13,7 +13,10 @@ reports count only when that process completed them (see grade_one). Written und
     gradebook.csv                             submission, one column per exercise, total, max, note
 
 --jobs N grades N submissions at once; where several GPUs are visible and the GPU layers run,
-each job gets a GPU of its own through CUDA_VISIBLE_DEVICES. --shard I/N grades only the
+each job gets a GPU of its own through CUDA_VISIBLE_DEVICES. --gpus all (or a count) grades on
+those GPUs instead, one submission per GPU at a time (so its timed checks have the GPU to
+themselves), each grade splitting its CPU layers over its share of the cores. Each finished
+submission prints its score and the batch's progress with the time left at the rate so far. --shard I/N grades only the
 submissions I, I+N, I+2N ... (0 <= I < N) of the sorted list: one task of a job array; --merge
 joins the gradebooks of the shards. Exit status 0 when the gradebook was written.
 """
@@ -29,8 +32,9 @@ import queue
 import secrets
 import shutil
 import subprocess
-import tempfile
 import sys
+import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -49,6 +53,10 @@ def parser() -> argparse.ArgumentParser:
                    help="where reports and gradebook.csv go (default: batch); with --merge, the "
                         "merged CSV file (default: gradebook.csv)")
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="submissions graded at once")
+    p.add_argument("--gpus", type=gpus_spec, metavar="all|N",
+                   help="grade on these GPUs (all visible, or the first N): one submission per "
+                        "GPU at a time, each with the GPU to itself and its share of the cores "
+                        "(sets --jobs)")
     p.add_argument("--exercises", type=lambda v: names(v, EXERCISES, "exercise"), metavar="NAMES")
     p.add_argument("--layers", type=lambda v: names(v, LAYERS, "layer"), metavar="NAMES")
     p.add_argument("--no-hidden", action="store_true", help="skip hidden_tests/ even if present")
@@ -61,6 +69,40 @@ def parser() -> argparse.ArgumentParser:
                         "process isolation only, for a trusted set of submissions)")
     p.add_argument("--merge", nargs="+", metavar="CSV", help="join these gradebooks instead of grading")
     return p
+
+
+def gpus_spec(value: str) -> str:
+    """--gpus: "all", or a count of at least 1 (kept as text: "all" or "N")."""
+    if value != "all" and not (value.isdigit() and int(value) >= 1):
+        raise argparse.ArgumentTypeError(f"--gpus wants all or a count >= 1, got {value!r}")
+    return value
+
+
+def choose_gpus(args, wants_gpu: bool) -> tuple[list[str], int] | str:
+    """(the GPU ids the jobs are pinned to, the number of jobs), or why --gpus cannot be met.
+
+    --gpus all|N: every visible GPU, or the first N, one job each: one submission per GPU at a
+    time, so its timed checks have the GPU to themselves. Otherwise --jobs jobs, pinned to the
+    visible GPUs in turn when there are several and the GPU layers run."""
+    if args.gpus:
+        visible = visible_gpus()
+        want = len(visible) if args.gpus == "all" else int(args.gpus)
+        if not visible or len(visible) < want:
+            source = ("CUDA_VISIBLE_DEVICES" if "CUDA_VISIBLE_DEVICES" in os.environ
+                      else "nvidia-smi -L")
+            return f"--gpus {args.gpus}: {len(visible)} GPU(s) visible ({source})"
+        return visible[:want], want
+    jobs = max(1, args.jobs)
+    gpus = visible_gpus() if jobs > 1 and wants_gpu else []
+    return (gpus if len(gpus) > 1 else []), jobs
+
+
+def eta(done: int, total: int, elapsed_s: float) -> str:
+    """"k/N graded, about M min left": the batch's rate so far (jobs in parallel included)
+    carried over the submissions left."""
+    if done >= total or not done:
+        return f"{done}/{total} graded"
+    return f"{done}/{total} graded, about {(total - done) * elapsed_s / done / 60:.1f} min left"
 
 
 def shard_spec(value: str) -> tuple[int, int]:
@@ -169,15 +211,21 @@ def grade_all(args) -> int:
     (out / "reports").mkdir(parents=True, exist_ok=True)
     exercises = args.exercises or list(EXERCISES)
     subs = find_submissions(directory, args.shard)
-    jobs = max(1, args.jobs)
     wants_gpu = args.layers is None or bool({"gpu", "perf"} & set(args.layers))
-    gpus = visible_gpus() if jobs > 1 and wants_gpu else []
-    pin = len(gpus) > 1           # one GPU per job: with more jobs than GPUs, jobs wait for one
+    chosen = choose_gpus(args, wants_gpu)
+    if isinstance(chosen, str):
+        print(f"grader batch: {chosen}", file=sys.stderr)
+        return 2
+    gpus, jobs = chosen
+    args.jobs = jobs              # grade_one gives each grade its share of the cores
+    pin = bool(gpus)              # one GPU per job: with more jobs than GPUs, jobs wait for one
     free: queue.Queue = queue.Queue()
-    for gpu in gpus if pin else []:
+    for gpu in gpus:
         free.put(gpu)
     if pin:
-        print(f"grader batch: {len(gpus)} GPUs, one per job", file=sys.stderr)
+        print(f"grader batch: GPUs {', '.join(gpus)}, one submission on each at a time",
+              file=sys.stderr)
+    began, done, lock = time.perf_counter(), [0], threading.Lock()
 
     def run(sub: Path) -> dict:
         gpu = free.get() if pin else None
@@ -188,8 +236,11 @@ def grade_all(args) -> int:
             if gpu is not None:
                 free.put(gpu)
         result = row["note"] or f"{row['total']}/{row['max']}"
+        with lock:
+            done[0] += 1
+            progress = eta(done[0], len(subs), time.perf_counter() - began)
         print(f"{sub.name}: {result} ({time.perf_counter() - start:.0f} s"
-              + (f", GPU {gpu})" if gpu is not None else ")"), flush=True)
+              + (f", GPU {gpu}" if gpu is not None else "") + f"); {progress}", flush=True)
         return row
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:

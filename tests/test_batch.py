@@ -108,3 +108,52 @@ def test_gpus_come_from_cuda_visible_devices(monkeypatch):
     assert visible_gpus() == ["2", "3"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert visible_gpus() == []
+
+
+def test_gpus_all_grades_one_submission_per_gpu_at_a_time(tmp_path, monkeypatch, capsys):
+    """--gpus all: one job per visible GPU, each grade pinned to a GPU no other grade holds
+    while it runs, and a progress line with the time left after each submission."""
+    import threading
+    import time
+
+    from grader import batch as b
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    for i in range(6):
+        (tmp_path / "subs" / f"s{i}").mkdir(parents=True)
+    held, seen, lock = set(), [], threading.Lock()
+
+    def fake_grade(sub, out, args, exercises, gpu):
+        with lock:
+            assert gpu not in held, f"GPU {gpu} given to two grades at once"
+            held.add(gpu)
+            seen.append((gpu, args.jobs))
+        time.sleep(0.05)
+        with lock:
+            held.discard(gpu)
+        return {"submission": sub.name, "total": "1", "max": "2", "note": ""}
+
+    monkeypatch.setattr(b, "grade_one", fake_grade)
+    args = b.parser().parse_args([str(tmp_path / "subs"), "--out", str(tmp_path / "out"),
+                                  "--gpus", "all"])
+    assert b.grade_all(args) == 0
+    assert sorted({g for g, _ in seen}) == ["3", "5"] and len(seen) == 6
+    assert {jobs for _, jobs in seen} == {2}
+    printed = capsys.readouterr().out
+    assert "1/6 graded, about" in printed and "6/6 graded" in printed
+    assert len(read(tmp_path / "out" / "gradebook.csv")) == 6
+
+
+def test_gpus_asks_for_what_is_visible(monkeypatch):
+    from grader import batch as b
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    args = b.parser().parse_args(["subs", "--gpus", "1"])
+    assert b.choose_gpus(args, True) == (["3"], 1)
+    args = b.parser().parse_args(["subs", "--gpus", "3"])
+    assert "--gpus 3: 2 GPU(s) visible (CUDA_VISIBLE_DEVICES)" in b.choose_gpus(args, True)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert "0 GPU(s) visible" in b.choose_gpus(b.parser().parse_args(["subs", "--gpus", "all"]), True)
+    assert b.choose_gpus(b.parser().parse_args(["subs", "--jobs", "4"]), True) == ([], 4)
+    proc = batch("--gpus", "0", "subs")
+    assert proc.returncode == 2 and "--gpus wants all or a count" in proc.stderr
