@@ -16,9 +16,10 @@ reports count only when that process completed them (see grade_one). Written und
 each job gets a GPU of its own through CUDA_VISIBLE_DEVICES. --gpus all (or a count) grades on
 those GPUs instead, one submission per GPU at a time (so its timed checks have the GPU to
 themselves), each grade splitting its CPU layers over its share of the cores. Each finished
-submission prints its score and the batch's progress with the time left at the rate so far. --shard I/N grades only the
-submissions I, I+N, I+2N ... (0 <= I < N) of the sorted list: one task of a job array; --merge
-joins the gradebooks of the shards. Exit status 0 when the gradebook was written.
+submission prints its score and the batch's progress with the time left at the rate so far.
+--shard I/N grades only the submissions I, I+N, I+2N ... (0 <= I < N) of the sorted list: one
+task of a job array; --merge joins the gradebooks of the shards. Exit status 0 when the
+gradebook was written.
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ OUTPUT_LIMIT = 1500             # characters of student output kept per call
 MEMORY_LIMIT_BYTES = 12 << 30   # address space of a CPU worker: runaway allocations fail fast
 CAPTURE_KEEP = 64 << 10         # bytes of the capture file read from its start and from its end
 SOURCE_LIMIT = 4 << 20          # largest .py file copied into the sandbox
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")   # the unit of /proc/<pid>/stat's CPU times
 BOOT = "import sys; sys.path.insert(0, {lib!r}); from grader.worker.worker import main; main()"
 
 
@@ -50,7 +51,7 @@ def cpu_seconds(pid: int) -> float | None:
             fields = f.read().rsplit(")", 1)[1].split()   # after the command name: field 3 on
     except (OSError, IndexError):
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")   # utime, stime
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS   # utime, stime
 
 
 def copy_sources(directory: Path, dest: Path) -> Path:
