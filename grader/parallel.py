@@ -100,6 +100,38 @@ def cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> float | None:
     return None
 
 
+def divide(plan: dict[str, list[str]]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """`plan` as (its CPU layers, its gpu layer): two plans for two sets of grading processes."""
+    cpu = {e: [x for x in ls if x != GPU_SPLIT] for e, ls in plan.items()}
+    gpu = {e: [GPU_SPLIT] for e, ls in plan.items() if GPU_SPLIT in ls}
+    return {e: ls for e, ls in cpu.items() if ls}, gpu
+
+
+def beside_jobs(gpu_jobs: int) -> int:
+    """Grading processes for the CPU layers while `gpu_jobs` grade the untimed gpu checks and,
+    after them, the timed checks run: a quarter of the cores, at most four, so the timed
+    checks' launching thread keeps a core of its own (GRADER_JOBS sets both)."""
+    wanted = os.environ.get("GRADER_JOBS", "")
+    if wanted.isdigit():
+        return max(1, int(wanted))
+    return max(1, min(4, len(os.sched_getaffinity(0)) // 4, gpu_jobs))
+
+
+def merge(parts: list[tuple]) -> tuple[dict[str, Result], dict[str, float], list[str], dict]:
+    """The returns of several grade_cpu_layers as one."""
+    results, seconds, notes = {}, {}, []
+    levels = {"isolation": "", "seccomp": {}, "device_info": {}}
+    for got, secs, more, lv in parts:
+        results.update(got)
+        for layer, s in secs.items():
+            seconds[layer] = round(seconds.get(layer, 0.0) + s, 2)
+        notes.extend(more)
+        levels["isolation"] = levels["isolation"] or lv.get("isolation", "")
+        levels["seccomp"].update(lv.get("seccomp", {}))
+        levels["device_info"] = levels["device_info"] or lv.get("device_info") or {}
+    return results, seconds, notes, levels
+
+
 def may_overlap() -> bool:
     """Whether the CPU layers may run beside the GPU layers: only with cores to spare (the timed
     checks launch kernels from one Python thread, which a busy CPU would slow); GRADER_OVERLAP=0

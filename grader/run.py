@@ -105,12 +105,21 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
                    if c.layer == name and c.exercise in exercises)]
     gpu_split = any(parallel.GPU_SPLIT in ls for ls in split.values())
     counter = ProgressCount(progress)
+    # with cores to spare the CPU layers go on beside everything on the GPU (their workers see
+    # none): in a thread of their own through the untimed gpu checks and the timed ones after
+    beside = bool(split) and bool(here) and parallel.may_overlap()
+    cpu_plan, gpu_plan = parallel.divide(split) if beside and gpu_split else (split, {})
+    cpu_jobs = parallel.beside_jobs(jobs) if gpu_plan else jobs
     cpu_part = parallel.Background(lambda: parallel.grade_cpu_layers(
-        submission, split, jobs, checks, hidden, only_checks, target, counter.elsewhere))
-    if split and (gpu_split or not (here and parallel.may_overlap())):
-        cpu_part.run()
-    elif split:
+        submission, cpu_plan, cpu_jobs, checks, hidden, only_checks, target, counter.cpu))
+    gpu_part = parallel.Background(lambda: parallel.grade_cpu_layers(
+        submission, gpu_plan, jobs, checks, hidden, only_checks, target, counter.gpu))
+    if cpu_plan and beside:
         cpu_part.start()
+    elif cpu_plan:
+        cpu_part.run()
+    if gpu_plan:
+        gpu_part.run()
     # a check graded in a parallel process is skipped here by its (exercise, layer): `elsewhere`
     selection = Selection(exercises, here, layers_not_run, only_checks, elsewhere)
     workers = Workers(submission)
@@ -121,11 +130,12 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
         notes += _run_pytest(plugin, workers, exercises, hidden, counter.here if progress else None)
     else:
         workers.close()
-    elsewhere_results, seconds, more, levels = cpu_part.result() if split else ({}, {}, [], {})
+    parts = [part.result() for part, plan in ((cpu_part, cpu_plan), (gpu_part, gpu_plan)) if plan]
+    elsewhere_results, seconds, more, levels = parallel.merge(parts)
     notes += more
-    if split and cpu_part.started:
-        notes.append(f"The CPU layers ran beside the GPU layers, in {jobs} grading processes of "
-                     f"their own; none of their workers can see a GPU.")
+    if cpu_plan and cpu_part.started:
+        notes.append(f"The CPU layers ran beside the GPU layers, in {cpu_jobs} grading processes "
+                     f"of their own; none of their workers can see a GPU.")
     if gpu_split:
         notes.append(f"The gpu layer's untimed checks ran in {jobs} grading processes side by "
                      f"side; the timed checks ran after them, with the GPU alone.")
@@ -184,8 +194,8 @@ class ProgressCount:
     def __init__(self, progress: Progress | None):
         self.progress = progress
         self.lock = threading.Lock()
-        self.done = {"here": 0, "elsewhere": 0}
-        self.total = {"here": 0, "elsewhere": 0}
+        self.done = {"here": 0, "cpu": 0, "gpu": 0}
+        self.total = {"here": 0, "cpu": 0, "gpu": 0}
 
     def _report(self, part: str, check, done: int, total: int) -> None:
         if self.progress is None:
@@ -197,8 +207,13 @@ class ProgressCount:
     def here(self, check, done: int, total: int) -> None:
         self._report("here", check, done, total)
 
-    def elsewhere(self, check, done: int, total: int) -> None:
-        self._report("elsewhere", check, done, total)
+    def cpu(self, check, done: int, total: int) -> None:
+        """The CPU layers' grading processes."""
+        self._report("cpu", check, done, total)
+
+    def gpu(self, check, done: int, total: int) -> None:
+        """The untimed gpu checks' grading processes."""
+        self._report("gpu", check, done, total)
 
 
 class ProgressPlugin:

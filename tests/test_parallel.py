@@ -134,12 +134,33 @@ def test_overlap_switch(monkeypatch):
     assert parallel.may_overlap() == (len(os.sched_getaffinity(0)) >= parallel.OVERLAP_CORES)
 
 
-def test_progress_counts_both_parts():
+def test_progress_counts_every_part():
     from grader.run import ProgressCount
 
     seen = []
     counter = ProgressCount(lambda check, done, total: seen.append((check, done, total)))
-    counter.elsewhere("a", 0, 10)
+    counter.cpu("a", 0, 10)
     counter.here("b", 0, 5)
-    counter.elsewhere("c", 3, 10)
-    assert seen == [("a", 0, 10), ("b", 0, 15), ("c", 3, 15)]
+    counter.gpu("d", 1, 4)
+    counter.cpu("c", 3, 10)
+    assert seen == [("a", 0, 10), ("b", 0, 15), ("d", 1, 19), ("c", 4, 19)]
+
+
+def test_divide_and_merge(monkeypatch):
+    """On a GPU box with cores to spare the CPU layers get processes of their own (beside the
+    gpu layer's and the timed checks), and the two parts' returns make one."""
+    plan = {"a": ["cpu", "interp", "gpu"], "b": ["cpu"], "c": ["gpu"]}
+    cpu, gpu = parallel.divide(plan)
+    assert cpu == {"a": ["cpu", "interp"], "b": ["cpu"]} and gpu == {"a": ["gpu"], "c": ["gpu"]}
+    monkeypatch.setenv("GRADER_JOBS", "3")
+    assert parallel.beside_jobs(8) == 3
+    monkeypatch.delenv("GRADER_JOBS")
+    assert 1 <= parallel.beside_jobs(8) <= 4
+    check = next(iter(all_checks(include_hidden=False).values()))
+    r = parallel.Result(check, "passed", 1.0)
+    merged = parallel.merge([({"x": r}, {"cpu": 1.5}, ["n1"], {"isolation": "", "seccomp": {"cpu": "p"}}),
+                             ({}, {"cpu": 2.0, "gpu": 3.0}, ["n2"],
+                              {"isolation": "os", "seccomp": {"cuda": "q"}, "device_info": {"name": "H"}})])
+    assert merged == ({"x": r}, {"cpu": 3.5, "gpu": 3.0}, ["n1", "n2"],
+                      {"isolation": "os", "seccomp": {"cpu": "p", "cuda": "q"},
+                       "device_info": {"name": "H"}})

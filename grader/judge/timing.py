@@ -319,9 +319,17 @@ def below_floor(ms: float, floor_ms: float, what: str) -> str | None:
 
 def stop_students(workers) -> None:
     """Stop every worker of this grading run (the next call starts a fresh one), so nothing of
-    the student's runs or has work queued while a baseline or a ceiling is measured."""
-    for sub in workers.all():
-        sub.close()
+    the student's runs or has work queued while a baseline or a ceiling is measured. All at
+    once: a CUDA worker takes about half a second to exit."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    subs = workers.all()
+    if len(subs) < 2:
+        for sub in subs:
+            sub.close()
+        return
+    with ThreadPoolExecutor(len(subs)) as pool:
+        list(pool.map(lambda sub: sub.close(), subs))
 
 
 def gpu_processes() -> list[int] | None:
