@@ -373,3 +373,38 @@ def test_timed_against_times_the_student_before_any_baseline(folder, tmp_path, m
         assert order and all(alive == 0 for _, alive in order), order
     finally:
         workers.close()
+
+
+def test_only_the_requests_that_are_timed_are_checked():
+    """per_call_ms's warm-up and probe (its first three requests) give no time that counts, so
+    their outputs are not checked; every later request's are, and one wrong there fails."""
+    def sometimes(wrong_requests):
+        seen = {"calls": 0}
+
+        def fn(x):
+            seen["calls"] += 1
+            request = seen["request"]
+            return torch.zeros_like(x) if request in wrong_requests else torch.softmax(x, -1)
+
+        return seen, fn
+
+    for wrong, fails in (({1, 2, 3}, False), ({5}, True)):
+        seen, fn = sometimes(wrong)
+        reqs = _requests(fn, Rng(6))
+        reqs.checked_runs = 50        # every call of a checked request
+        counted = {"n": 0}
+        call = reqs.call
+
+        def numbered(count, call=call):
+            counted["n"] += 1
+            seen["request"] = counted["n"]
+            return call(count)
+
+        reqs.call = numbered
+        timing.per_call_ms(reqs, first=1, more=2, target_ms=0.01, max_more=2)
+        assert counted["n"] == 9 and len(reqs.done) == 6
+        if fails:
+            with pytest.raises(compare.CheckFailed, match="wrong output"):
+                reqs.verify()
+        else:
+            assert reqs.verify() > 0
