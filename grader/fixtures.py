@@ -231,16 +231,24 @@ class GpuContext:
         self.tile_profile = self.profile
         if self.target is not None:
             self.tile_profile = target.tile_profile(self.profile, self.target)
-        # measured once, up front, in this process (or earlier in this batch: judge.remembered);
-        # the report's header shows them
-        self.ceilings = {
-            name: round(float(remembered("ceiling", {"name": name}, lambda f=f: f(torch))), 1)
-            for name, f in (("copy_gbs", ceilings.copy_bandwidth_gbs),
-                            ("matmul_tflops", ceilings.matmul_tflops))}
+        # measured once, up front, in this process (or earlier in this batch: judge.remembered),
+        # where the perf layer runs: only its checks read them (a grading process of the
+        # untimed gpu checks would time them for nothing, beside the others' kernels); the
+        # report's header shows them
+        self.ceilings = {}
+        selection = getattr(plugin, "selection", None)
+        if selection is None or "perf" in selection.layers:
+            self.ceilings = {
+                name: round(float(remembered("ceiling", {"name": name}, lambda f=f: f(torch))), 1)
+                for name, f in (("copy_gbs", ceilings.copy_bandwidth_gbs),
+                                ("matmul_tflops", ceilings.matmul_tflops))}
         plugin.device_info.update(self.info, **self.ceilings)
 
     def ceiling(self, name: str) -> float:
-        """"copy_gbs" or "matmul_tflops"."""
+        """"copy_gbs" or "matmul_tflops" (perf checks only: measured where the perf layer runs)."""
+        if name not in self.ceilings:
+            raise RuntimeError(f"grader defect: ceiling {name!r} read in a run without the perf "
+                               f"layer, where none is measured")
         return self.ceilings[name]
 
 
