@@ -42,6 +42,7 @@ CPU_LAYERS, GPU_LAYERS = LAYERS[:3], LAYERS[3:]
 # An exercise not listed gets the larger of the two ratios, so the estimate stays an upper bound.
 BOUND = {
     "softmax_triton": "memory",   # one read and one write of the matrix per call
+    "softmax_long": "memory",     # the same, for rows of any length
     "flash_decode": "memory",     # K and V read once per query: a few FLOPs per byte
     "bench_attn": "memory",       # naive attention: S and P through HBM, left of the ridge
     "flash_triton": "compute",    # 4 B H N^2 D FLOPs on tiles kept on chip: right of the ridge
