@@ -218,11 +218,10 @@ class GpuContext:
     def __init__(self, plugin):
         import torch
 
-        from grader.judge import ceilings, devices
+        from grader.judge import ceilings, devices, timing
         from grader.judge.remembered import remembered
 
-        for sub in plugin.workers.all():   # no student process alive while the ceilings are timed
-            sub.close()
+        timing.stop_students(plugin.workers)   # no student process alive while the ceilings are timed
         self.info = devices.describe(torch)
         p = torch.cuda.get_device_properties(0)
         self.profile = devices.profile_for((p.major, p.minor), p.name, self.info["smem_per_block"])
@@ -236,8 +235,7 @@ class GpuContext:
         # untimed gpu checks would time them for nothing, beside the others' kernels); the
         # report's header shows them
         self.ceilings = {}
-        selection = getattr(plugin, "selection", None)
-        if selection is None or "perf" in selection.layers:
+        if "perf" in plugin.selection.layers:
             self.ceilings = {
                 name: round(float(remembered("ceiling", {"name": name}, lambda f=f: f(torch))), 1)
                 for name, f in (("copy_gbs", ceilings.copy_bandwidth_gbs),

@@ -117,19 +117,37 @@ def beside_jobs(gpu_jobs: int) -> int:
     return max(1, min(4, len(os.sched_getaffinity(0)) // 4, gpu_jobs))
 
 
+class Gathered:
+    """What grading processes sent back, gathered: results by check id, seconds per layer
+    (summed), notes, and {"isolation", "seccomp": {mode: level}, "device_info"}."""
+
+    def __init__(self):
+        self.results: dict[str, Result] = {}
+        self.seconds: dict[str, float] = {}
+        self.notes: list[str] = []
+        self.levels = {"isolation": "", "seccomp": {}, "device_info": {}}
+
+    def add(self, results: dict, seconds: dict, notes: list, isolation: str = "",
+            seccomp: dict | None = None, device_info: dict | None = None) -> None:
+        self.results.update(results)
+        for layer, s in seconds.items():
+            self.seconds[layer] = round(self.seconds.get(layer, 0.0) + float(s), 2)
+        self.notes.extend(notes)
+        self.levels["isolation"] = self.levels["isolation"] or isolation
+        self.levels["seccomp"].update(seccomp or {})
+        self.levels["device_info"] = self.levels["device_info"] or device_info or {}
+
+    def as_tuple(self) -> tuple[dict[str, Result], dict[str, float], list[str], dict]:
+        return self.results, self.seconds, self.notes, self.levels
+
+
 def merge(parts: list[tuple]) -> tuple[dict[str, Result], dict[str, float], list[str], dict]:
     """The returns of several grade_cpu_layers as one."""
-    results, seconds, notes = {}, {}, []
-    levels = {"isolation": "", "seccomp": {}, "device_info": {}}
-    for got, secs, more, lv in parts:
-        results.update(got)
-        for layer, s in secs.items():
-            seconds[layer] = round(seconds.get(layer, 0.0) + s, 2)
-        notes.extend(more)
-        levels["isolation"] = levels["isolation"] or lv.get("isolation", "")
-        levels["seccomp"].update(lv.get("seccomp", {}))
-        levels["device_info"] = levels["device_info"] or lv.get("device_info") or {}
-    return results, seconds, notes, levels
+    gathered = Gathered()
+    for results, seconds, notes, levels in parts:
+        gathered.add(results, seconds, notes, levels.get("isolation", ""),
+                     levels.get("seccomp"), levels.get("device_info"))
+    return gathered.as_tuple()
 
 
 def may_overlap() -> bool:
@@ -195,10 +213,7 @@ def grade_cpu_layers(submission: Path, plan: dict[str, list[str]], jobs: int,
               for c in mine if c.exercise == e and c.layer == GPU_SPLIT]
     queue.sort(key=lambda r: -cost(r))
     total, done = len(mine), [0]
-    results: dict[str, Result] = {}
-    seconds: dict[str, float] = {}
-    notes: list[str] = []
-    levels = {"isolation": "", "seccomp": {}, "device_info": {}}
+    gathered = Gathered()
 
     def request(child: _Child) -> None:
         exercise, layers, ids = queue.pop(0)
@@ -207,17 +222,15 @@ def grade_cpu_layers(submission: Path, plan: dict[str, list[str]], jobs: int,
                     "target": target})
 
     def finished(child: _Child, reply: dict) -> None:
+        results = {}
         for cid, fields in reply["results"].items():
             check = checks.get(cid)
             if (check is not None and check.exercise == child.exercise
                     and check.layer in child.layers and child.grades(cid)):
                 results[cid] = result_from(check, fields)
-        for layer, s in reply.get("layer_seconds", {}).items():
-            seconds[layer] = round(seconds.get(layer, 0.0) + float(s), 2)
-        notes.extend(reply.get("notes", []))
-        levels["isolation"] = levels["isolation"] or reply.get("isolation", "")
-        levels["seccomp"].update(parse_levels(reply.get("seccomp", "")))
-        levels["device_info"] = levels["device_info"] or reply.get("device_info") or {}
+        gathered.add(results, reply.get("layer_seconds", {}), reply.get("notes", []),
+                     reply.get("isolation", ""), parse_levels(reply.get("seccomp", "")),
+                     reply.get("device_info"))
 
     children = [_Child() for _ in range(min(jobs, len(queue)))]
     sel = selectors.DefaultSelector()
@@ -233,7 +246,7 @@ def grade_cpu_layers(submission: Path, plan: dict[str, list[str]], jobs: int,
                 if not line:   # the grading process died: its exercise is the grader's failure
                     sel.unregister(child.proc.stdout)
                     busy -= 1
-                    _lost(child, checks, child.layers, results, child.stderr_tail())
+                    _lost(child, checks, child.layers, gathered.results, child.stderr_tail())
                     continue
                 msg = json.loads(line)
                 if "progress" in msg:
@@ -250,7 +263,7 @@ def grade_cpu_layers(submission: Path, plan: dict[str, list[str]], jobs: int,
     finally:
         for child in children:
             child.stop()
-    return results, seconds, notes, levels
+    return gathered.as_tuple()
 
 
 def parse_levels(line: str) -> dict[str, str]:

@@ -339,17 +339,11 @@ def below_floor(ms: float, floor_ms: float, what: str) -> str | None:
 
 def stop_students(workers) -> None:
     """Stop every worker of this grading run (the next call starts a fresh one), so nothing of
-    the student's runs or has work queued while a baseline or a ceiling is measured. All at
-    once: a CUDA worker takes about half a second to exit."""
-    from concurrent.futures import ThreadPoolExecutor
+    the student's runs or has work queued while a baseline or a ceiling is measured (all at
+    once: grader.sandbox.proxy.close_all)."""
+    from grader.sandbox.proxy import close_all
 
-    subs = workers.all()
-    if len(subs) < 2:
-        for sub in subs:
-            sub.close()
-        return
-    with ThreadPoolExecutor(len(subs)) as pool:
-        list(pool.map(lambda sub: sub.close(), subs))
+    close_all(workers.all())
 
 
 def gpu_processes() -> list[int] | None:
