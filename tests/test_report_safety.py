@@ -209,6 +209,30 @@ def test_failures_grouped_under_the_check_they_follow():
     assert "probably the same cause: ragged_sizes" in plain
 
 
+def test_follows_that_close_a_loop_still_give_every_failure_a_lead():
+    # flash_decode's no_max_subtraction mutant, as CI saw it: max_in_last_split's own failure
+    # says it follows large_scores (inf: an overflow), the registry says large_scores follows
+    # max_in_last_split, and padded_keys_masked follows large_scores. The evidence wins.
+    by = {c.id: c for c in CHECKS}
+    big, last, pad = (by[f"flash_decode.{n}"] for n in ("large_scores", "max_in_last_split",
+                                                         "padded_keys_masked"))
+    assert last.id in big.follows and big.id in pad.follows
+    results = all_results(**{
+        big.id: Result(big, "failed", 0.0, "nan"),
+        last.id: Result(last, "failed", 0.0, "inf", failure_follows=(big.id,)),
+        pad.id: Result(pad, "failed", 0.0, "wrong")})
+    groups = summary.failures(make_report(results))
+    assert groups == [{"lead": big.id, "same_cause": [pad.id, last.id]}] or \
+        groups == [{"lead": big.id, "same_cause": [last.id, pad.id]}]
+    # a loop of registry guesses only: its first check in report order leads, every one listed
+    a, b = (dataclasses.replace(by[i], follows=(j,)) for i, j in
+            ((big.id, last.id), (last.id, big.id)))
+    groups = summary.failures(make_report(all_results(**{
+        c.id: Result(c, "failed", 0.0, "x") for c in (a, b)})))
+    assert len(groups) == 1 and sorted([groups[0]["lead"], *groups[0]["same_cause"]]) == \
+        sorted([a.id, b.id])
+
+
 def test_without_follows_each_failure_leads_in_registry_order_one_per_exercise_first():
     ids = ["tiled_attention.ragged_sizes", "tiled_attention.large_scores", "flash_triton.ragged_n"]
     bare = {i: dataclasses.replace(failing(i), check=dataclasses.replace(failing(i).check, follows=()))

@@ -182,15 +182,29 @@ def failures(report: GradeReport) -> list[dict]:
     failing = {r.check.id: r for r in report.results if r.status in FAILING}
     order = [r.check.id for r in report.results if r.check.id in failing]
 
-    def lead_of(cid: str, seen: tuple = ()) -> str:
-        follows = getattr(failing[cid], "failure_follows", None)   # the failure's own evidence
-        if follows is None:
-            follows = getattr(failing[cid].check, "follows", ())
+    def next_of(cid: str) -> tuple[str | None, bool]:
+        """The failing check cid follows, and whether its own failure said so (evidence)."""
+        own = getattr(failing[cid], "failure_follows", None)
+        follows = own if own is not None else getattr(failing[cid].check, "follows", ())
         for other in follows or ():
-            if (other in failing and other != cid and other not in seen
-                    and not getattr(failing[other], "secondary", False)):
-                return lead_of(other, seen + (cid,))
-        return cid
+            if other in failing and other != cid and not getattr(failing[other], "secondary", False):
+                return other, own is not None
+        return None, False
+
+    def lead_of(cid: str) -> str:
+        """The end of cid's chain of follows. A chain that closes on itself (a failure's own
+        evidence says A follows B, the registry says B follows A) is led by the first of its
+        checks whose link is only the registry's guess, so the evidence wins; else the first."""
+        path = [cid]
+        while True:
+            nxt, _ = next_of(path[-1])
+            if nxt is None:
+                return path[-1]
+            if nxt in path:
+                loop = sorted(path[path.index(nxt):], key=order.index)
+                guessed = [c for c in loop if not next_of(c)[1]]
+                return (guessed or loop)[0]
+            path.append(nxt)
 
     leads = {cid: lead_of(cid) for cid in order}
     same = {cid: [c for c in order if c != cid and leads[c] == cid] for cid in order if leads[cid] == cid}
