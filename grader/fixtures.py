@@ -11,8 +11,8 @@ returns a `Gated` proxy: every call to the graded function proves kernel use (a 
 computing torch op; on CUDA no foreign device kernel and no helper process on the GPU; under the
 interpreter every load/store is bounds-checked) and provenance (its recorded program, replayed
 in a worker that holds only the submission's kernels, gives the same answer:
-grader.judge.provenance), so no check can earn points for an answer the student's kernel did not
-compute.
+grader.judge.provenance, then again on fresh inputs against the reference: grader.judge.fresh),
+so no check can earn points for an answer the student's kernel did not compute.
 
 `rng` is a fresh NumPy generator for every check (its seed goes into failure messages so a
 student can reproduce a case; set GRADER_SEED to fix it). `credit` gives partial credit.
@@ -28,6 +28,7 @@ import pytest
 from grader.judge import target   # a grading target's spec and tiles (--target gb10)
 from grader.judge import kernel_use   # the kernel-use gate
 from grader.judge import provenance   # the replay behind it
+from grader.judge import fresh   # and its second replay, on fresh inputs
 from grader.plugin import PLUGIN_KEY
 from grader.results import Credit
 from grader.registry import EXERCISES
@@ -95,11 +96,18 @@ class Gated:
         if self._replayer is not None:
             replayer, compiler, sources = self._replayer()
             replayed = provenance.Call(replayer, sources, [*args, *kwargs.values()], r.value, opts,
-                                       compiler)
+                                       compiler, self._fresh(fn, args, kwargs))
         kernel_use.gate(r.extras, self._exercise, fn,
                         gpu_pid=self._sub.worker_pid if cuda else None, replayed=replayed,
                         defer=self._pending)
         return r
+
+    def _fresh(self, fn: str, args: tuple, kwargs: dict):
+        """() -> the call's fresh inputs and their reference (grader.judge.fresh), made when the
+        replay runs; values the student's code never sees, drawn from the OS's entropy."""
+        def form():
+            return fresh.form_of(self._exercise, fn, args, kwargs, np.random.default_rng())
+        return form
 
     def records_timed(self, fn: str) -> bool:
         """Whether timed calls of `fn` are recorded and their programs replayed (the

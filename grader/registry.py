@@ -59,8 +59,8 @@ def check_files(exercise: str, hidden: bool = False) -> list[Path]:
 
 
 def exercise_module(exercise: str, name: str):
-    """An exercise folder's public module (`reference`, `sanitizer`, `bench`): what shared code,
-    hidden checks and tools may import of an exercise; never a check module."""
+    """An exercise folder's public module (`reference`, `sanitizer`, `bench`, `fresh`): what
+    shared code, hidden checks and tools may import of an exercise; never a check module."""
     return importlib.import_module(f"grader.exercises.{exercise}.{name}")
 
 

@@ -190,3 +190,89 @@ def test_a_numpy_answer_cannot_skip_the_comparison():
         provenance.compare(nothing, np.zeros(4), "softmax(x)", atomics=False)
     with pytest.raises(CheckFailed, match="returned a float"):
         provenance.compare(nothing, (None, 1.5), "softmax(x)", atomics=False)
+
+
+# ------------------------------------------------------------------- the replay on fresh inputs
+
+
+def test_a_replay_on_moved_inputs_must_err_no_more_than_the_call():
+    """grader.judge.fresh: numbers carried over from the call's values fail; a kernel that errs
+    as much on the moved inputs as on its own passes, rounding and all."""
+    from grader.judge import fresh, reference
+    from grader.judge.inputs import tensor
+
+    rng = np.random.default_rng(0)
+    x0 = rng.standard_normal((3, 50)).astype(np.float32)
+    x0[1, 7] = -np.inf
+    x = tensor(x0, "float32", guard=8)
+    form = fresh.form_of("softmax_triton", "softmax", (x,), {}, rng)
+    new = form.args[0].array
+    assert new.shape == (3, 50) and form.args[0].guard == 8 and not np.array_equal(new, x0)
+    assert np.isneginf(new[1, 7]) and (np.sign(new) == np.sign(x0)).all()
+    ratio = new[np.isfinite(x0)] / x0[np.isfinite(x0)]
+    assert ratio.min() >= 1 - fresh.SPREAD - 1e-6 and ratio.max() <= 1 + fresh.SPREAD + 1e-6
+    assert np.allclose(form.expected[0], reference.softmax(new.astype(np.float64)))
+    # an honest float32 kernel: the same small error on both
+    call = _value(form.before[0] * (1 + 3e-7))
+    fresh.compare({"outputs": [_value(form.expected[0] * (1 - 3e-7))], "compile": [], "error": ""},
+                  form, call, "softmax(x)")
+    # the row max and sum of the call's x carried into the replay
+    m, l = x0.max(1, keepdims=True), np.exp(x0 - x0.max(1, keepdims=True)).sum(1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        stale = np.exp(new.astype(np.float64) - m) / l
+    with pytest.raises(CheckFailed, match="moved by at most 20%"):
+        fresh.compare({"outputs": [_value(stale)], "compile": [], "error": ""}, form, call,
+                      "softmax(x)")
+    # the worker's own draws (GPU sizes) have no fresh form: their outputs are too large for
+    # launch scalars to carry
+    from grader.judge.inputs import seeded
+    assert fresh.form_of("softmax_triton", "softmax", (seeded((4, 8), "float16", "cuda", 1),),
+                         {}, rng) is None
+    assert fresh.form_of("online_softmax", "online_max_sum", (x,), {}, rng) is None
+
+
+def test_flash_bwd_gets_the_o_and_lse_of_its_fresh_inputs():
+    from grader.judge import fresh, reference
+    from grader.judge.inputs import round_to, tensor
+
+    rng = np.random.default_rng(1)
+    shape = (1, 2, 9, 16)
+    q, k, v, o, do = (tensor(round_to(rng.standard_normal(shape), "float16"), "float16")
+                      for _ in range(5))
+    lse = tensor(rng.standard_normal(shape[:-1]).astype(np.float32), "float32")
+    form = fresh.form_of("flash_backward", "flash_bwd", (q, k, v, o, lse, do), {"causal": True},
+                         rng)
+    nq, nk, nv, no, nl, ndo = (a.array.astype(np.float64) for a in form.args)
+    want_o, want_l, _ = reference.attention_lse(nq, nk, nv, causal=True)
+    assert np.allclose(no, want_o, atol=1e-3) and np.allclose(nl, want_l, atol=1e-5)
+    grads = reference.attention_grads(nq, nk, nv, ndo, causal=True)
+    assert all(np.allclose(a, b) for a, b in zip(form.expected, grads))
+    before = reference.attention_grads(*(a.array.astype(np.float64) for a in (q, k, v, do)),
+                                       causal=True)
+    assert all(np.allclose(a, b) for a, b in zip(form.before, before))
+    assert form.kwargs == {"causal": True}
+
+
+def test_every_triton_exercise_has_a_fresh_form():
+    """A new Triton exercise without grader/exercises/<ex>/fresh.py would get no second replay."""
+    from grader.registry import EXERCISES, exercise_module
+
+    for name, ex in EXERCISES.items():
+        if ex.kernels:
+            assert callable(exercise_module(name, "fresh").fresh), name
+
+
+def test_which_calls_get_the_second_replay():
+    """Small outputs and launches that carry more than an honest wrapper's always; the rest
+    sampled, the draw made in the grader after the call."""
+    from grader.judge import fresh
+
+    cap = provenance.capacity_bits()
+    honest = {"launches": 1, "float": {0.25}, "int": {4, 64, 1000}, "str": set()}
+    small, large = _value(np.zeros(cap // fresh.BITS)), _value(np.zeros(cap))
+    assert fresh.wanted(honest, small, cap)
+    assert fresh.wanted({**honest, "float": {0.25, 3.1}}, large, cap)
+    assert fresh.wanted({**honest, "str": {"x"}}, large, cap)
+    assert fresh.wanted({**honest, "launches": fresh.LAUNCHES + 1}, large, cap)
+    draws = [fresh.wanted(honest, large, cap, np.random.default_rng(i)) for i in range(400)]
+    assert 0.15 < sum(draws) / len(draws) < 0.35

@@ -14,7 +14,11 @@ and each Triton launch with its arguments, grid and constexprs as the launch use
      the same markers, each kernel first compiled by Triton's own front end;
   3. compare the replayed outputs with what the call returned: exactly (NaN equal to NaN: same
      kernels, same inputs, same device), or, when a kernel uses atomics, within ATOMIC_TOL
-     (grader.judge.replayed, which also compares a timed call's checksum).
+     (grader.judge.replayed, which also compares a timed call's checksum);
+  4. replay it once more on fresh inputs of the same shapes (grader.judge.fresh), where the
+     exercise has a form for the call: the outputs must be the reference's of those inputs, so
+     numbers computed from the call's values outside the kernels and passed to a launch give
+     the old inputs' answer and fail.
 
 A failure is CheckFailed that follows <exercise>.uses_kernel, like the kernel-use gate's.
 """
@@ -26,7 +30,7 @@ from pathlib import Path
 
 import contextlib
 
-from grader.judge import kernel_source
+from grader.judge import fresh, kernel_source
 from grader.judge.frontend import compiled_before, remember_compiled
 from grader.judge.compare import CheckFailed
 from grader.judge.replayed import TimedCall, compare, compare_sum, refused as _fail
@@ -46,13 +50,15 @@ class Call:
     Submission importing `replay_sources(sources)`), the call's argument markers in the order
     the worker built them (positional, then keyword), its decoded value and its opts; under the
     interpreter `compiler`, a replay worker of mode "cpu" (no interpreter) that runs Triton's
-    front end on the launched kernels (grader.worker.replay.run)."""
+    front end on the launched kernels (grader.worker.replay.run); `fresh`, () -> the call's
+    fresh inputs and their reference (grader.judge.fresh.Fresh, or None where it has none)."""
     replayer: object
     sources: Path
     args: list
     value: object
     opts: dict
     compiler: object = None
+    fresh: object = None
 
     def replay(self, program: dict, opts: dict, module: str, kernels: kernel_source.Filtered):
         if self.compiler is not None:
@@ -66,6 +72,12 @@ class Call:
                 for k in keys:
                     remember_compiled(k, self.replayer)
         return self.replayer.replay(self.args, program, opts, module)
+
+
+def capacity_bits() -> int:
+    """The most information the launch scalars of one valid call can carry (SCALARS): 64 bits
+    a number, 21 a character."""
+    return 64 * (SCALARS["float"] + SCALARS["int"]) + 21 * MAX_STR * SCALARS["str"]
 
 
 def _compile_key(kernels: kernel_source.Filtered, step: dict) -> tuple:
@@ -153,7 +165,7 @@ def check(extras: dict, exercise: str, call: str, allowed: frozenset, replayed: 
     try:
         program = extras.get("program")
         kernels = kernels_of(replayed.sources, exercise)
-        validate(program, call, allowed, kernels)
+        carried = validate(program, call, allowed, kernels)
         # the replay runs the same kernels on the same inputs, so it reaches out of bounds
         # only where the call did: bounds-checked (masking those lanes as there) only then
         bounds = bool(replayed.opts.get("bounds")) and bool(extras.get("out_of_bounds"))
@@ -167,6 +179,16 @@ def check(extras: dict, exercise: str, call: str, allowed: frozenset, replayed: 
                               f"alone: {str(e)[:800]}") from None
         if timed is None:
             compare(got, replayed.value, call, kernels.atomics)
+            form = (replayed.fresh() if replayed.fresh is not None
+                    and fresh.wanted(carried, replayed.value, capacity_bits()) else None)
+            if form is not None:
+                try:
+                    again = replayed.replayer.replay([*form.args, *form.kwargs.values()],
+                                                     program, opts, exercise)
+                except errors.StudentProblem as e:
+                    raise _fail(call, f"its recorded launches could not be replayed on fresh "
+                                      f"inputs of the same shapes: {str(e)[:800]}") from None
+                fresh.compare(again, form, replayed.value, call)
         else:
             compare_sum(got, timed, call, kernels.atomics)
     except CheckFailed as e:
@@ -177,7 +199,9 @@ def check(extras: dict, exercise: str, call: str, allowed: frozenset, replayed: 
 # ---------------------------------------------------------------------------------- validate
 
 
-def validate(program, call: str, allowed: frozenset, kernels: kernel_source.Filtered) -> None:
+def validate(program, call: str, allowed: frozenset, kernels: kernel_source.Filtered) -> dict:
+    """Raise CheckFailed unless the program can be credited; return what its launches carry:
+    {"launches": n, "float": {...}, "int": {...}, "str": {...}} (the distinct scalars)."""
     if not isinstance(program, dict) or not isinstance(program.get("steps"), list):
         raise _fail(call, "the grader got no record of the call's kernel launches (the trace was "
                           "switched off or replaced), so no answer can be credited")
@@ -216,6 +240,7 @@ def validate(program, call: str, allowed: frozenset, kernels: kernel_source.Filt
             raise _fail(call, "the returned tensor was not made by the call's recorded steps ("
                               "computed outside the kernels: in NumPy, a thread, or with the "
                               "trace switched off)")
+    return {"launches": launches, **numbers}
 
 
 def _unknown_message(sid: int, unknown: dict, step: dict) -> str:

@@ -60,7 +60,7 @@ def _not_tensors(value, depth: int = 0) -> str:
     return f"a {type(value).__name__}" if not isinstance(value, np.ndarray) else "a NumPy array"
 
 
-def _replay_failed(replayed, call: str) -> None:
+def replay_failed(replayed, call: str) -> None:
     if not isinstance(replayed, dict):
         raise CheckFailed(f"{call}: the replay sent back nothing readable")
     for problem in replayed.get("compile") or []:
@@ -75,7 +75,7 @@ def compare_sum(replayed, timed: TimedCall, call: str, atomics: bool) -> None:
     """A timed call: the replayed outputs' checksum against the one the call sent back."""
     import math
 
-    _replay_failed(replayed, call)
+    replay_failed(replayed, call)
     got = replayed.get("sum")
     if not isinstance(got, float):
         raise CheckFailed(f"{call}: the replay sent back no checksum")
@@ -91,7 +91,7 @@ def compare_sum(replayed, timed: TimedCall, call: str, atomics: bool) -> None:
 
 
 def compare(replayed, value, call: str, atomics: bool) -> None:
-    _replay_failed(replayed, call)
+    replay_failed(replayed, call)
     other = _not_tensors(value)
     if other:
         raise refused(call, f"it returned {other}: the answer of a Triton exercise is the tensors "

@@ -1,0 +1,186 @@
+"""A gated call's program replayed a second time, on nearby inputs, against the reference: FRESH.
+
+The replay on the call's own inputs (grader.judge.provenance) proves that the recorded launches
+compute what the call returned. But a launch's scalar arguments are the wrapper's to choose: it
+could compute part of the answer outside the kernels (a row's max in NumPy, the whole output of
+a tiny call) and pass it to a kernel as a number. The kernels then compute the right answer
+from the call's inputs and the smuggled numbers, and the first replay agrees. Replayed on other
+values, the same program still carries the old values' numbers.
+
+So the program runs once more on inputs of the same shapes whose every value is moved by a
+random factor within SPREAD (signs, zeros, infinities, the regime a check built, such as "every
+score shifted up by 16", all kept: a kernel right on the call's inputs only because of that
+regime stays right). Its error against the reference of the new inputs, row by row (root mean
+square, relative to the outputs' scale), may be at most GROWTH times the call's own largest
+error against the reference of its inputs (at least the dtype's rounding): an honest kernel errs
+about the same on both; numbers carried over from the old values put the new answer a few
+percent off, tens to hundreds of times a correct answer's rounding.
+
+Each Triton exercise says how to move its inputs and what they should give, in its folder's
+`fresh.py`: `fresh(fn, args, kwargs, rng)` -> Fresh, or None for a call it has no form for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from grader.judge.compare import EPS
+from grader.judge.inputs import round_to
+from grader.judge.replayed import refused, replay_failed, tensors_of
+from grader.wire.codec import TensorArg
+
+SPREAD = 0.2      # each value times a factor in [1 - SPREAD, 1 + SPREAD]
+# the new error may be GROWTH times the call's own, or times ROUNDING units of the dtype's
+# roundoff where the call's was smaller. Measured over the solutions and the correct variants
+# (886 calls, CPU layers): an honest kernel's largest error on the moved inputs was 2.4 times
+# that base; host_max_in_scalars's smallest, 34 times it
+GROWTH = 8.0
+ROUNDING = 2.0
+# Which calls get the second replay (wanted): every call whose output is small enough for the
+# scalars to carry it whole (BITS per element), or whose launches carry more than an honest
+# wrapper's (more than FLOATS distinct floats, any string, more than LAUNCHES launches); of the
+# others, each with probability SAMPLE, drawn after the call. A submission that computes outside
+# the kernels on most calls is caught with certainty; one that does it on one call of a check,
+# with probability SAMPLE. The second replay costs as much as the call under the interpreter:
+# on every call it made a CPU-layer grade of the solutions 36% slower (28 -> 38 s on 2 cores);
+# chosen so, 108 of its 154 gated calls are small and replayed, and it takes 31 s.
+BITS = 4
+FLOATS = 1
+LAUNCHES = 4
+SAMPLE = 0.25
+# the most elements the call's tensors may hold together for a second replay: its float64
+# references are computed here, in NumPy (the CPU layers' inputs are far smaller)
+MAX_ELEMENTS = 1 << 22
+
+
+@dataclass
+class Fresh:
+    """New arguments for the call (same shapes, dtypes, guards and padding; moved values), the
+    float64 reference of every output on them (`expected`) and on the call's own inputs
+    (`before`), in the order the call returns its outputs."""
+    args: list
+    kwargs: dict
+    expected: list
+    before: list
+
+
+def redrawn(marker, rng, values: np.ndarray | None = None):
+    """`marker` (a TensorArg holding its values) with new ones: `values` (exact in its dtype),
+    or its own, each times a random factor in [1 - SPREAD, 1 + SPREAD], rounded to its dtype.
+    Anything else is returned as it is."""
+    if not isinstance(marker, TensorArg) or marker.array is None:
+        return marker
+    if values is None:
+        x = np.asarray(marker.array, dtype=np.float64)
+        factor = 1.0 + SPREAD * np.clip(rng.standard_normal(x.shape), -1.0, 1.0)
+        with np.errstate(invalid="ignore"):
+            values = round_to(np.where(np.isfinite(x), x * factor, x), marker.dtype)
+    return dataclasses.replace(marker, array=np.asarray(values))
+
+
+def values(marker) -> np.ndarray:
+    """The float64 values a TensorArg builds in the worker (already exact in its dtype)."""
+    return np.asarray(marker.array, dtype=np.float64)
+
+
+def drawable(args: list, kwargs: dict) -> bool:
+    """Whether every float tensor of the call carries its values (the CPU layers and the small
+    GPU calls); tensors the worker draws itself from a seed are the GPU's large ones, whose
+    outputs are far larger than what launch scalars can carry (provenance.SCALARS); and at most
+    MAX_ELEMENTS in all."""
+    markers = [m for m in [*args, *kwargs.values()] if isinstance(m, TensorArg)]
+    return (bool(markers) and all(m.array is not None for m in markers)
+            and sum(np.size(m.array) for m in markers) <= MAX_ELEMENTS)
+
+
+def wanted(carried: dict, value, capacity_bits: int, rng=None) -> bool:
+    """Whether a call whose program carries `carried` (grader.judge.provenance.validate) and
+    returned `value` gets the second replay (see BITS, FLOATS, LAUNCHES, SAMPLE)."""
+    elements = sum(int(np.size(t.array)) for t in tensors_of(value))
+    if elements * BITS <= capacity_bits:
+        return True
+    if (len(carried.get("float", ())) > FLOATS or carried.get("str")
+            or carried.get("launches", 0) > LAUNCHES):
+        return True
+    return (rng or np.random.default_rng()).random() < SAMPLE
+
+
+def tensors(args: list, n: int) -> bool:
+    """Whether the call's first n arguments are all tensors (an exercise's form needs them)."""
+    return len(args) >= n and all(isinstance(a, TensorArg) for a in args[:n])
+
+
+def form_of(exercise: str, fn: str, args: tuple, kwargs: dict, rng):
+    """The exercise's Fresh for this call, or None (no `fresh.py`, or no form for `fn`)."""
+    from grader import registry
+
+    if not drawable(list(args), kwargs):
+        return None
+    try:
+        module = registry.exercise_module(exercise, "fresh")
+    except ModuleNotFoundError:
+        return None
+    return module.fresh(fn, list(args), dict(kwargs), rng)
+
+
+def scale_of(outputs: list) -> float:
+    """The largest root mean square among a call's reference outputs (finite values): what
+    every row's error is measured against. One scale for all rows, not each row's own norm: a
+    row whose answer is nearly zero (dq at N = 1 is all zeros) would turn rounding into a large
+    relative error, different from one draw to the next."""
+    rms = [float(np.sqrt(np.mean(np.where(np.isfinite(w), w, 0.0) ** 2)))
+           for w in (np.asarray(o, dtype=np.float64) for o in outputs) if w.size]
+    return max(rms, default=0.0)
+
+
+def row_errors(got: np.ndarray, want: np.ndarray, scale: float) -> np.ndarray:
+    """Each row's (last axis) root mean square error, relative to `scale`. NaN where both are
+    NaN counts as equal; NaN or inf on one side only, as an infinite error."""
+    got, want = (np.asarray(a, dtype=np.float64) for a in (got, want))
+    width = want.shape[-1] if want.ndim else 1
+    got, want = got.reshape(-1, width), want.reshape(-1, width)
+    finite = np.isfinite(want)
+    same = (got == want) | (np.isnan(got) & np.isnan(want))
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.where(same, 0.0, np.abs(got - np.where(finite, want, 0.0)))
+        diff = np.where(np.isnan(diff) | (~finite & ~same), np.inf, diff)
+        return np.sqrt((diff * diff).mean(axis=1)) / max(scale, 1e-30)
+
+
+def compare(replayed, form: Fresh, value, call: str) -> None:
+    """The second replay's outputs against the reference of the moved inputs, row by row, at
+    most GROWTH times the error of what the call returned (`value`) against its own."""
+    replay_failed(replayed, call)
+    got, returned = tensors_of(replayed.get("outputs")), tensors_of(value)
+    if not (len(got) == len(returned) == len(form.expected) == len(form.before)):
+        raise refused(call, f"replayed on inputs of the same shapes, its recorded launches made "
+                            f"{len(got)} output tensors, the call returns {len(form.expected)}")
+    new_scale, own_scale = scale_of(form.expected), scale_of(form.before)
+    for i, (g, r, want, before) in enumerate(zip(got, returned, form.expected, form.before)):
+        what = f"output {i}" if len(got) > 1 else "the output"
+        a, want = np.asarray(g.array), np.asarray(want)
+        if a.shape != want.shape or np.shape(r.array) != np.shape(before):
+            raise refused(call, f"replayed on inputs of the same shapes, {what} has shape "
+                                f"{a.shape}, the reference {want.shape}")
+        if not a.size:
+            continue
+        own = float(np.nanmax(row_errors(r.array, before, own_scale), initial=0.0))
+        new = row_errors(a, want, new_scale)
+        limit = GROWTH * max(own, ROUNDING * EPS.get(g.dtype, EPS["float32"]))
+        if not np.isfinite(own):
+            continue   # the call's own answer is not finite where it should be: its check says so
+        bad = ~(new <= limit)
+        if bad.any():
+            row = int(np.argmax(np.where(np.isnan(new), np.inf, new)))
+            raise refused(call, f"its kernels do not compute the answer from the inputs: the "
+                                f"same launches replayed on inputs of the same shapes, each value "
+                                f"moved by at most {SPREAD:.0%}, give {what} with an error of "
+                                f"{new[row]:.3g} (root mean square, relative to the output's "
+                                f"scale) in row {row} ({int(bad.sum())} of {new.size} rows over "
+                                f"{limit:.3g}), where the call's own answer erred by at most "
+                                f"{own:.3g}. A launch argument carries numbers computed from the "
+                                f"call's values outside the kernels (a max, a sum, the answer): "
+                                f"pass only sizes, strides, block sizes and the scale")
