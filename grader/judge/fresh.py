@@ -113,17 +113,28 @@ def tensors(args: list, n: int) -> bool:
     return len(args) >= n and all(isinstance(a, TensorArg) for a in args[:n])
 
 
+def moved(args: list, kwargs: dict, rng, n: int, reference) -> Fresh | None:
+    """The usual form: the call's first n arguments moved (redrawn), the others kept;
+    `reference(*arguments)` (tensors as float64 arrays, the rest as given) -> the outputs, on
+    the moved arguments and on the call's own. None unless the first n are tensors."""
+    if not tensors(args, n):
+        return None
+    new = [redrawn(a, rng) for a in args[:n]] + list(args[n:])
+
+    def answer(arguments):
+        return list(reference(*(values(a) if isinstance(a, TensorArg) else a
+                                for a in arguments)))
+    return Fresh(new, kwargs, answer(new), answer(args))
+
+
 def form_of(exercise: str, fn: str, args: tuple, kwargs: dict, rng):
-    """The exercise's Fresh for this call, or None (no `fresh.py`, or no form for `fn`)."""
+    """The exercise's Fresh for this call (its `fresh.py`: every exercise with gated kernels
+    has one, tests/test_provenance.py), or None where it has no form for `fn`."""
     from grader import registry
 
-    if not drawable(list(args), kwargs):
+    if not registry.EXERCISES[exercise].kernels or not drawable(list(args), kwargs):
         return None
-    try:
-        module = registry.exercise_module(exercise, "fresh")
-    except ModuleNotFoundError:
-        return None
-    return module.fresh(fn, list(args), dict(kwargs), rng)
+    return registry.exercise_module(exercise, "fresh").fresh(fn, list(args), dict(kwargs), rng)
 
 
 def scale_of(outputs: list) -> float:
@@ -168,10 +179,10 @@ def compare(replayed, form: Fresh, value, call: str) -> None:
         if not a.size:
             continue
         own = float(np.nanmax(row_errors(r.array, before, own_scale), initial=0.0))
-        new = row_errors(a, want, new_scale)
-        limit = GROWTH * max(own, ROUNDING * EPS.get(g.dtype, EPS["float32"]))
         if not np.isfinite(own):
             continue   # the call's own answer is not finite where it should be: its check says so
+        new = row_errors(a, want, new_scale)
+        limit = GROWTH * max(own, ROUNDING * EPS.get(g.dtype, EPS["float32"]))
         bad = ~(new <= limit)
         if bad.any():
             row = int(np.argmax(np.where(np.isnan(new), np.inf, new)))

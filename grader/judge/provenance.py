@@ -60,7 +60,10 @@ class Call:
     compiler: object = None
     fresh: object = None
 
-    def replay(self, program: dict, opts: dict, module: str, kernels: kernel_source.Filtered):
+    def replay(self, program: dict, opts: dict, module: str, kernels: kernel_source.Filtered,
+               args: list | None = None):
+        """The program's outputs replayed on the call's inputs, or on `args` (other markers of
+        the same shapes); under the interpreter the front end judges each kernel first."""
         if self.compiler is not None:
             keys = {_compile_key(kernels, s) for s in program["steps"] if "launch" in s}
             if not all(compiled_before(k, self.replayer) for k in keys):
@@ -71,7 +74,19 @@ class Call:
                     return problems
                 for k in keys:
                     remember_compiled(k, self.replayer)
-        return self.replayer.replay(self.args, program, opts, module)
+        return self.replayer.replay(self.args if args is None else args, program, opts, module)
+
+
+def _replay(replayed: Call, program: dict, opts: dict, exercise: str,
+            kernels: kernel_source.Filtered, call: str, args: list | None = None):
+    from grader import errors
+
+    try:
+        return replayed.replay(program, opts, exercise, kernels, args)
+    except errors.StudentProblem as e:   # the filtered file or a step failed there
+        where = "from the kernels alone" if args is None else "on moved inputs of the same shapes"
+        raise _fail(call, f"its recorded launches could not be replayed {where}: "
+                          f"{str(e)[:800]}") from None
 
 
 def capacity_bits() -> int:
@@ -160,8 +175,6 @@ def check(extras: dict, exercise: str, call: str, allowed: frozenset, replayed: 
     the last bit (same kernels, same inputs, same device; within `timed.tol` with atomics), so
     an answer that the recorded kernels did not compute differs even where it is right. Raises
     CheckFailed (follows <exercise>.uses_kernel)."""
-    from grader import errors
-
     try:
         program = extras.get("program")
         kernels = kernels_of(replayed.sources, exercise)
@@ -172,22 +185,14 @@ def check(extras: dict, exercise: str, call: str, allowed: frozenset, replayed: 
         opts = {"bounds": bounds, "poison_empty": True}
         if timed is not None:
             opts.update(refill=timed.refill, summed=timed.summed)
-        try:
-            got = replayed.replay(program, opts, exercise, kernels)
-        except errors.StudentProblem as e:   # the filtered file or a step failed there
-            raise _fail(call, f"its recorded launches could not be replayed from the kernels "
-                              f"alone: {str(e)[:800]}") from None
+        got = _replay(replayed, program, opts, exercise, kernels, call)
         if timed is None:
             compare(got, replayed.value, call, kernels.atomics)
             form = (replayed.fresh() if replayed.fresh is not None
                     and fresh.wanted(carried, replayed.value, capacity_bits()) else None)
-            if form is not None:
-                try:
-                    again = replayed.replayer.replay([*form.args, *form.kwargs.values()],
-                                                     program, opts, exercise)
-                except errors.StudentProblem as e:
-                    raise _fail(call, f"its recorded launches could not be replayed on fresh "
-                                      f"inputs of the same shapes: {str(e)[:800]}") from None
+            if form is not None:   # the same program on moved inputs (grader.judge.fresh)
+                again = _replay(replayed, program, opts, exercise, kernels, call,
+                                [*form.args, *form.kwargs.values()])
                 fresh.compare(again, form, replayed.value, call)
         else:
             compare_sum(got, timed, call, kernels.atomics)
