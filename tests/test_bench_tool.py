@@ -416,3 +416,18 @@ def test_ceilings_on_the_gpu():
     host_ms = (time.perf_counter() - t0) * 1e3 / 10
     assert 0.3 * host_ms < ms < 3 * host_ms, (ms, host_ms)
     assert ceilings.fits(1 << 20, torch) and not ceilings.fits(10 ** 15, torch)
+
+
+def test_refs_table_says_met_or_by_how_much():
+    """tools.bench_refs (issue 22's table, GPU only) marks each ratio against its target."""
+    from tools.bench_refs import Table
+
+    table = Table()
+    table.add("softmax_long / copy", "float16 256 x 65536", 3000.0, 4000.0, "GB/s", "softmax_copy")
+    table.add("forward / SDPA (cudnn)", "float16 N=8192", 550.0, 600.0, "TFLOP/s", "fwd_sdpa")
+    table.add("forward / SDPA (cudnn)", "float16 N=2048", 300.0, 500.0, "TFLOP/s", "fwd_sdpa",
+              False)
+    rows = table.markdown().splitlines()[2:]
+    assert rows[0].endswith("| 0.75 | 0.9 | missed by 0.15 |"), rows[0]
+    assert rows[1].endswith("| 0.92 | 0.9 | met |"), rows[1]
+    assert rows[2].endswith("| 0.60 |  |  |"), rows[2]   # below the sizes the target is set at

@@ -5,7 +5,8 @@
     python -m tools.gpu_cheats --out reports/gpu_cheats --no-sanitizer    # faster
 
 Graded, each as a copy of solutions/ with its file(s) in place, on its exercise only, layers
-gpu,perf, every check of them (the sanitizer included where it is installed):
+gpu,perf, every check of them (the sanitizer included where it is installed), with the static
+audit off for a cheat marked without_audit (the walls behind the audit must hold alone):
   - every cheat of tests/exercises/*/cheats marked "gpu" in its expect.json (tests.cases.Cheat:
     threads, helper processes, the timed-call skip, the probe patch, SDPA or torch.softmax behind
     a launch, unwritten outputs, the bench timers), and sdpa_on_cuda (the honest kernel
@@ -34,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tests.cases import cases as case_folders, cheats, folder_files
+from tests.helpers import grader_command
 from tests.test_cheats import SDPA_ON_CUDA, TIMED_SDPA
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,7 +50,7 @@ def cases() -> list[dict]:
         files = folder_files(c.folder)
         out.append({"name": c.name, "kind": "cheat", "exercise": c.exercise, "files": files,
                     "expect": "race" if c.name == "side_stream" else "zero",
-                    "zero_on": c.zero_on})
+                    "zero_on": c.zero_on, "audit": not c.without_audit})
     source = (ROOT / "solutions" / "flash_triton.py").read_text()
     out.append({"name": SDPA_ON_CUDA.name, "kind": "cheat", "exercise": "flash_triton",
                 "files": {"flash_triton.py": SDPA_ON_CUDA.apply(source)}, "expect": "zero"})
@@ -81,8 +83,9 @@ def grade(case: dict, work: Path, sanitizer: bool = True) -> dict:
                                       if c.exercise == case["exercise"] and c.layer in LAYERS
                                       and not c.id.endswith(".sanitizer"))]
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "grader", "--submission", str(sub), *args,
-                           "--json", str(out), "--quiet"],
+    # a cheat the static audit would refuse is graded with it off: the walls behind it must hold
+    proc = subprocess.run([*grader_command(audit=case.get("audit", True)), "--submission",
+                           str(sub), *args, "--json", str(out), "--quiet"],
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     row = {k: case[k] for k in ("name", "kind", "exercise", "expect")}
     row["seconds"] = round(time.perf_counter() - start, 1)

@@ -12,13 +12,12 @@ halved when causal.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tools import solution
 
 FWD = [(64, 64, 4, 3), (64, 128, 4, 3), (128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 2),
        (128, 128, 8, 3), (128, 64, 8, 4), (128, 128, 4, 3), (64, 128, 4, 4)]
@@ -30,13 +29,6 @@ DQ = [(32, 32, 4, 2), (128, 32, 4, 2), (128, 32, 4, 3), (128, 64, 8, 2), (128, 3
       (64, 64, 4, 2), (128, 64, 4, 2), (128, 16, 4, 3)]
 
 
-def load_solution():
-    spec = importlib.util.spec_from_file_location("fb", ROOT / "solutions" / "flash_backward.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "reports/tune"))
@@ -45,7 +37,7 @@ def main():
     args = ap.parse_args()
     import torch
 
-    fb = load_solution()
+    fb = solution.load("flash_backward")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     B, H, D = 1, 32, 128

@@ -14,21 +14,14 @@ Markdown table and the raw numbers (JSON) under DIR, and prints the table.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tools import solution
+
 COLS = (256, 1024, 4096, 16384, 65536, 262144)
 ELEMENTS = 1 << 26
-
-
-def load_solution():
-    spec = importlib.util.spec_from_file_location("sl", ROOT / "solutions" / "softmax_long.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def variants(cols: int) -> list[dict]:
@@ -55,7 +48,7 @@ def main():
     import torch
     import triton
 
-    sl = load_solution()
+    sl = solution.load("softmax_long")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     raw, lines = [], ["| dtype | rows x cols | copy GB/s | torch.softmax GB/s | softmax GB/s | "
