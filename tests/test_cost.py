@@ -10,8 +10,8 @@ import pytest
 from tests.helpers import ROOT
 from tools import cost
 
-RUNS = ROOT / "docs" / "gpu" / "grade-overlap"
-REPORT, STUBS = RUNS / "grade-gpu-solutions.json", RUNS / "grade-gpu-stubs-before.json"
+RUNS = ROOT / "docs" / "gpu" / "session-12-03"
+REPORT, STUBS = RUNS / "grade-gpu-solutions.json", RUNS / "grade-gpu-stubs.json"
 
 
 def _test(name, layer, seconds, status="passed"):
