@@ -43,6 +43,7 @@ class GradePlugin:
         self.credits: dict[str, Credit] = {}
         self.device_info: dict = {}   # filled by the `gpu` fixture: name, SMs, ceilings ...
         self._started: dict[str, float] = {}
+        self._stubbed: dict[str, str] = {}   # exercise -> why its perf checks are not run ("": run)
 
     # ------------------------------------------------------------------ collection
 
@@ -79,6 +80,36 @@ class GradePlugin:
         return self.env.why_not(EXERCISES[check.exercise].needs)
 
     # ------------------------------------------------------------------ running
+
+    @pytest.hookimpl(tryfirst=True)   # before its fixtures: a GPU context, ceilings, workers
+    def pytest_runtest_setup(self, item):
+        """A perf check of an exercise whose every other check met a NotImplementedError is
+        not run: it would time the functions those checks found missing, and it would pay a
+        worker, a profiler and the grader's baselines to learn it again."""
+        check = self.check_of(item)
+        if check.layer == "perf":
+            why = self.stubbed(check.exercise)
+            if why:
+                raise errors.NotImplementedByStudent(why)
+
+    def stubbed(self, exercise: str) -> str:
+        """Why the exercise's perf checks are not run, or "": every check of it on the other
+        layers that ran, here and in the parallel processes (waited for), ended in a
+        NotImplementedError, and at least one ran. One that passed, failed or crashed, on any
+        layer, and the perf checks run: they are decided by the same results every time."""
+        if exercise not in self._stubbed:
+            try:
+                elsewhere = dict(self.selection.elsewhere_results())
+            except Exception:   # noqa: BLE001 - a parallel part that failed: run the perf checks
+                elsewhere = {}
+            mine = [r for r in {**elsewhere, **self.results}.values()
+                    if r.check.exercise == exercise and r.check.layer != "perf"
+                    and r.status != "not_run"]
+            stub = bool(mine) and all(r.status == "not_implemented" for r in mine)
+            self._stubbed[exercise] = (
+                f"not timed: every other check of {exercise} ({len(mine)} of them) met a "
+                f"NotImplementedError, so there is nothing to time yet") if stub else ""
+        return self._stubbed[exercise]
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item):

@@ -121,7 +121,10 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
     if gpu_plan:
         gpu_part.run()
     # a check graded in a parallel process is skipped here by its (exercise, layer): `elsewhere`
-    selection = Selection(exercises, here, layers_not_run, only_checks, elsewhere)
+    selection = Selection(exercises, here, layers_not_run, only_checks, elsewhere,
+                          lambda: parallel.merge([part.result() for part, plan in
+                                                  ((cpu_part, cpu_plan), (gpu_part, gpu_plan))
+                                                  if plan])[0])
     workers = Workers(submission)
     plugin = GradePlugin(checks, selection, env, workers)
     plugin.target = targets.Evidence(target_profile) if target_profile else None   # fixtures read it

@@ -408,3 +408,50 @@ def test_only_the_requests_that_are_timed_are_checked():
                 reqs.verify()
         else:
             assert reqs.verify() > 0
+
+
+# ------------------------------------------------------------------------------ nothing to time
+
+
+def test_perf_checks_wait_for_a_kernel_that_exists():
+    """An exercise whose every other check met a NotImplementedError (here and in the parallel
+    processes) gets its perf checks as "not implemented" without running them: no worker, no
+    profiler, no baseline. One check that ran the student's code to any other end (passed,
+    failed, crashed) and they run; checks that did not run at all decide nothing."""
+    from grader import errors
+    from grader.plugin import GradePlugin
+    from grader.registry import all_checks
+    from grader.results import Result, Selection
+
+    CHECKS = all_checks(include_hidden=False)
+    ex = "softmax_triton"
+    mine = [c for c in CHECKS.values() if c.exercise == ex]
+    perf = next(c for c in mine if c.layer == "perf")
+    gpu, interp = (next(c for c in mine if c.layer == layer) for layer in ("gpu", "interp"))
+
+    def plugin(here: dict, elsewhere: dict) -> GradePlugin:
+        sel = Selection([ex], ["gpu", "perf"], elsewhere_results=lambda: elsewhere)
+        p = GradePlugin(CHECKS, sel, env=None, workers=None)
+        p.results.update(here)
+        return p
+
+    class Item:   # what the hook reads of a pytest item
+        def get_closest_marker(self, name):
+            return pytest.mark.check(perf.id).mark
+
+    todo = {c.id: Result(c, "not_implemented", 0.0, "TODO") for c in mine if c.layer != "perf"}
+    with pytest.raises(errors.NotImplementedByStudent, match="nothing to time"):
+        plugin({gpu.id: todo.pop(gpu.id)}, todo).pytest_runtest_setup(Item())
+    assert plugin({}, {interp.id: Result(interp, "not_implemented", 0.0)}).stubbed(ex)
+    for status in ("passed", "failed", "crashed", "error"):
+        p = plugin({gpu.id: Result(gpu, "not_implemented", 0.0)},
+                   {interp.id: Result(interp, status, 0.0)})
+        assert p.stubbed(ex) == "", status
+        p.pytest_runtest_setup(Item())   # runs
+    assert plugin({}, {interp.id: Result(interp, "not_run", 0.0)}).stubbed(ex) == ""
+    assert plugin({}, {}).stubbed(ex) == ""          # nothing known: the perf checks run
+
+    def broken():
+        raise RuntimeError("a parallel part failed")
+    p = GradePlugin(CHECKS, Selection([ex], ["perf"], elsewhere_results=broken), None, None)
+    assert p.stubbed(ex) == ""
