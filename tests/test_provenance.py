@@ -267,7 +267,7 @@ def test_which_calls_get_the_second_replay():
     sampled, the draw made in the grader after the call."""
     from grader.judge import fresh
 
-    cap = provenance.capacity_bits()
+    cap = provenance.CAPACITY_BITS
     honest = {"launches": 1, "float": {0.25}, "int": {4, 64, 1000}, "str": set()}
     small, large = _value(np.zeros(cap // fresh.BITS)), _value(np.zeros(cap))
     assert fresh.wanted(honest, small, cap)

@@ -41,6 +41,9 @@ MAX_LAUNCHES = 256
 # fill values. Honest wrappers pass a scale, sizes, strides and block sizes: a few of each.
 SCALARS = {"float": 16, "int": 64, "str": 8}
 MAX_STR = 32
+# the most information the launch scalars of one valid call can carry: 64 bits a number, 21 a
+# character (grader.judge.fresh.wanted: an output this small gets the second replay every time)
+CAPACITY_BITS = 64 * (SCALARS["float"] + SCALARS["int"]) + 21 * MAX_STR * SCALARS["str"]
 FILL_OPS = frozenset({"full", "full_like", "new_full", "fill_"})
 
 
@@ -87,12 +90,6 @@ def _replay(replayed: Call, program: dict, opts: dict, exercise: str,
         where = "from the kernels alone" if args is None else "on moved inputs of the same shapes"
         raise _fail(call, f"its recorded launches could not be replayed {where}: "
                           f"{str(e)[:800]}") from None
-
-
-def capacity_bits() -> int:
-    """The most information the launch scalars of one valid call can carry (SCALARS): 64 bits
-    a number, 21 a character."""
-    return 64 * (SCALARS["float"] + SCALARS["int"]) + 21 * MAX_STR * SCALARS["str"]
 
 
 def _compile_key(kernels: kernel_source.Filtered, step: dict) -> tuple:
@@ -189,7 +186,7 @@ def check(extras: dict, exercise: str, call: str, allowed: frozenset, replayed: 
         if timed is None:
             compare(got, replayed.value, call, kernels.atomics)
             form = (replayed.fresh() if replayed.fresh is not None
-                    and fresh.wanted(carried, replayed.value, capacity_bits()) else None)
+                    and fresh.wanted(carried, replayed.value, CAPACITY_BITS) else None)
             if form is not None:   # the same program on moved inputs (grader.judge.fresh)
                 again = _replay(replayed, program, opts, exercise, kernels, call,
                                 [*form.args, *form.kwargs.values()])
