@@ -231,6 +231,42 @@ def test_a_replay_on_moved_inputs_must_err_no_more_than_the_call():
     assert fresh.form_of("online_softmax", "online_max_sum", (x,), {}, rng) is None
 
 
+def test_a_failure_on_moved_inputs_must_repeat_on_a_new_draw():
+    """grader.judge.fresh.judge: an honest kernel past the limit on one draw (a near-tie the
+    moved values made) passes on the next; numbers carried from the call's values fail every
+    draw, and the call fails."""
+    from grader.judge import fresh
+    from grader.judge.inputs import tensor
+
+    rng = np.random.default_rng(1)
+    x = tensor(rng.standard_normal((4, 32)).astype(np.float32), "float32")
+
+    def draw():
+        return fresh.form_of("softmax_triton", "softmax", (x,), {}, rng)
+
+    def outputs(arrays):
+        return {"outputs": [_value(a) for a in arrays], "compile": [], "error": ""}
+
+    form = draw()
+    call = _value(form.before[0])
+    replays = []
+
+    def honest_then_unlucky(f):   # the first draw off by 5%, the next exact
+        replays.append(f)
+        return outputs([f.expected[0] * (1.05 if len(replays) == 1 else 1.0)])
+    fresh.judge(form, honest_then_unlucky, draw, call, "softmax(x)")
+    assert len(replays) == 2 and replays[0] is not replays[1]
+
+    def always_off(f):
+        return outputs([f.expected[0] * 1.05])
+    with pytest.raises(CheckFailed, match="moved by at most 20%"):
+        fresh.judge(draw(), always_off, draw, call, "softmax(x)")
+    replays.clear()
+    fresh.judge(draw(), lambda f: replays.append(f) or outputs([f.expected[0]]), draw, call,
+                "softmax(x)")
+    assert len(replays) == 1   # a pass costs one replay
+
+
 def test_flash_bwd_gets_the_o_and_lse_of_its_fresh_inputs():
     from grader.judge import fresh, reference
     from grader.judge.inputs import round_to, tensor

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from grader.judge.compare import EPS
+from grader.judge.compare import EPS, CheckFailed
 from grader.judge.inputs import round_to
 from grader.judge.replayed import refused, replay_failed, tensors_of
 from grader.wire.codec import TensorArg
@@ -51,6 +51,12 @@ BITS = 4
 FLOATS = 1
 LAUNCHES = 4
 SAMPLE = 0.25
+# An error past the limit must repeat on TRIES independent draws before it fails the call:
+# numbers carried over from the call's values put every draw off, while an honest kernel errs
+# past it only where the moved values happen to make a near-tie at a row's max (with scores in
+# the hundreds in float16, one rounding of a score moves the answer by a percent), which a second
+# draw rarely repeats: decode_fp16_elementwise_qk failed flash_decode.large_scores once in CI
+TRIES = 2
 # the most elements the call's tensors may hold together for a second replay: its float64
 # references are computed here, in NumPy (the CPU layers' inputs are far smaller)
 MAX_ELEMENTS = 1 << 22
@@ -159,6 +165,20 @@ def row_errors(got: np.ndarray, want: np.ndarray, scale: float) -> np.ndarray:
         diff = np.where(same, 0.0, np.abs(got - np.where(finite, want, 0.0)))
         diff = np.where(np.isnan(diff) | (~finite & ~same), np.inf, diff)
         return np.sqrt((diff * diff).mean(axis=1)) / max(scale, 1e-30)
+
+
+def judge(form: Fresh, replay, draw, value, call: str) -> None:
+    """The second replay of a call that returned `value`: `replay(form)` -> the program's
+    outputs on the form's arguments, compared (`compare`); where they err past the limit, again
+    on a new draw (`draw()` -> Fresh), up to TRIES draws, and only the last failure counts."""
+    for attempt in range(TRIES):
+        got = replay(form)
+        try:
+            return compare(got, form, value, call)
+        except CheckFailed:
+            if attempt == TRIES - 1:
+                raise
+            form = draw()
 
 
 def compare(replayed, form: Fresh, value, call: str) -> None:

@@ -188,9 +188,9 @@ def check(extras: dict, exercise: str, call: str, allowed: frozenset, replayed: 
             form = (replayed.fresh() if replayed.fresh is not None
                     and fresh.wanted(carried, replayed.value, CAPACITY_BITS) else None)
             if form is not None:   # the same program on moved inputs (grader.judge.fresh)
-                again = _replay(replayed, program, opts, exercise, kernels, call,
-                                [*form.args, *form.kwargs.values()])
-                fresh.compare(again, form, replayed.value, call)
+                fresh.judge(form, lambda f: _replay(replayed, program, opts, exercise, kernels,
+                                                    call, [*f.args, *f.kwargs.values()]),
+                            replayed.fresh, replayed.value, call)
         else:
             compare_sum(got, timed, call, kernels.atomics)
     except CheckFailed as e:
