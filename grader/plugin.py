@@ -23,6 +23,7 @@ from grader import errors
 from grader.environment import Environment
 from grader.registry import EXERCISES, Check
 from grader.results import NOT_SELECTED, PARALLEL, Credit, Result, Selection
+from grader.sandbox import calllog
 
 
 PLUGIN_KEY = pytest.StashKey["GradePlugin"]()
@@ -87,6 +88,7 @@ class GradePlugin:
         not run: it would time the functions those checks found missing, and it would pay a
         worker, a profiler and the grader's baselines to learn it again."""
         check = self.check_of(item)
+        calllog.check = check.id
         if check.layer == "perf":
             why = self.stubbed(check.exercise)
             if why:

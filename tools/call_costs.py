@@ -3,9 +3,9 @@
     GRADER_CALL_LOG=/tmp/calls.jsonl make grade-gpu IMPL=solutions
     python3 -m tools.call_costs /tmp/calls.jsonl
 
-Prints, per exercise and mode, the seconds of worker starts, calls by kind (the keys of their
-options: a timed `runs` request, a `trace` gate, a fetch), replays and the trusted side's own
-spans (verification, baselines, stopping workers), largest first.
+Prints, per exercise (with --by-check: per check) and mode, the seconds of worker starts, calls
+by kind (the keys of their options: a timed `runs` request, a `trace` gate, a fetch), replays
+and the trusted side's own spans (verification, baselines, stopping workers), largest first.
 """
 
 from __future__ import annotations
@@ -26,20 +26,25 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("log")
     parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--by-check", action="store_true",
+                        help="seconds per check and kind of event instead of per exercise")
     args = parser.parse_args(argv)
     totals = collections.defaultdict(lambda: [0, 0.0])
     with open(args.log) as f:
         lines = [json.loads(x) for x in f if x.strip()]
     for line in lines:
-        key = (line.get("exercise") or "-", line["mode"], kind(line))
+        first = (line.get("check") or "-") if args.by_check else (line.get("exercise") or "-")
+        key = (first, line["mode"], kind(line))
         totals[key][0] += 1
         totals[key][1] += line["s"]
     if lines:
         wall = max(x["end"] for x in lines) - min(x["end"] - x["s"] for x in lines)
         print(f"{len(lines)} events over {wall:.1f} s of wall")
-    print(f"{'exercise':<20}{'mode':<9}{'what':<26}{'count':>6}{'seconds':>10}")
+    width = 40 if args.by_check else 20
+    print(f"{'check' if args.by_check else 'exercise':<{width}}{'mode':<9}{'what':<26}{'count':>6}"
+          f"{'seconds':>10}")
     for (ex, mode, what), (n, s) in sorted(totals.items(), key=lambda kv: -kv[1][1])[:args.top]:
-        print(f"{ex:<20}{mode:<9}{what:<26}{n:>6}{s:>10.1f}")
+        print(f"{ex:<{width}}{mode:<9}{what:<26}{n:>6}{s:>10.1f}")
     return 0
 
 

@@ -146,7 +146,7 @@ def replayers(sub):
     filtered = replay_sources(sub.sources)
     base = Path(sub.scratch).parent
     made = [proxy.Submission(sub.exercise, sub.directory, sub.mode, base / "replay", filtered,
-                             sub.level)]
+                             sub.level, cache="replay")]
     if sub.mode == "interp":
         made.append(proxy.Submission(sub.exercise, sub.directory, "cpu", base / "replay-compile",
                                      filtered, sub.level))

@@ -4,8 +4,9 @@
     python3 -m tools.call_costs /tmp/calls.jsonl
 
 One JSON line per worker start, call and replay: when it ended, how long it took, which
-exercise, mode and function, and the keys of the call's options (`runs`, `trace`, ...). Off
-unless the variable names a file; lines are appended whole, so grading processes can share it.
+exercise, mode and function, the keys of the call's options (`runs`, `trace`, ...) and the
+check that was running (grader.plugin sets `check`). Off unless the variable names a file;
+lines are appended whole, so grading processes can share it.
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ import os
 import time
 
 
+check = ""   # the id of the check this process is running
+
+
 def record(event: str, exercise: str, mode: str, seconds: float, **fields) -> None:
     path = os.environ.get("GRADER_CALL_LOG")
     if not path:
         return
     line = json.dumps({"end": round(time.time(), 4), "s": round(seconds, 4), "event": event,
-                       "exercise": exercise, "mode": mode, "pid": os.getpid(), **fields})
+                       "exercise": exercise, "mode": mode, "pid": os.getpid(), "check": check, **fields})
     with open(path, "a") as f:
         f.write(line + "\n")
 

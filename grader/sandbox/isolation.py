@@ -40,6 +40,7 @@ import sys
 INSIDE_LIB = "/sandbox/lib"        # holds the read-only `grader` package
 INSIDE_SRC = "/sandbox/src"        # the submission's .py files, read-only
 INSIDE_WORK = "/sandbox/work"      # scratch: cwd, HOME, TMPDIR's parent, read-write
+INSIDE_CACHE = "/sandbox/kernels"  # the run's Triton cache of this kind of worker, read-write (kernel_cache)
 
 # ------------------------------------------------------------------------------ the trusted step
 # Runs as root inside the new namespaces (`python -I -S isolation.py SPEC`), stdlib only;

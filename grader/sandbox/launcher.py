@@ -22,7 +22,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from grader.registry import EXERCISES
-from grader.sandbox import cgroups, isolation, user_level
+from grader.sandbox import cgroups, isolation, kernel_cache, user_level
 from grader.sandbox.scratch import release as release_scratch
 from grader.wire import codec
 
@@ -263,13 +263,16 @@ def _children(pid: int) -> list[int]:
 
 def launch(exercise: str, mode: str, sources: Path, scratch: Path, level: isolation.Level,
            tool: list[str] | None = None, env: dict | None = None,
-           writable: list[tuple[str, str]] | None = None, tool_as_student: bool = False) -> Launched:
+           writable: list[tuple[str, str]] | None = None, tool_as_student: bool = False,
+           cache: str = "student") -> Launched:
     """Start a worker for `exercise` (imported from `sources`) in `mode`. THE one place that
     starts student code. `tool` (e.g. compute-sanitizer and its options) runs around it, as
     root at the os level (the worker below it drops privileges); `env` adds variables to the
     worker's allow-listed environment; `writable` binds (host folder, path inside) read-write
     at the os level (a root-only folder for the tool's log). `tool_as_student`: run the tool
-    after dropping privileges instead (a fallback for tools that cannot watch another user)."""
+    after dropping privileges instead (a fallback for tools that cannot watch another user).
+    `cache`: whose compiled kernels it shares in this grading run, "student" or "replay"
+    (grader.sandbox.kernel_cache)."""
     scratch = Path(scratch)
     scratch.mkdir(parents=True, exist_ok=True)
     base = scratch.parent
@@ -289,6 +292,11 @@ def launch(exercise: str, mode: str, sources: Path, scratch: Path, level: isolat
     lib = _worker_lib(level, base)
     tmp = cfg["scratch"] if level.name == "user" else "/tmp"   # the machine's /tmp is shared there
     worker_env = {**isolation.environment(mode, cfg["scratch"], tmp), **(env or {})}
+    kernels = kernel_cache.folder_for(cache, mode, level)
+    if kernels is not None:
+        worker_env["TRITON_CACHE_DIR"] = isolation.INSIDE_CACHE if isolated else str(kernels)
+        if isolated:   # bound into this worker's namespace alone
+            writable = [*(writable or []), (str(kernels), isolation.INSIDE_CACHE)]
     worker_argv = [isolation.interpreter(), "-I", "-B", "-c", BOOT.format(lib=lib), json.dumps(cfg)]
     if tool and (tool_as_student or not level.as_student):
         worker_argv, tool = [*tool, *worker_argv], None

@@ -70,7 +70,8 @@ class Submission:
     def __init__(self, exercise: str, directory: Path, mode: str, scratch: Path,
                  sources: Path | None = None, level: isolation.Level | None = None,
                  tool: list[str] | None = None, env: dict | None = None,
-                 writable: list[tuple[str, str]] | None = None, tool_as_student: bool = False):
+                 writable: list[tuple[str, str]] | None = None, tool_as_student: bool = False,
+                 cache: str = "student"):
         self.exercise = exercise
         self.directory = Path(directory).resolve()
         self.sources = Path(sources) if sources is not None else copy_sources(
@@ -84,6 +85,7 @@ class Submission:
         self.extra_env = env or {}
         self.writable = writable
         self.tool_as_student = tool_as_student
+        self.cache = cache          # whose compiled kernels it shares (grader.sandbox.kernel_cache)
         self.timeout_s = DEFAULT_TIMEOUT_S[mode]
         self.outputs: list[str] = []   # what the student printed, per call, for the report
         self._worker: Launched | None = None
@@ -174,7 +176,7 @@ class Submission:
         try:
             self._worker = launch(self.exercise, self.mode, self.sources, self.scratch, self.level,
                                   tool=self.tool, env=self.extra_env, writable=self.writable,
-                                  tool_as_student=self.tool_as_student)
+                                  tool_as_student=self.tool_as_student, cache=self.cache)
         except OSError as e:
             raise errors.GraderError(f"could not start a worker: {e}") from None
         _LIVE.add(self)
@@ -330,7 +332,7 @@ class Workers:
         if key not in self._subs:
             self._subs[key] = Submission(exercise, self.directory, mode,
                                          self.scratch / f"{exercise}-{mode}-replay", sources,
-                                         self.level)
+                                         self.level, cache="replay")
         return self._subs[key]
 
     def all(self) -> list[Submission]:
