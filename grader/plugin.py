@@ -93,36 +93,6 @@ class GradePlugin:
             why = self.stubbed(check.exercise)
             if why:
                 raise errors.NotImplementedByStudent(why)
-            self.prestart(item, check)
-
-    def prestart(self, item, check: Check) -> None:
-        """The workers this perf check and the next exercise's first perf check will start,
-        started now, in the background (grader.fixtures.prestart): its replay worker, and the
-        next exercise's worker and replay worker, import their libraries while this one runs."""
-        self.prestart_workers(check.exercise)
-        items = getattr(getattr(item, "session", None), "items", None) or [item]
-        for later in items[items.index(item) + 1:]:
-            nxt = self.check_of(later)
-            if (nxt.layer == "perf" and nxt.exercise != check.exercise
-                    and not self.reason_not_run(nxt) and not self.stubbed(nxt.exercise)):
-                self.prestart_workers(nxt.exercise)
-                return
-
-    def prestart_workers(self, exercise: str) -> None:
-        """Start the perf layer's workers of `exercise` (its own and its replay worker) in the
-        background (Submission.prestart): a spare imports Python's libraries, never the
-        submission (that waits for the check's first call, after the audit)."""
-        from grader.judge import provenance
-        from grader.sandbox import budget
-
-        workers = self.workers
-        if budget.one_exercise_at_a_time() or not hasattr(workers, "replayer"):
-            return
-        subs = [workers.get(exercise, "cuda"),
-                workers.replayer(exercise, "cuda", provenance.replay_sources(workers.sources))]
-        for sub in subs:
-            if not sub.running:   # a running one gets its spare where a check asks (Submission.start)
-                sub.prestart()
 
     def stubbed(self, exercise: str) -> str:
         """Why the exercise's perf checks are not run, or "": every check of it on the other

@@ -75,35 +75,3 @@ def test_workers_share_the_students_cache_and_never_the_replays(tmp_path):
             assert first["folder"] == replayed["folder"] == "/sandbox/kernels"
         assert Path(run / "student" / "mark").read_text() == "planted"
     assert not os.path.exists(run)
-
-
-def test_a_spare_worker_is_the_next_start_and_dies_with_the_run(tmp_path):
-    """Submission.prestart: the next worker starts while the current one works (a perf check
-    leaves a profiled worker for a fresh one; timing.quiet_gpu stops every worker before a
-    baseline); a spare nobody used is stopped with the Submission."""
-    from grader.sandbox.proxy import close_all
-
-    sub_dir = tmp_path / "sub"
-    sub_dir.mkdir()
-    (sub_dir / "online_softmax.py").write_text(PROBE)
-    sub = Submission("online_softmax", sub_dir, "cuda", tmp_path / "w")
-    try:
-        sub.start(spare=True)
-        first, spare = sub.worker_pid, sub._spare
-        assert spare is not None and spare.alive()
-        sub.close(keep_spare=True)
-        sub.softmax_safe([])
-        assert sub.worker_pid == spare.worker_pid() != first   # the spare took over
-        close_all([sub], respawn=True)   # as before a baseline: stopped, a spare started
-        respawned = sub._spare
-        assert sub._worker is None and respawned is not None and respawned.alive()
-        sub.close()
-        assert sub._spare is None and not respawned.alive()
-    finally:
-        sub.close()
-    cpu = Submission("online_softmax", sub_dir, "cpu", tmp_path / "c")
-    try:
-        cpu.prestart()   # nothing compiles there, and a CPU worker starts in a fraction of it
-        assert cpu._spare is None
-    finally:
-        cpu.close()

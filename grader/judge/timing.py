@@ -24,20 +24,14 @@ from grader.wire.checksum import checksum, checksum_weights, refill, to_floats  
 # ================================================================== GPU: per-call time of a request
 
 
-SPAN_MS = 75.0      # what the larger request of a sample spans beyond the smaller one
-SPREAD = 0.05       # three samples further apart than this (of their median) earn two more
-MAX_SAMPLES = 5
-
-
-def per_call_ms(request, first: int = 2, more: int = 10, target_ms: float = SPAN_MS,
+def per_call_ms(request, first: int = 2, more: int = 10, target_ms: float = 150.0,
                 max_more: int = 2000) -> float:
     """Milliseconds per call of `request(repeat)` on this process's clock.
 
     request(repeat) runs the function 1 + repeat times back to back and synchronizes. The
     fixed costs (IPC, launch of the first call, the final synchronize) cancel in the difference
     between two repeat counts; `more` grows until the difference spans about `target_ms`, up to
-    `max_more`. The median of three samples, or of up to MAX_SAMPLES when the three spread by
-    more than SPREAD of their median (a stall in one)."""
+    `max_more`."""
     def wall(repeat: int) -> float:
         start = time.perf_counter()
         got = request(repeat)      # a request may time itself (float ms) to leave out its checks
@@ -53,16 +47,11 @@ def per_call_ms(request, first: int = 2, more: int = 10, target_ms: float = SPAN
     if extra < target_ms:
         more = min(max_more, int(more * target_ms / extra) + 1)
     samples = []
-    while len(samples) < 3 or (len(samples) < MAX_SAMPLES and _spread(samples) > SPREAD):
+    for _ in range(3):
         base = wall(first)
         samples.append((wall(first + more) - base) / more)
     samples.sort()
-    return samples[len(samples) // 2]   # the median (<= 0 when the calls took no time: judge it)
-
-
-def _spread(samples: list[float]) -> float:
-    middle = sorted(samples)[len(samples) // 2]
-    return (max(samples) - min(samples)) / middle if middle > 0 else 0.0
+    return samples[1]   # median of three (may be <= 0 when the calls took no time: judge it)
 
 
 def checksum_reference(ref, weights, unit_roundoff: float) -> tuple[float, float]:
@@ -351,11 +340,10 @@ def below_floor(ms: float, floor_ms: float, what: str) -> str | None:
 def stop_students(workers) -> None:
     """Stop every worker of this grading run (the next call starts a fresh one), so nothing of
     the student's runs or has work queued while a baseline or a ceiling is measured (all at
-    once: grader.sandbox.proxy.close_all). Each CUDA worker that ran gets a spare, which
-    imports Python's libraries meanwhile and nothing of the submission's (Submission.prestart)."""
+    once: grader.sandbox.proxy.close_all)."""
     from grader.sandbox.proxy import close_all
 
-    close_all(workers.all(), respawn=True)
+    close_all(workers.all())
 
 
 def gpu_processes() -> list[int] | None:

@@ -40,9 +40,8 @@ _lock = threading.Lock()
 def for_run(folder: str | None = None):
     """The kernel cache of one grading run: `folder` when a grade that split the run across
     processes hands its own down (grader.parallel), else a new folder, removed at the end."""
-    import shutil
-
     from grader.sandbox import scratch
+    from grader.sandbox.launcher import remove_tree
 
     own = not folder
     path = Path(tempfile.mkdtemp(prefix="grader-kernels-")) if own else Path(folder)
@@ -55,8 +54,7 @@ def for_run(folder: str | None = None):
     finally:
         _runs.remove(path)
         if own:
-            scratch.release(path)
-            shutil.rmtree(path, ignore_errors=True)
+            remove_tree(path)
 
 
 def current() -> str:

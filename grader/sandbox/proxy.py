@@ -89,7 +89,6 @@ class Submission:
         self.timeout_s = DEFAULT_TIMEOUT_S[mode]
         self.outputs: list[str] = []   # what the student printed, per call, for the report
         self._worker: Launched | None = None
-        self._spare: Launched | None = None   # started, not yet pinged: the next start (prestart)
         self._load_error: errors.StudentProblem | None = None
         self._timeouts = 0
         self.seccomp = ""   # the filter's level, from the worker's first reply
@@ -100,11 +99,6 @@ class Submission:
         if name.startswith("_"):
             raise AttributeError(name)
         return lambda *args, **kwargs: self.call(name, *args, **kwargs).value
-
-    @property
-    def running(self) -> bool:
-        """Whether its worker is started and alive (a spare does not count)."""
-        return self._worker is not None and self._worker.alive()
 
     @property
     def worker_pid(self) -> int:
@@ -146,57 +140,15 @@ class Submission:
             raise self._problem(reply if isinstance(reply, dict) else {}, "replay", out)
         return reply.get("value")
 
-    def close(self, wait_s: float = 2.0, keep_spare: bool = False,
-              respawn: bool = False) -> int | None:
-        """Stop the worker; its exit status (None if it had to be killed). `keep_spare`: a
-        worker started by `prestart` stays, for the next call; `respawn`: that too, and if a
-        worker was running, a spare starts now (prestart)."""
+    def close(self, wait_s: float = 2.0) -> int | None:
+        """Stop the worker; its exit status (None if it had to be killed)."""
         worker, self._worker = self._worker, None
-        if respawn and worker is not None:
-            self.prestart()
-        if not (keep_spare or respawn):
-            spare, self._spare = self._spare, None
-            if spare is not None:
-                spare.kill()
-                spare.close_files()
-        if self._spare is None:
-            _LIVE.discard(self)
+        _LIVE.discard(self)
         if worker is None:
             return None
         code = worker.stop(wait_s)
         worker.close_files()
         return code
-
-    def start(self, spare: bool = False) -> None:
-        """Start the worker now (the submission imported), if it is not running; with `spare`,
-        also the one after it (`prestart`): a check that must leave this worker for a fresh one
-        (the gate's profiler stays attached to the process it ran in) closes it with
-        `close(keep_spare=True)`, and the next call finds the spare started."""
-        self._ensure_started()
-        if spare:
-            self.prestart()
-
-    def prestart(self) -> None:
-        """Start the next worker now, in the background, so that the call that needs it does
-        not wait for Python, torch and Triton to import (about 1.7 s on the H200's host).
-        CUDA workers only, where memory allows a second one. A spare has run nothing of the
-        submission's and touched no GPU (the worker imports the submission at `load`, and
-        CUDA starts at the first call): it may be alive while a baseline is measured
-        (timing.quiet_gpu asks NVML, which lists only processes holding a CUDA context)."""
-        if (self.mode != "cuda" or self._spare is not None or self._load_error is not None
-                or self.level.name == "unavailable" or budget.one_worker_at_a_time()
-                or not (self.sources / f"{self.exercise}.py").is_file()):
-            return
-        try:
-            self._spare = self._launch()
-        except OSError:
-            return   # the next call starts one itself, and reports what fails
-        _LIVE.add(self)
-
-    def _launch(self) -> Launched:
-        return launch(self.exercise, self.mode, self.sources, self.scratch, self.level,
-                      tool=self.tool, env=self.extra_env, writable=self.writable,
-                      tool_as_student=self.tool_as_student, cache=self.cache)
 
     # ------------------------------------------------------------------ worker lifecycle
 
@@ -221,12 +173,10 @@ class Submission:
                 if other is not self:
                     other.close()
         started = time.perf_counter()
-        spare, self._spare = self._spare, None
-        if spare is not None and not spare.alive():
-            spare.close_files()
-            spare = None
         try:
-            self._worker = spare or self._launch()
+            self._worker = launch(self.exercise, self.mode, self.sources, self.scratch, self.level,
+                                  tool=self.tool, env=self.extra_env, writable=self.writable,
+                                  tool_as_student=self.tool_as_student, cache=self.cache)
         except OSError as e:
             raise errors.GraderError(f"could not start a worker: {e}") from None
         _LIVE.add(self)
@@ -251,7 +201,7 @@ class Submission:
             raise self._load_error
         self._read_capture()  # keep what the module printed at import for the report
         calllog.record("start", self.exercise, self.mode, time.perf_counter() - started,
-                       tool=bool(self.tool), spare=spare is not None)
+                       tool=bool(self.tool))
 
     def _request(self, msg: dict, timeout: float, what: str):
         worker = self._worker
@@ -325,16 +275,14 @@ class Submission:
         return shorten(text)
 
 
-def close_all(subs, respawn: bool = False) -> None:
+def close_all(subs) -> None:
     """Stop these workers (Submission.close) all at once: a CUDA worker takes about half a
-    second to exit, and nothing waits on one while another exits. `respawn`: each CUDA worker
-    that was running gets a spare (Submission.prestart), which starts while the caller
-    measures what needed them stopped."""
+    second to exit, and nothing waits on one while another exits."""
     from concurrent.futures import ThreadPoolExecutor
 
     subs = list(subs)
     with ThreadPoolExecutor(max(1, len(subs))) as pool:
-        list(pool.map(lambda sub: sub.close(respawn=True) if respawn else sub.close(), subs))
+        list(pool.map(lambda sub: sub.close(), subs))
 
 
 # ---------------------------------------------------------------------------------- launching

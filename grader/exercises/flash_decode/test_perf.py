@@ -85,7 +85,6 @@ def test_bandwidth(student, rng, gpu, credit, workers):
         raise CheckFailed(f"{what}: no copy bandwidth was measured on this GPU; no bandwidth points")
     sub = student()
     cases = []
-    sub.start(spare=True)   # the worker that times, starting while this one is traced
     for Hkv, L in PERF_CASES:
         case = f"B={PERF_B}, Hq={PERF_HQ}, Hkv={Hkv}, L={L}, D={PERF_D}, float16"
         markers, tensors = _decode_inputs(rng, PERF_B, PERF_HQ, Hkv, L, PERF_D)
@@ -94,7 +93,7 @@ def test_bandwidth(student, rng, gpu, credit, workers):
         del tensors
     # the gate's profiler (CUPTI) stays attached to the process it ran in and slows every later
     # launch there: what is timed runs in a fresh worker
-    sub.close(keep_spare=True)
+    sub.close()
     timed = []
     while cases:
         Hkv, L, case, markers, tensors = cases.pop(0)
@@ -137,12 +136,11 @@ def test_splits_speedup(student, rng, gpu, credit, workers):
     case = f"B={B}, Hq={Hq}, Hkv={Hkv}, L={L}, D={D}, float16"
     markers, tensors = _decode_inputs(rng, B, Hq, Hkv, L, D)
     times = {}
-    sub.start(spare=True)
     splits = (("num_splits=None", {}), ("num_splits=1", {"num_splits": 1}))
     for label, kwargs in splits:   # correctness first, at this very size, with each split count
         call = f"flash_decode(q, k_cache, v_cache, seq_lens, {label}) at {case}"
         _checked_once(sub, rng, markers, tensors, call, case, **kwargs)
-    sub.close(keep_spare=True)   # the gate's profiler slows its process: the timed requests run in a fresh one
+    sub.close()   # the gate's profiler slows its process: the timed requests run in a fresh one
     measured = {}
     for label, kwargs in splits:
         call = f"flash_decode(q, k_cache, v_cache, seq_lens, {label}) at {case}"

@@ -27,7 +27,6 @@ def test_bandwidth(student, rng, gpu, credit, workers):
 
     sub = student()
     inputs = []
-    sub.start(spare=True)   # the worker that times, starting while this one is traced
     for rows, cols, band in WIDTHS:
         (marker,), (x,) = g.seeded_inputs(rng, (rows, cols), "float16", count=1)
         traced = sub.call("softmax", marker, opts={"trace": True})
@@ -36,7 +35,7 @@ def test_bandwidth(student, rng, gpu, credit, workers):
         inputs.append((marker, x, band))
     # the gate's profiler (CUPTI) stays attached to the process it ran in and slows every later
     # launch there: the timed requests run in a fresh worker, every width in that one
-    sub.close(keep_spare=True)
+    sub.close()
     timed = timing.timed_against(
         sub, rng, gpu, workers, "softmax",
         [(marker, x, 2 * x.numel() * x.element_size(),   # read every element once, write it once
