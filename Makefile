@@ -47,7 +47,7 @@ check: .python $(STUB_FILES)
 	  --exercises $(EX) $(if $(LAYERS),--layers $(LAYERS),)
 
 grade-gpu: .python $(STUB_FILES)
-	@$(PY) -I -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null || \
+	@nvidia-smi -L >/dev/null 2>&1 || $(PY) -I -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null || \
 	  echo "*** No CUDA GPU found on this machine: the gpu and perf layers will be reported as not run. ***"
 	@$(GRADER)
 

@@ -40,8 +40,9 @@ _lock = threading.Lock()
 def for_run(folder: str | None = None):
     """The kernel cache of one grading run: `folder` when a grade that split the run across
     processes hands its own down (grader.parallel), else a new folder, removed at the end."""
+    import shutil
+
     from grader.sandbox import scratch
-    from grader.sandbox.launcher import remove_tree
 
     own = not folder
     path = Path(tempfile.mkdtemp(prefix="grader-kernels-")) if own else Path(folder)
@@ -54,7 +55,8 @@ def for_run(folder: str | None = None):
     finally:
         _runs.remove(path)
         if own:
-            remove_tree(path)
+            scratch.release(path)
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def current() -> str:
