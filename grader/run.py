@@ -80,7 +80,7 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
     from grader.sandbox import kernel_cache
 
     target_profile = targets.lookup(target)   # UnknownTarget for a bad name, before anything runs
-    with kernel_cache.for_run(kernels):
+    with kernel_cache.for_run(kernels, wanted=layers is None or bool(set(GPU_LAYERS) & set(layers))):
         return _grade(submission, exercises, layers, include_hidden, only_checks, sandbox,
                       progress, target, target_profile)
 

@@ -27,24 +27,26 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-import threading
 from pathlib import Path
 
 KINDS = ("student", "replay")
 
 _runs: list[Path] = []          # the open runs' folders, innermost last
-_lock = threading.Lock()
 
 
 @contextlib.contextmanager
-def for_run(folder: str | None = None):
+def for_run(folder: str | None = None, wanted: bool = True):
     """The kernel cache of one grading run: `folder` when a grade that split the run across
-    processes hands its own down (grader.parallel), else a new folder, removed at the end."""
+    processes hands its own down (grader.parallel), else a new folder, removed at the end;
+    none (None) when no GPU layer is `wanted`: nothing on the CPU layers compiles."""
     import shutil
 
     from grader.sandbox import scratch
 
     own = not folder
+    if own and not wanted:
+        yield None
+        return
     path = Path(tempfile.mkdtemp(prefix="grader-kernels-")) if own else Path(folder)
     if own:
         scratch.limit(path)
@@ -73,9 +75,7 @@ def folder_for(kind: str, mode: str, level) -> Path | None:
     if not _runs or mode != "cuda" or (kind == "replay" and level.name == "user"):
         return None
     path = _runs[-1] / kind
-    with _lock:
-        if not path.is_dir():
-            path.mkdir(mode=0o700)
-            if level.as_student:
-                os.chown(path, level.uid, level.gid)
+    path.mkdir(mode=0o700, exist_ok=True)
+    if level.as_student:
+        os.chown(path, level.uid, level.gid)
     return path
