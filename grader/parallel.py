@@ -30,7 +30,7 @@ from pathlib import Path
 
 from grader.registry import ROOT, Check
 from grader.results import Result
-from grader.sandbox import budget, kernel_cache
+from grader.sandbox import budget, bytecode, kernel_cache
 
 CPU_LAYERS = ("cpu", "adversarial", "interp")
 GPU_SPLIT = "gpu"   # the untimed GPU layer, split only on a CUDA machine with cores to spare
@@ -219,7 +219,8 @@ def grade_cpu_layers(submission: Path, plan: dict[str, list[str]], jobs: int,
         exercise, layers, ids = queue.pop(0)
         child.send({"exercise": exercise, "submission": str(submission), "layers": layers,
                     "include_hidden": include_hidden, "only_checks": ids or only_checks,
-                    "target": target, "kernels": kernel_cache.current()})
+                    "target": target, "kernels": kernel_cache.current(),
+                    "compiled": bytecode.current()})
 
     def finished(child: _Child, reply: dict) -> None:
         results = {}

@@ -30,7 +30,8 @@ def serve() -> None:
         req = json.loads(line)
         report = grade(Path(req["submission"]), [req["exercise"]], req["layers"],
                        include_hidden=req["include_hidden"], only_checks=req["only_checks"],
-                       progress=progress, target=req["target"], kernels=req.get("kernels"))
+                       progress=progress, target=req["target"], kernels=req.get("kernels"),
+                       compiled=req.get("compiled"))
         out.write(json.dumps({"results": {r.check.id: result_to_dict(r) for r in report.results},
                               "layer_seconds": report.layer_seconds, "notes": report.notes,
                               "isolation": report.isolation,

@@ -68,19 +68,22 @@ def select_layers(env: Environment, wanted: list[str] | None,
 def grade(submission: Path, exercises: list[str] | None = None, layers: list[str] | None = None,
           include_hidden: bool = True, only_checks: list[str] | None = None,
           sandbox: bool | None = None, progress: Progress | None = None,
-          target: str | None = None, kernels: str | None = None) -> GradeReport:
+          target: str | None = None, kernels: str | None = None,
+          compiled: str | None = None) -> GradeReport:
     """Grade `submission`. `sandbox`: True/False asks for OS isolation or not; None leaves the
     launcher's default (on when root). It reaches the launcher as GRADER_SANDBOX=1/0.
     `target`: a grading target's name ("gb10", grader.judge.target.lookup; the CLI reads
     --target or GRADER_TARGET): every Triton kernel launched on CUDA is also compiled for it and
     checked against its shared memory (report.target), and the perf layer sweeps its tiles.
     `kernels`: the kernel cache of the grade this one is a part of (grader.parallel); by
-    default the run opens its own (grader.sandbox.kernel_cache)."""
+    default the run opens its own (grader.sandbox.kernel_cache). `compiled`: that grade's
+    bytecode folder, likewise (grader.sandbox.bytecode)."""
     from grader.judge import target as targets
-    from grader.sandbox import kernel_cache
+    from grader.sandbox import bytecode, kernel_cache
 
     target_profile = targets.lookup(target)   # UnknownTarget for a bad name, before anything runs
-    with kernel_cache.for_run(kernels, wanted=layers is None or bool(set(GPU_LAYERS) & set(layers))):
+    gpu = layers is None or bool(set(GPU_LAYERS) & set(layers))
+    with kernel_cache.for_run(kernels, wanted=gpu), bytecode.for_run(compiled, wanted=gpu):
         return _grade(submission, exercises, layers, include_hidden, only_checks, sandbox,
                       progress, target, target_profile)
 

@@ -41,6 +41,7 @@ INSIDE_LIB = "/sandbox/lib"        # holds the read-only `grader` package
 INSIDE_SRC = "/sandbox/src"        # the submission's .py files, read-only
 INSIDE_WORK = "/sandbox/work"      # scratch: cwd, HOME, TMPDIR's parent, read-write
 INSIDE_CACHE = "/sandbox/kernels"  # the run's Triton cache of this kind of worker, read-write (kernel_cache)
+INSIDE_PYCACHE = "/sandbox/pycache"  # the run's bytecode of torch and co., read-only (bytecode)
 
 # ------------------------------------------------------------------------------ the trusted step
 # Runs as root inside the new namespaces (`python -I -S isolation.py SPEC`), stdlib only;
@@ -160,6 +161,8 @@ def enter(spec: dict) -> None:
     _bind(libc, ctypes, spec["scratch"], at(INSIDE_WORK), writable=True)
     for host, inside in spec.get("writable", []):   # e.g. a root-only folder for a tool's log
         _bind(libc, ctypes, host, at(inside), writable=True)
+    for host, inside in spec.get("bound", []):      # the run's bytecode (grader.sandbox.bytecode)
+        _bind(libc, ctypes, host, at(inside))
     os.mkdir(at("/.oldroot"))
     _mount(libc, ctypes, None, new, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "mode=0755")
     _switch_root(libc, ctypes, new)

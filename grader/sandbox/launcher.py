@@ -22,7 +22,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from grader.registry import EXERCISES
-from grader.sandbox import cgroups, isolation, kernel_cache, user_level
+from grader.sandbox import bytecode, cgroups, isolation, kernel_cache, user_level
 from grader.sandbox.scratch import release as release_scratch
 from grader.wire import codec
 
@@ -297,7 +297,11 @@ def launch(exercise: str, mode: str, sources: Path, scratch: Path, level: isolat
         worker_env["TRITON_CACHE_DIR"] = isolation.INSIDE_CACHE if isolated else str(kernels)
         if isolated:   # bound into this worker's namespace alone
             writable = [*(writable or []), (str(kernels), isolation.INSIDE_CACHE)]
-    worker_argv = [isolation.interpreter(), "-I", "-B", "-c", BOOT.format(lib=lib), json.dumps(cfg)]
+    python = [isolation.interpreter(), "-I", "-B"]
+    compiled = bytecode.folder_for(level)   # read-only bytecode of torch and co., where built
+    if compiled is not None:
+        python += ["-X", f"pycache_prefix={isolation.INSIDE_PYCACHE if isolated else compiled}"]
+    worker_argv = [*python, "-c", BOOT.format(lib=lib), json.dumps(cfg)]
     if tool and (tool_as_student or not level.as_student):
         worker_argv, tool = [*tool, *worker_argv], None
     if level.as_student:
@@ -310,7 +314,8 @@ def launch(exercise: str, mode: str, sources: Path, scratch: Path, level: isolat
                 "scratch": str(scratch), "uid": level.uid, "gid": level.gid,
                 "read_only": isolation.read_only_paths(str(REPO), [str(base), str(sources)]),
                 "argv": worker_argv, "env": worker_env, "tool": tool or [],
-                "writable": [list(w) for w in writable or []]}
+                "writable": [list(w) for w in writable or []],
+                "bound": [[str(compiled), isolation.INSIDE_PYCACHE]] if compiled is not None else []}
         argv = [*level.unshare, "--", isolation.interpreter(), "-I", "-S", isolation.__file__,
                 json.dumps(spec)]
         popen_env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
