@@ -35,32 +35,9 @@ from grader.sandbox import budget, bytecode, kernel_cache
 CPU_LAYERS = ("cpu", "adversarial", "interp")
 GPU_SPLIT = "gpu"   # the untimed GPU layer, split only on a CUDA machine with cores to spare
 # heaviest exercise first: interp is slow, a gpu check compiles kernels for real sizes
-LAYER_COST = {"cpu": 1, "adversarial": 2, "interp": 3, "gpu": 20, "perf": 30}
+LAYER_COST = {"cpu": 1, "adversarial": 2, "interp": 3, "gpu": 20}
 MAX_JOBS = 8
 OVERLAP_CORES = 8   # below this the CPU layers wait for the GPU layers to finish
-
-
-def perf_beside(exercises: list[str], layers: list[str], checks: dict[str, Check],
-                gpu_results: dict[str, Result], cuda: bool, target=None) -> list[str]:
-    """The exercises whose perf checks may run side by side, in processes of their own, once the
-    untimed gpu checks (graded in parallel processes, `gpu_results`) are over: on a CUDA machine
-    with cores to spare and memory for it, no grading target, GRADER_PERF_SPLIT not 0; each with
-    perf checks selected, an upfront.py (its measurements made before, grader.judge.upfront),
-    and a gpu check that did not meet a NotImplementedError (a stub costs no baseline). None
-    unless two or more qualify."""
-    from grader.judge import upfront
-
-    if (not cuda or target is not None or "perf" not in layers or GPU_SPLIT not in layers
-            or os.environ.get("GRADER_PERF_SPLIT", "") == "0"
-            or not (os.environ.get("GRADER_PERF_SPLIT", "") == "1" or may_overlap())
-            or budget.one_exercise_at_a_time()):
-        return []
-    timed = [e for e in exercises if any(c.exercise == e and c.layer == "perf" for c in checks.values())]
-    alive = [e for e in timed if any(r.check.exercise == e and r.check.layer == GPU_SPLIT
-                                     and r.status not in ("not_implemented", "not_run")
-                                     for r in gpu_results.values())]
-    chosen = upfront.exercises(alive)
-    return chosen if len(chosen) >= 2 else []
 
 
 def split_plan(exercises: list[str], layers: list[str], checks: dict[str, Check], cuda: bool,
@@ -215,8 +192,7 @@ class Background:
 
 def grade_cpu_layers(submission: Path, plan: dict[str, list[str]], jobs: int,
                      checks: dict[str, Check], include_hidden: bool, only_checks, target,
-                     progress=None, extra: dict | None = None
-                     ) -> tuple[dict[str, Result], dict[str, float], list[str], dict]:
+                     progress=None) -> tuple[dict[str, Result], dict[str, float], list[str], dict]:
     """Grade each exercise's layers of `plan` (split_plan) in `jobs` processes. Returns the
     results of those checks by id, the seconds per layer (summed over the processes), notes,
     and {"isolation": the level the workers ran at, "seccomp": {mode: what the kernel denied
@@ -244,7 +220,7 @@ def grade_cpu_layers(submission: Path, plan: dict[str, list[str]], jobs: int,
         child.send({"exercise": exercise, "submission": str(submission), "layers": layers,
                     "include_hidden": include_hidden, "only_checks": ids or only_checks,
                     "target": target, "kernels": kernel_cache.current(),
-                    "compiled": bytecode.current(), **(extra or {})})
+                    "compiled": bytecode.current()})
 
     def finished(child: _Child, reply: dict) -> None:
         results = {}

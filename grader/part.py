@@ -26,17 +26,8 @@ def serve() -> None:
     def progress(check, done, total):
         out.write(json.dumps({"progress": check.id}) + "\n")
 
-    from grader.judge import remembered, turns
-
     for line in sys.stdin:
         req = json.loads(line)
-        # a perf process (grader.run): take turns on the GPU, read the measurements made up front
-        turns.join(req.get("turns"))
-        if req.get("measurements"):
-            os.environ[remembered.ENV] = req["measurements"]
-            os.environ[remembered.FROZEN_ENV] = "1"
-            if req.get("run_local"):
-                os.environ[remembered.RUN_ENV] = "1"
         report = grade(Path(req["submission"]), [req["exercise"]], req["layers"],
                        include_hidden=req["include_hidden"], only_checks=req["only_checks"],
                        progress=progress, target=req["target"], kernels=req.get("kernels"),

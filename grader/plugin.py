@@ -115,24 +115,18 @@ class GradePlugin:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item):
-        from grader.judge import turns
-
         self._started[item.nodeid] = time.perf_counter()
-        # in a perf process of a grade that runs them side by side: the GPU shared with the
-        # others, and alone while anything is timed (grader.judge.turns)
-        with turns.shared():
-            outcome = yield
-            # the replays of the check's gated calls (grader.judge.provenance), once it is over
-            # and only if it earned something: a failed replay fails the check as its own
-            # failure would
-            pending = self.pending_replays.pop(item.nodeid, [])
-            if outcome.excinfo is None:
-                for replay in pending:
-                    try:
-                        replay()
-                    except BaseException as e:   # noqa: BLE001 - reported as the check's outcome
-                        outcome.force_exception(e)
-                        break
+        outcome = yield
+        # the replays of the check's gated calls (grader.judge.provenance), once it is over and
+        # only if it earned something: a failed replay fails the check as its own failure would
+        pending = self.pending_replays.pop(item.nodeid, [])
+        if outcome.excinfo is None:
+            for replay in pending:
+                try:
+                    replay()
+                except BaseException as e:   # noqa: BLE001 - reported as the check's outcome
+                    outcome.force_exception(e)
+                    break
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):

@@ -135,26 +135,10 @@ def _grade(submission, exercises, layers, include_hidden, only_checks, sandbox, 
         cpu_part.run()
     if gpu_plan:
         gpu_part.run()
-    # the perf checks of several exercises side by side, their measurements made first
-    perf_names = parallel.perf_beside(exercises, layers_run, checks,
-                                      gpu_part.result()[0] if gpu_plan else {}, "cuda" in env.have,
-                                      target_profile)
-    perf_plan = {e: ["perf"] for e in perf_names}
-    perf_part = parallel.Background(lambda: _perf_beside(submission, perf_plan, checks, hidden,
-                                                         only_checks, counter.gpu))
-    if perf_plan:
-        perf_part.run()
-        if perf_part.result() is None:   # not measured up front: they run here, one at a time
-            perf_plan = {}
-        else:
-            elsewhere = elsewhere | {(e, "perf") for e in perf_plan}
-            here = [name for name in here if name != "perf" or any(
-                c.layer == "perf" and c.exercise in exercises and (c.exercise, "perf") not in elsewhere
-                for c in checks.values())]
-    sides = ((cpu_part, cpu_plan), (gpu_part, gpu_plan), (perf_part, perf_plan))
     # a check graded in a parallel process is skipped here by its (exercise, layer): `elsewhere`
     selection = Selection(exercises, here, layers_not_run, only_checks, elsewhere,
-                          lambda: parallel.merge([part.result() for part, plan in sides
+                          lambda: parallel.merge([part.result() for part, plan in
+                                                  ((cpu_part, cpu_plan), (gpu_part, gpu_plan))
                                                   if plan])[0])
     workers = Workers(submission)
     plugin = GradePlugin(checks, selection, env, workers)
@@ -164,7 +148,7 @@ def _grade(submission, exercises, layers, include_hidden, only_checks, sandbox, 
         notes += _run_pytest(plugin, workers, exercises, hidden, counter.here if progress else None)
     else:
         workers.close()
-    parts = [part.result() for part, plan in sides if plan]
+    parts = [part.result() for part, plan in ((cpu_part, cpu_plan), (gpu_part, gpu_plan)) if plan]
     elsewhere_results, seconds, more, levels = parallel.merge(parts)
     notes += more
     if cpu_plan and cpu_part.started:
@@ -173,12 +157,6 @@ def _grade(submission, exercises, layers, include_hidden, only_checks, sandbox, 
     if gpu_split:
         notes.append(f"The gpu layer's untimed checks ran in {jobs} grading processes side by "
                      f"side; the timed checks ran after them, with the GPU alone.")
-    if perf_plan:
-        notes.append(f"The perf checks of {', '.join(perf_plan)} ran side by side, one grading "
-                     f"process each, after the untimed gpu checks: each timing had the GPU alone "
-                     f"(no other process of the grade ran GPU work of the grader's meanwhile), and "
-                     f"the baselines and ceilings were measured before, with nothing of the "
-                     f"submission alive.")
     for name, s in seconds.items():
         plugin.layer_seconds[name] = round(plugin.layer_seconds.get(name, 0.0) + s, 2)
     plugin.device_info = plugin.device_info or levels.get("device_info") or {}
@@ -196,35 +174,6 @@ def _grade(submission, exercises, layers, include_hidden, only_checks, sandbox, 
     if plugin.target is not None:
         report.target = plugin.target.to_dict(plugin.device_info.get("name") or env.device)
     return report
-
-
-def _perf_beside(submission: Path, plan: dict[str, list[str]], checks, hidden: bool, only_checks,
-                 progress) -> tuple | None:
-    """The perf checks of `plan`'s exercises in one grading process each (grader.parallel), taking
-    turns on the GPU (grader.judge.turns), after their measurements are made here with nothing
-    of the submission alive (grader.judge.upfront) into a table the processes only read
-    (grader.judge.remembered). None when they could not be measured up front."""
-    from grader.judge import remembered, turns, upfront
-
-    with turns.for_run() as folder:
-        own = not os.environ.get(remembered.ENV)   # a batch's table, or this grade's own
-        if own:
-            os.environ[remembered.ENV] = str(folder / "measurements.json")
-            os.environ[remembered.RUN_ENV] = "1"
-        try:
-            try:
-                note = upfront.measure_all(list(plan))
-            except (upfront.NotQuiet, RuntimeError):   # a busy GPU, out of memory: one at a time
-                return None
-            extra = {"turns": str(folder), "measurements": os.environ[remembered.ENV],
-                     "run_local": own}
-            results, seconds, notes, levels = parallel.grade_cpu_layers(
-                submission, plan, len(plan), checks, hidden, only_checks, None, progress, extra)
-            return results, seconds, notes + ([note.strip()] if note else []), levels
-        finally:
-            if own:
-                os.environ.pop(remembered.ENV, None)
-                os.environ.pop(remembered.RUN_ENV, None)
 
 
 def _run_pytest(plugin: GradePlugin, workers: Workers, exercises: list[str], hidden: bool,

@@ -9,7 +9,6 @@ import subprocess
 
 from grader import parallel
 from grader.registry import all_checks
-from grader.results import Result
 from tests.helpers import GRADER, ROOT, SOLUTIONS
 
 EXERCISES = "online_softmax,tiled_attention"
@@ -165,32 +164,3 @@ def test_divide_and_merge(monkeypatch):
     assert merged == ({"x": r}, {"cpu": 3.5, "gpu": 3.0}, ["n1", "n2"],
                       {"isolation": "os", "seccomp": {"cpu": "p", "cuda": "q"},
                        "device_info": {"name": "H"}})
-
-
-def test_perf_beside(monkeypatch):
-    """The perf checks go side by side only with CUDA, cores to spare, no target and two or more
-    exercises with an upfront.py whose gpu checks did not all meet a NotImplementedError."""
-    checks = all_checks(include_hidden=False)
-    layers = ["cpu", "adversarial", "interp", "gpu", "perf"]
-    exercises = ["flash_triton", "softmax_triton", "flash_decode", "online_softmax"]
-
-    def results(statuses):
-        return {c.id: Result(c, statuses[c.exercise], 0.0, "") for c in checks.values()
-                if c.layer == "gpu" and c.exercise in statuses}
-
-    ran = results({"flash_triton": "passed", "softmax_triton": "failed",
-                   "flash_decode": "not_implemented"})
-    monkeypatch.setenv("GRADER_PERF_SPLIT", "1")
-    monkeypatch.setattr(parallel.budget, "one_exercise_at_a_time", lambda: False)
-    assert parallel.perf_beside(exercises, layers, checks, ran, cuda=True) == ["flash_triton",
-                                                                               "softmax_triton"]
-    assert parallel.perf_beside(exercises, layers, checks, ran, cuda=False) == []
-    assert parallel.perf_beside(exercises, layers, checks, ran, cuda=True, target=object()) == []
-    assert parallel.perf_beside(exercises, ["gpu"], checks, ran, cuda=True) == []
-    one = results({"flash_triton": "passed", "softmax_triton": "not_implemented"})
-    assert parallel.perf_beside(exercises, layers, checks, one, cuda=True) == []   # one alone
-    monkeypatch.setenv("GRADER_PERF_SPLIT", "0")
-    assert parallel.perf_beside(exercises, layers, checks, ran, cuda=True) == []
-    from grader.judge import upfront   # every exercise with perf checks says how to measure them
-    timed = {c.exercise for c in checks.values() if c.layer == "perf"}
-    assert sorted(upfront.exercises(timed)) == sorted(timed)

@@ -36,24 +36,3 @@ def test_a_torn_file_is_measured_again(tmp_path):
     path.write_text("{not json")
     assert r.remembered("ceiling", {"name": "copy_gbs"}, lambda: 4247.0, path=str(path)) == 4247.0
     assert r.remembered("ceiling", {"name": "copy_gbs"}, lambda: 1.0, path=str(path)) == 4247.0
-
-
-def test_before_runs_only_when_measured_and_a_frozen_miss_is_the_graders(tmp_path, monkeypatch):
-    import pytest
-
-    from grader import errors
-
-    monkeypatch.setattr(r, "identity", lambda: {"gpu": "one"})
-    quiet = []
-    monkeypatch.delenv(r.ENV, raising=False)
-    assert r.remembered("harness", {"n": 1}, lambda: 0.5, before=lambda: quiet.append(1)) == 0.5
-    assert quiet == [1]                             # no file: measured, after quieting
-    monkeypatch.setenv(r.ENV, str(tmp_path / "m.json"))
-    r.remembered("harness", {"n": 1}, lambda: 0.5, before=lambda: quiet.append(2))
-    r.remembered("harness", {"n": 1}, lambda: 9.0, before=lambda: quiet.append(3))
-    assert quiet == [1, 2]                          # read from the file: nothing stopped
-    monkeypatch.setenv(r.FROZEN_ENV, "1")           # a perf process of a grade (grader.run)
-    assert r.remembered("harness", {"n": 1}, lambda: 9.0) == 0.5
-    with pytest.raises(errors.GraderError, match="not made up front"):
-        r.remembered("harness", {"n": 2}, lambda: 9.0, before=lambda: quiet.append(4))
-    assert quiet == [1, 2]                          # never measured beside the student's workers

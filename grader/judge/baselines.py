@@ -111,31 +111,25 @@ def _sdpa_ms(q, k, v, causal, do, backends, check, timer, target_ms) -> dict:
     return best
 
 
-def fastest_sdpa(q, k, v, *, causal: bool = False, do=None, before=None) -> dict:
-    """sdpa_ms for the perf layer: measured once per device and software within a batch, or up
-    front in a grade whose perf checks run side by side (grader.judge.remembered), so every
-    submission is compared with the same baseline. `before()` runs first when it is measured
-    now (timing.quiet_gpu)."""
+def fastest_sdpa(q, k, v, *, causal: bool = False, do=None) -> dict:
+    """sdpa_ms for the perf layer: measured once per device and software within a batch
+    (grader.judge.remembered), so every submission is compared with the same baseline."""
     import os
 
-    from grader.judge.remembered import ENV, remembered, run_local
+    from grader.judge.remembered import ENV, remembered
 
     if not os.environ.get(ENV):   # a single grade: its checks cross-check their own baselines
-        if before is not None:
-            before()
         return sdpa_ms(q, k, v, causal=causal, do=do)
     args = {"shape": list(q.shape), "dtype": str(q.dtype), "causal": bool(causal),
             "backward": do is not None}
 
     def measure() -> dict:
-        if run_local():           # one grade's: measured once, as it would be in place
-            return sdpa_ms(q, k, v, causal=causal, do=do)
         # twice, the faster of each pass kept: a baseline slowed once (another process on the
         # GPU) would otherwise stand for the whole batch; it can only ever be slowed
         a, b = (sdpa_ms(q, k, v, causal=causal, do=do) for _ in range(2))
         return {**a, **{p: min(a[p], b[p]) for p in ("fwd", "bwd") if p in a}}
 
-    return remembered("sdpa", args, measure, before=before)
+    return remembered("sdpa", args, measure)
 
 
 def _checked_ms(fn, args, p: str, check, timer, target_ms: float) -> float:

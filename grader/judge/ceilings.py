@@ -149,12 +149,3 @@ def naive_attention_bytes(B: int, H: int, N: int, D: int, dtype) -> int:
     """
     e = elem_bytes(dtype)
     return 2 * B * H * N * N * e + attention_io_bytes(B, H, N, D, dtype)
-
-
-def remembered_ceilings(torch) -> dict:
-    """{"copy_gbs", "matmul_tflops"}: measured now, or read where this batch or this grade
-    measured them before (grader.judge.remembered); rounded to a tenth."""
-    from grader.judge.remembered import remembered
-
-    return {name: round(float(remembered("ceiling", {"name": name}, lambda f=f: f(torch))), 1)
-            for name, f in (("copy_gbs", copy_bandwidth_gbs), ("matmul_tflops", matmul_tflops))}

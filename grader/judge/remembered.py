@@ -6,11 +6,7 @@ for measuring them again.
 
 With GRADER_MEASUREMENTS=<file> (`batch` sets it to <out>/measurements.json) a value measured
 once for this device and software (GPU name and capability, torch, CUDA and Triton versions)
-is read from the file; without it, every call measures. A grade whose perf checks run side by
-side (grader.run) makes their measurements up front, with nothing of the student's alive, in a
-file of its own (GRADER_RUN_MEASUREMENTS=1 says the file is the run's, not a batch's); its
-perf processes read it with GRADER_MEASUREMENTS_FROZEN=1, where a measurement missing from the
-file is the grader's defect (errors.GraderError), never measured beside the student's processes. The file is the grader's: no student
+is read from the file; without it, every call measures. The file is the grader's: no student
 process can reach the batch's output folder (the sandbox shows a worker only its own scratch).
 A lock keeps the grades of a batch that run at once (`--jobs`) from writing over each other.
 """
@@ -25,10 +21,6 @@ from pathlib import Path
 from typing import Callable
 
 ENV = "GRADER_MEASUREMENTS"
-RUN_ENV = "GRADER_RUN_MEASUREMENTS"       # "1": the file is this run's (measured once, up front)
-FROZEN_ENV = "GRADER_MEASUREMENTS_FROZEN"  # "1": read only; nothing is measured in this process
-
-
 
 
 def identity() -> dict:
@@ -46,41 +38,19 @@ def identity() -> dict:
     return who
 
 
-def remembered(kind: str, args: dict, measure: Callable[[], object], path: str | None = None,
-               before: Callable[[], object] | None = None):
-    """measure()'s value, from the file when this (kind, args, identity) was measured before.
-    `before()` runs only when it is measured now (timing.quiet_gpu: stop the student's workers)."""
+def remembered(kind: str, args: dict, measure: Callable[[], object], path: str | None = None):
+    """measure()'s value, from the file when this (kind, args, identity) was measured before."""
     path = path if path is not None else os.environ.get(ENV, "")
     if not path:
-        if before is not None:
-            before()
         return measure()
     key = json.dumps({"kind": kind, "args": args, **identity()}, sort_keys=True)
     with _locked(Path(path)) as table:
         if key in table:
             return table[key]
-    if frozen():
-        from grader import errors
-
-        raise errors.GraderError(f"the grader's {kind} measurement {json.dumps(args, sort_keys=True)} "
-                                 f"was not made up front (grader defect: the exercise's upfront.py "
-                                 f"must make every measurement its perf checks read)")
-    if before is not None:
-        before()
     value = measure()                     # measured outside the lock: it takes seconds
     with _locked(Path(path)) as table:
         table.setdefault(key, json.loads(json.dumps(value)))
         return table[key]
-
-
-def frozen() -> bool:
-    """Whether this process only reads measurements (a perf process of a grade, grader.run)."""
-    return os.environ.get(FROZEN_ENV) == "1"
-
-
-def run_local() -> bool:
-    """Whether the file is one grading run's (measured once) rather than a batch's."""
-    return os.environ.get(RUN_ENV) == "1"
 
 
 @contextlib.contextmanager

@@ -32,13 +32,6 @@ def per_call_ms(request, first: int = 2, more: int = 10, target_ms: float = 150.
     fixed costs (IPC, launch of the first call, the final synchronize) cancel in the difference
     between two repeat counts; `more` grows until the difference spans about `target_ms`, up to
     `max_more`."""
-    from grader.judge import turns
-
-    with turns.alone():   # no other perf process of this grade has GPU work meanwhile
-        return _per_call_ms(request, first, more, target_ms, max_more)
-
-
-def _per_call_ms(request, first: int, more: int, target_ms: float, max_more: int) -> float:
     def wall(repeat: int) -> float:
         start = time.perf_counter()
         got = request(repeat)      # a request may time itself (float ms) to leave out its checks
@@ -438,41 +431,14 @@ def timed_against(sub, rng, gpu, workers, name: str, cases: list, dtype: str, ba
                         reference=reference, what=f"{name}(x)")
         mine.append(per_call_ms(reqs))
         reqs.verify()
-    notes = []
-
-    def quiet():
-        if not notes:
-            notes.append(quiet_gpu(workers, ", ".join(c[3] for c in cases)))
+    note = quiet_gpu(workers, ", ".join(c[3] for c in cases))
     copy = gpu.ceiling("copy_gbs")
     out = []
     for (_, x, moved, what), ms in zip(cases, mine):
-        base, harness = baseline_ms(baseline, x, before=quiet)
+        harness = harness_gpu_ms(x.clone())   # what it adds to a GPU-bound loop
+        base = per_call_ms(local_request(baseline, [x.clone()]))
         impossible = below_floor(ms, moved / copy / 1e6, what)
         if impossible:
             raise CheckFailed(impossible)
-        out.append(Timed(ms - harness, base - harness, harness, moved, copy, "".join(notes)))
+        out.append(Timed(ms - harness, base - harness, harness, moved, copy, note))
     return out
-
-
-def baseline_ms(baseline, x, before=None) -> tuple[float, float]:
-    """(ms per call of trusted `baseline(x)` in the harness, the harness's own GPU cost per call
-    on an input like `x`: harness_ms), for timed_against: measured now after `before()`
-    (quiet_gpu), or read from the run's up-front measurements (grader.judge.remembered; the
-    exercise's upfront.py makes them with this function)."""
-    from grader.judge.remembered import remembered
-
-    like = {"shape": list(x.shape), "dtype": str(x.dtype)}
-    fn = f"{getattr(baseline, '__module__', '')}.{getattr(baseline, '__qualname__', '')}"
-    harness = harness_ms(x, before=before)
-    base = float(remembered("baseline", {"fn": fn, **like},
-                            lambda: per_call_ms(local_request(baseline, [x.clone()])), before=before))
-    return base, harness
-
-
-def harness_ms(x, before=None) -> float:
-    """harness_gpu_ms on a copy of `x`, measured now after `before()` or read from the run's
-    up-front measurements (grader.judge.remembered)."""
-    from grader.judge.remembered import remembered
-
-    like = {"shape": list(x.shape), "dtype": str(x.dtype)}
-    return float(remembered("harness", like, lambda: harness_gpu_ms(x.clone()), before=before))

@@ -80,15 +80,11 @@ def _measure_all(sub, rng, gpu, workers) -> Perf:
     sub.close()
     if {"fwd", "bwd"} <= set(perf.failed):   # nothing to compare: no baseline is measured
         return perf
-    # 2. the baselines, with nothing of the student's alive (timing.quiet_gpu), or measured
-    # up front (upfront.py)
-    def quiet():
-        if not perf.note:
-            perf.note = timing.quiet_gpu(workers, "flash_backward perf") or " "
+    # 2. the baselines, with nothing of the student's alive (timing.quiet_gpu)
+    perf.note = timing.quiet_gpu(workers, "flash_backward perf")
     for N, causal in configs:
         q, k, v, do = inputs[N][1]   # the fastest SDPA backend per pass (judge/baselines)
-        perf.base[(N, causal)] = baselines.fastest_sdpa(q, k, v, causal=causal, do=do, before=quiet)
-    perf.note = perf.note.strip()
+        perf.base[(N, causal)] = baselines.fastest_sdpa(q, k, v, causal=causal, do=do)
     return perf
 
 
