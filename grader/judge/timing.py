@@ -414,15 +414,17 @@ class Timed:
 
 
 def timed_against(sub, rng, gpu, workers, name: str, cases: list, dtype: str, baseline,
-                  reference) -> list[Timed]:
+                  reference, gated=None) -> list[Timed]:
     """`name`(x) of the submission as timed requests, every output verified, against
     `baseline`(x) run here, for each (marker, x, moved bytes, what) of `cases`: both pay the same
     refill and checksum per call, measured here with nothing of the student's alive and taken
     off both. The student's requests come first (all in one worker: a submission that fails
     costs no baseline), then, its workers stopped, the baseline and the harness cost (the
     smaller of two measurements: harness_gpu_ms). The floor judges the student's time as measured, before the harness's
-    cost comes off. Call it after the gated calls, with that worker closed (the gate's profiler
-    slows every later launch in its process)."""
+    cost comes off. `gated()`, when given, runs right after the student's requests, in their
+    worker, before it is stopped: the check's gated calls (traced and profiled), which must
+    come after everything timed there (the gate's profiler slows every later launch in its
+    process), and so cost no worker of their own."""
     from grader.judge.compare import CheckFailed
 
     mine = []
@@ -431,6 +433,8 @@ def timed_against(sub, rng, gpu, workers, name: str, cases: list, dtype: str, ba
                         reference=reference, what=f"{name}(x)")
         mine.append(per_call_ms(reqs))
         reqs.verify()
+    if gated is not None:
+        gated()
     note = quiet_gpu(workers, ", ".join(c[3] for c in cases))
     copy = gpu.ceiling("copy_gbs")
     out = []
