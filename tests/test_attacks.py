@@ -400,7 +400,8 @@ def test_sanitizer_under_isolation_on_the_gpu(tmp_path):
 # Every other way to start a process (Popen, os.fork/exec/spawn/system/popen, multiprocessing,
 # pty, `from subprocess import ...`) is an offence outside the launcher.
 # the launcher and the isolation it sets up (user_level: a probe run as the student's uid before
-# any student code), and the tool that runs whole Gradescope containers around the grader
+# any student code; start_trusted: the grader's own `python -I -c CODE`, the bytecode builder), and
+# the tool that runs whole Gradescope containers around the grader
 LAUNCHER = {"grader/sandbox/launcher.py", "grader/sandbox/isolation.py",
             "grader/sandbox/user_level.py", "tools/gradescope_root.py"}
 PROCESS_MODULES = ("subprocess", "multiprocessing", "pty", "asyncio.subprocess")

@@ -343,6 +343,19 @@ def interpreter() -> str:
     return os.path.join(os.path.realpath(os.path.dirname(sys.executable)), os.path.basename(sys.executable))
 
 
+def start_trusted(flags: list[str], code: str) -> subprocess.Popen | None:
+    """A Python process of the grader's own, `python -I <flags> -c code`: code written in the
+    grader, the grader's uid, no submission on its path (-I: neither the working folder nor
+    PYTHON* variables), detached and silent; the caller waits for it or kills it. None when it
+    cannot start. The bytecode builder (grader.sandbox.bytecode) is the one caller."""
+    try:
+        return subprocess.Popen([interpreter(), "-I", *flags, "-c", code],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        return None
+
+
 def read_only_paths(repo: str, exclude: list[str]) -> list[str]:
     """Host paths bound read-only at the same place: what Python and its packages need.
 
