@@ -157,3 +157,20 @@ def test_gpus_asks_for_what_is_visible(monkeypatch):
     assert b.choose_gpus(b.parser().parse_args(["subs", "--jobs", "4"]), True) == ([], 4)
     proc = batch("--gpus", "0", "subs")
     assert proc.returncode == 2 and "--gpus wants all or a count" in proc.stderr
+
+
+def test_gpu_batch_class_mixes_one_case_of_each_kind_per_exercise(tmp_path):
+    """tools/gpu_batch.py's class (graded by batch --gpus on a GPU box, then each alone):
+    solutions, stubs, and one submission per kind with that kind's first case of each exercise
+    in place; a correct variant, never a near-correct one."""
+    from tools.gpu_batch import FEWER, FULL, ZERO, make_class
+
+    plan = make_class(tmp_path, ["softmax_triton", "flash_decode"], on_gpu=True)
+    assert [plan[s]["expect"] for s in plan] == [FULL, ZERO, FULL, FEWER, FEWER, FEWER]
+    assert set(plan["d_wrong"]["cases"]) == {"softmax_triton", "flash_decode"}
+    variant = plan["c_variants"]["cases"]["softmax_triton"]
+    assert not (ROOT / "tests/exercises/softmax_triton/variants" / variant / "expect.json").exists()
+    for sub, want in plan.items():
+        for ex in want["cases"]:
+            assert ((tmp_path / sub / f"{ex}.py").read_text()
+                    != (ROOT / "solutions" / f"{ex}.py").read_text()), (sub, ex)

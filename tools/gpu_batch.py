@@ -1,0 +1,208 @@
+"""A class graded by `python -m grader batch --gpus all` on a GPU box, then each of its
+submissions graded alone: the two gradebooks must agree (issue 20). Run on a CUDA machine:
+
+    python -m tools.gpu_batch --out reports/gpu_batch [--exercises softmax_triton,flash_decode]
+                              [--alone all|none|NAME,...] [--tolerance 0.05]
+                              [--gpus all|N|none] [--layers NAMES]
+
+(--gpus none --layers cpu,adversarial,interp: the same on a machine without a GPU, one
+submission at a time.)
+
+The class (<out>/class/<name>/), graded on --exercises (every layer):
+  a_solutions   solutions/                                        full marks
+  b_stubs       the stubs as released (tools.stubs)               0
+  c_variants    solutions/ with each exercise's first correct variant (tests/exercises/*/variants)
+                in place                                          full marks
+  d_wrong       ... its first wrong case (tests/exercises/*/wrong)       fewer points
+  e_mutants     ... its first mutant (tests/exercises/*/mutants.py)     fewer points
+  f_cheats      ... its first cheat graded on a GPU (expect.json "gpu")  fewer points
+An exercise without a case of that kind keeps its solution. The batch measures the grader's
+baselines once (its measurements.json); a grade alone measures its own, so perf credit may
+differ between the two by the baselines' noise: --tolerance (points per exercise) bounds it.
+Writes <out>/gradebook.csv (the batch's), <out>/alone/<name>.json, <out>/summary.md and
+summary.json (both gradebooks side by side, the seconds, submissions per hour); exits 1 when a
+row broke its expectation or the gradebooks differ by more than --tolerance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.cases import cases, cheats, exercise_of, folder_files, mutants  # noqa: E402
+from tests.helpers import grader_command  # noqa: E402
+
+EXERCISES = ("softmax_triton", "flash_decode")
+FULL, ZERO, FEWER = "full marks", "0", "fewer points"
+
+
+def case_files(kind: str, exercise: str, on_gpu: bool) -> tuple[str, dict[str, str]]:
+    """The first case of `kind` for `exercise`: its name and {file: text}, only that exercise's
+    file (("", {}) when none): a
+    correct variant (no expect.json), a cheat of the layers graded (on_gpu: marked "gpu")."""
+    name = f"{exercise}.py"
+    if kind == "mutants":
+        found = [m for m in mutants() if m.exercise == exercise]
+        return (found[0].name, {name: found[0].apply((ROOT / "solutions" / name).read_text())}) \
+            if found else ("", {})
+    if kind == "cheats":
+        folders = [c.folder for c in cheats() if c.exercise == exercise
+                   and (c.gpu if on_gpu else c.cpu)]
+    else:
+        folders = [f for f in cases(kind) if exercise_of(f) == exercise
+                   and not (kind == "variants" and (f / "expect.json").exists())]
+    for folder in folders:
+        files = folder_files(folder)
+        if name in files:
+            return folder.name, {name: files[name]}
+    return "", {}
+
+
+def make_class(root: Path, exercises: list[str], on_gpu: bool) -> dict[str, dict]:
+    """Writes the class under root; {submission: {"expect": ..., "cases": {exercise: case}}}
+    (full marks where no exercise had a case of the kind)."""
+    from tools.stubs import expected_stubs
+
+    stubs = expected_stubs()
+    plan = {"a_solutions": (FULL, None), "b_stubs": (ZERO, None), "c_variants": (FULL, "variants"),
+            "d_wrong": (FEWER, "wrong"), "e_mutants": (FEWER, "mutants"),
+            "f_cheats": (FEWER, "cheats")}
+    made = {}
+    for sub, (expect, kind) in plan.items():
+        folder = root / sub
+        folder.mkdir(parents=True)
+        base = stubs if sub == "b_stubs" else {f.name: f.read_text()
+                                               for f in (ROOT / "solutions").glob("*.py")}
+        replaced = {}
+        for ex in exercises if kind else ():
+            case, files = case_files(kind, ex, on_gpu)
+            base.update(files)
+            if files:
+                replaced[ex] = case
+        for name, text in base.items():
+            (folder / name).write_text(text)
+        made[sub] = {"expect": expect if replaced or not kind else FULL, "cases": replaced}
+    return made
+
+
+def read_gradebook(path: Path) -> dict[str, dict]:
+    with open(path, newline="") as f:
+        return {row["submission"]: row for row in csv.DictReader(f)}
+
+
+def grade_alone(sub: Path, out: Path, selection: list[str]) -> tuple[dict | None, float, str]:
+    """(per-exercise scores, seconds, problem) of one grade of `sub` on its own."""
+    start = time.perf_counter()
+    exercises = selection[selection.index("--exercises") + 1].split(",")
+    proc = subprocess.run([*grader_command(), "--submission", str(sub), *selection,
+                           "--json", str(out), "--quiet"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0 or not out.exists():
+        return None, seconds, f"grader exited {proc.returncode}: {proc.stderr[-400:]}"
+    report = json.loads(out.read_text())
+    scores = {ex: round(sum(t["score"] for t in report["tests"] if t["exercise"] == ex), 3)
+              for ex in exercises}
+    return {**scores, "total": round(report["score"], 3), "max": round(report["max_score"], 3)}, \
+        seconds, ""
+
+
+def judge(expect: str, row: dict) -> str:
+    """'' when the batch's row meets the submission's expectation, else why not."""
+    if row.get("note"):
+        return row["note"]
+    total, top = float(row["total"]), float(row["max"])
+    ok = {FULL: total == top, ZERO: total == 0, FEWER: total < top}[expect]
+    return "" if ok else f"expected {expect}, got {total:g}/{top:g}"
+
+
+def write_summary(out: Path, exercises: list[str], spread: list[str], plan: dict,
+                  batch_s: float, rows: list[dict]) -> None:
+    """summary.json and summary.md from the rows so far (rewritten after every grade alone, so
+    a run stopped early keeps what it measured)."""
+    per_hour = 3600 * len(plan) / batch_s
+    summary = {"exercises": exercises, "batch_s": round(batch_s, 1),
+               "submissions": len(plan), "per_hour": round(per_hour, 1), "rows": rows}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    lines = [f"`batch {' '.join(spread)}` over {len(plan)} submissions on {', '.join(exercises)}: "
+             f"{batch_s:.1f} s, {per_hour:.1f} submissions per hour", "",
+             "| submission | cases | expected | batch | alone | largest difference | problem |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        alone = f"{r['alone']['total']:g}/{r['alone']['max']:g} ({r['alone_s']:.0f} s)" \
+            if r["alone"] else "–"
+        batch = r["batch"]["note"] or f"{r['batch']['total']}/{r['batch']['max']} ({r['batch_s']} s)"
+        cases_ = ", ".join(f"{ex}: {k}" for ex, k in r["cases"].items()) or "–"
+        diff = "–" if r["largest_difference"] is None else f"{r['largest_difference']:g}"
+        lines.append(f"| {r['submission']} | {cases_} | {r['expect']} | {batch} | {alone} | "
+                     f"{diff} | {r['problem'] or 'none'} |")
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default="reports/gpu_batch")
+    p.add_argument("--exercises", default=",".join(EXERCISES))
+    p.add_argument("--alone", default="all", help="all, none, or submission names")
+    p.add_argument("--tolerance", type=float, default=0.05)
+    p.add_argument("--gpus", default="all", help="batch's --gpus, or none (--jobs 1)")
+    p.add_argument("--layers", default="", help="the layers graded (default: every one)")
+    args = p.parse_args(argv)
+    out = Path(args.out).resolve()
+    exercises = [e for e in args.exercises.split(",") if e]
+    klass = out / "class"
+    if klass.exists():
+        sys.exit(f"{klass} exists: give another --out")
+    layers = args.layers.split(",") if args.layers else ["gpu"]
+    plan = make_class(klass, exercises, on_gpu=bool({"gpu", "perf"} & set(layers)))
+    selection = ["--exercises", ",".join(exercises), *(["--layers", args.layers] if args.layers else [])]
+    spread = ["--jobs", "1"] if args.gpus == "none" else ["--gpus", args.gpus]
+
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "grader", "batch", str(klass), "--out", str(out),
+                           *spread, *selection],
+                          cwd=ROOT, capture_output=True, text=True)
+    batch_s = time.perf_counter() - start
+    (out / "batch.log").write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        print(proc.stdout + proc.stderr)
+        return 1
+    book = read_gradebook(out / "gradebook.csv")
+    took = dict(re.findall(r"^(\S+): .*?\((\d+) s", proc.stdout, re.M))   # batch's progress lines
+
+    names = list(plan) if args.alone == "all" else [] if args.alone == "none" \
+        else args.alone.split(",")
+    (out / "alone").mkdir(exist_ok=True)
+    rows, failed = [], 0
+    for sub, want in plan.items():
+        row = book.get(sub, {"note": "no row in the gradebook"})
+        problem = judge(want["expect"], row)
+        alone, seconds, why = (grade_alone(klass / sub, out / "alone" / f"{sub}.json", selection)
+                               if sub in names else (None, 0.0, ""))
+        diff = None
+        if alone is not None and not row.get("note"):
+            diff = max(abs(float(row[ex]) - alone[ex]) for ex in exercises)
+            if diff > args.tolerance:
+                problem = problem or f"batch and alone differ by {diff:g} points"
+        problem = problem or why
+        failed += bool(problem)
+        rows.append({"submission": sub, "cases": want["cases"], "expect": want["expect"],
+                     "batch": {k: row.get(k) for k in (*exercises, "total", "max", "note")},
+                     "batch_s": int(took.get(sub, 0)), "alone": alone, "alone_s": round(seconds, 1),
+                     "largest_difference": diff, "problem": problem})
+        write_summary(out, exercises, spread, plan, batch_s, rows)
+    print((out / "summary.md").read_text())
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
