@@ -163,10 +163,10 @@ def test_gpu_batch_class_mixes_one_case_of_each_kind_per_exercise(tmp_path):
     """tools/gpu_batch.py's class (graded by batch --gpus on a GPU box, then each alone):
     solutions, stubs, and one submission per kind with that kind's first case of each exercise
     in place; a correct variant, never a near-correct one."""
-    from tools.gpu_batch import FEWER, FULL, ZERO, make_class
+    from tools.gpu_batch import FEWER, FULL, SPEED, ZERO, make_class
 
     plan = make_class(tmp_path, ["softmax_triton", "flash_decode"], on_gpu=True)
-    assert [plan[s]["expect"] for s in plan] == [FULL, ZERO, FULL, FEWER, FEWER, FEWER]
+    assert [plan[s]["expect"] for s in plan] == [FULL, ZERO, SPEED, FEWER, FEWER, FEWER]
     assert set(plan["d_wrong"]["cases"]) == {"softmax_triton", "flash_decode"}
     variant = plan["c_variants"]["cases"]["softmax_triton"]
     assert not (ROOT / "tests/exercises/softmax_triton/variants" / variant / "expect.json").exists()

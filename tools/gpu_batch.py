@@ -12,7 +12,8 @@ The class (<out>/class/<name>/), graded on --exercises (every layer):
   a_solutions   solutions/                                        full marks
   b_stubs       the stubs as released (tools.stubs)               0
   c_variants    solutions/ with each exercise's first correct variant (tests/exercises/*/variants)
-                in place                                          full marks
+                in place                                          full marks but for speed
+                (a correct kernel may be slow: the perf layer is not judged here)
   d_wrong       ... its first wrong case (tests/exercises/*/wrong)       fewer points
   e_mutants     ... its first mutant (tests/exercises/*/mutants.py)     fewer points
   f_cheats      ... its first cheat graded on a GPU (expect.json "gpu")  fewer points
@@ -39,10 +40,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.cases import cases, cheats, exercise_of, folder_files, mutants  # noqa: E402
-from tests.helpers import grader_command  # noqa: E402
+from tests.helpers import grade  # noqa: E402
 
 EXERCISES = ("softmax_triton", "flash_decode")
-FULL, ZERO, FEWER = "full marks", "0", "fewer points"
+FULL, SPEED, ZERO, FEWER = "full marks", "full marks but for speed", "0", "fewer points"
 
 
 def case_files(kind: str, exercise: str, on_gpu: bool) -> tuple[str, dict[str, str]]:
@@ -73,7 +74,7 @@ def make_class(root: Path, exercises: list[str], on_gpu: bool) -> dict[str, dict
     from tools.stubs import expected_stubs
 
     stubs = expected_stubs()
-    plan = {"a_solutions": (FULL, None), "b_stubs": (ZERO, None), "c_variants": (FULL, "variants"),
+    plan = {"a_solutions": (FULL, None), "b_stubs": (ZERO, None), "c_variants": (SPEED, "variants"),
             "d_wrong": (FEWER, "wrong"), "e_mutants": (FEWER, "mutants"),
             "f_cheats": (FEWER, "cheats")}
     made = {}
@@ -99,28 +100,30 @@ def read_gradebook(path: Path) -> dict[str, dict]:
         return {row["submission"]: row for row in csv.DictReader(f)}
 
 
-def grade_alone(sub: Path, out: Path, selection: list[str]) -> tuple[dict | None, float, str]:
+def grade_alone(sub: Path, out: Path, exercises: list[str],
+                selection: list[str]) -> tuple[dict | None, float, str]:
     """(per-exercise scores, seconds, problem) of one grade of `sub` on its own."""
     start = time.perf_counter()
-    exercises = selection[selection.index("--exercises") + 1].split(",")
-    proc = subprocess.run([*grader_command(), "--submission", str(sub), *selection,
-                           "--json", str(out), "--quiet"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=1800)
-    seconds = time.perf_counter() - start
-    if proc.returncode != 0 or not out.exists():
-        return None, seconds, f"grader exited {proc.returncode}: {proc.stderr[-400:]}"
-    report = json.loads(out.read_text())
+    try:
+        report = grade(sub, *selection, json_path=out, timeout=1800)
+    except (AssertionError, subprocess.SubprocessError) as e:
+        return None, time.perf_counter() - start, str(e)[-400:]
     scores = {ex: round(sum(t["score"] for t in report["tests"] if t["exercise"] == ex), 3)
               for ex in exercises}
     return {**scores, "total": round(report["score"], 3), "max": round(report["max_score"], 3)}, \
-        seconds, ""
+        time.perf_counter() - start, ""
 
 
-def judge(expect: str, row: dict) -> str:
-    """'' when the batch's row meets the submission's expectation, else why not."""
+def judge(expect: str, row: dict, report: Path) -> str:
+    """'' when the batch's row meets the submission's expectation, else why not (SPEED: every
+    check but the perf layer's at full marks, read from the batch's report)."""
     if row.get("note"):
         return row["note"]
     total, top = float(row["total"]), float(row["max"])
+    if expect == SPEED:
+        lost = [t["name"] for t in json.loads(report.read_text())["tests"]
+                if t["layer"] != "perf" and t["score"] < t["max_score"]]
+        return f"expected {expect}, lost points on {', '.join(lost)}" if lost else ""
     ok = {FULL: total == top, ZERO: total == 0, FEWER: total < top}[expect]
     return "" if ok else f"expected {expect}, got {total:g}/{top:g}"
 
@@ -185,8 +188,9 @@ def main(argv=None) -> int:
     rows, failed = [], 0
     for sub, want in plan.items():
         row = book.get(sub, {"note": "no row in the gradebook"})
-        problem = judge(want["expect"], row)
-        alone, seconds, why = (grade_alone(klass / sub, out / "alone" / f"{sub}.json", selection)
+        problem = judge(want["expect"], row, out / "reports" / f"{sub}.json")
+        alone, seconds, why = (grade_alone(klass / sub, out / "alone" / f"{sub}.json", exercises,
+                                           selection)
                                if sub in names else (None, 0.0, ""))
         diff = None
         if alone is not None and not row.get("note"):

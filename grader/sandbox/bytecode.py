@@ -76,7 +76,10 @@ def for_run(folder: str | None = None, wanted: bool = True):
     if own:
         path = Path(tempfile.mkdtemp(prefix="grader-bytecode-"))
         path.chmod(0o755)
-        builder = _build(path)
+        from grader.sandbox import isolation
+
+        # the trusted builder; None when it cannot start (the workers compile from source then)
+        builder = isolation.start_trusted(["-X", f"pycache_prefix={path}"], BUILD)
     else:
         path = Path(folder)
     _runs.append(path)
@@ -89,13 +92,6 @@ def for_run(folder: str | None = None, wanted: bool = True):
                 builder.kill()
                 builder.wait()
             shutil.rmtree(path, ignore_errors=True)
-
-
-def _build(path: Path):
-    """The trusted builder; None when it cannot start (the workers compile from source then)."""
-    from grader.sandbox import isolation
-
-    return isolation.start_trusted(["-X", f"pycache_prefix={path}"], BUILD)
 
 
 def current() -> str:

@@ -45,13 +45,13 @@ def _flash_requests(sub, rng, markers, tensors, blocks, what):
                            reference=lambda i: g.attention_reference(*i))
 
 
-def _fastest_tiles(sub, rng, gpu, markers, tensors, base_ms):
+def _fastest_tiles(sub, rng, gpu, markers, tensors, base_ms: float):
     """The tile shape flash_fwd is timed with: the student's kernel takes BLOCK_M and BLOCK_N
     (the lesson's signature), so its own defaults first, then the tile shapes this chip's
     profile lists, at N = 8K, keeping the fastest (Measure: "the best values depend on the
     chip's shared memory size, which is why real kernels autotune"). The sweep stops at a
     shape already well inside full marks (SWEEP_DONE of the band's full ratio): another shape
-    could not change the credit. `base_ms()` is SDPA's time at 8K, measured before.
+    could not change the credit. `base_ms` is SDPA's time at 8K, measured before.
     Returns (its label, its kwargs, {label: (ms, kwargs)})."""
     from grader import errors
     from grader.judge import timing, verdicts
@@ -80,7 +80,7 @@ def _fastest_tiles(sub, rng, gpu, markers, tensors, base_ms):
             wrong.append(str(e))
             continue
         tried[label] = (ms, blocks)
-        if ms <= SWEEP_DONE * full * base_ms():
+        if ms <= SWEEP_DONE * full * base_ms:
             break
     if not tried:
         if wrong:
@@ -107,12 +107,8 @@ def test_speed_vs_sdpa(student, rng, gpu, credit, workers):
     notes = [timing.quiet_gpu(workers, "flash_triton.speed_vs_sdpa")]
     base = {N: _sdpa_ms(*inputs[N][1]) for N in PERF_N}
 
-    def sdpa_at(N: int):
-        return base[N]
-
     markers, tensors = inputs[8192]
-    chosen, blocks, tried = _fastest_tiles(sub, rng, gpu, markers, tensors,
-                                           lambda: sdpa_at(8192)[0])
+    chosen, blocks, tried = _fastest_tiles(sub, rng, gpu, markers, tensors, base[8192][0])
     mine = {}
     for N in PERF_N:
         markers, tensors = inputs[N]
@@ -122,7 +118,7 @@ def test_speed_vs_sdpa(student, rng, gpu, credit, workers):
         reqs.verify()
     fractions, lines = [], []
     for N in PERF_N:
-        base_ms, backend = sdpa_at(N)
+        base_ms, backend = base[N]
         flops = 4 * B_PERF * H_PERF * N * N * D_PERF
         impossible = timing.below_floor(mine[N], flops / gpu.ceiling("matmul_tflops") / 1e9,
                                         f"flash_fwd(q, k, v) at N={N}")
