@@ -174,3 +174,17 @@ def test_gpu_batch_class_mixes_one_case_of_each_kind_per_exercise(tmp_path):
         for ex in want["cases"]:
             assert ((tmp_path / sub / f"{ex}.py").read_text()
                     != (ROOT / "solutions" / f"{ex}.py").read_text()), (sub, ex)
+
+
+def test_gpu_batch_class_of_twenty_takes_the_next_case_of_each_kind():
+    """--size 20: solutions, stubs, then the four kinds in turn, each submission of a kind with
+    the kind's next case (so the class is 20 different submissions where the cases allow)."""
+    from tools.gpu_batch import case_files, class_plan
+
+    plan = class_plan(20)
+    assert len(plan) == 20 and list(plan)[:6] == ["a_solutions", "b_stubs", "c_variants",
+                                                 "d_wrong", "e_mutants", "f_cheats"]
+    assert plan["c_variants_2"][1:] == ("variants", 1) and plan["f_cheats_4"][1:] == ("cheats", 3)
+    names = [case_files(plan[s][1], "softmax_triton", True, plan[s][2])[0]
+             for s in ("d_wrong", "d_wrong_2", "d_wrong_3")]
+    assert len(set(names)) == 3 and all(names), names

@@ -429,9 +429,13 @@ def test_perf_checks_wait_for_a_kernel_that_exists():
     perf = next(c for c in mine if c.layer == "perf")
     gpu, interp = (next(c for c in mine if c.layer == layer) for layer in ("gpu", "interp"))
 
-    def plugin(here: dict, elsewhere: dict) -> GradePlugin:
-        sel = Selection([ex], ["gpu", "perf"], elsewhere_results=lambda: elsewhere)
-        p = GradePlugin(CHECKS, sel, env=None, workers=None)
+    class Env:   # every exercise's needs met
+        def why_not(self, needs):
+            return None
+
+    def plugin(here: dict, elsewhere: dict, layers=("gpu", "perf")) -> GradePlugin:
+        sel = Selection([ex], list(layers), elsewhere_results=lambda: elsewhere)
+        p = GradePlugin(CHECKS, sel, env=Env(), workers=None)
         p.results.update(here)
         return p
 
@@ -443,6 +447,8 @@ def test_perf_checks_wait_for_a_kernel_that_exists():
     with pytest.raises(errors.NotImplementedByStudent, match="nothing to time"):
         plugin({gpu.id: todo.pop(gpu.id)}, todo).pytest_runtest_setup(Item())
     assert plugin({}, {interp.id: Result(interp, "not_implemented", 0.0)}).stubbed(ex)
+    # the perf layer not selected: a skip stays a skip (not a stub's 0 of its points)
+    plugin({}, {interp.id: Result(interp, "not_implemented", 0.0)}, ["interp"]).pytest_runtest_setup(Item())
     for status in ("passed", "failed", "crashed", "error"):
         p = plugin({gpu.id: Result(gpu, "not_implemented", 0.0)},
                    {interp.id: Result(interp, status, 0.0)})

@@ -3,7 +3,7 @@ submissions graded alone: the two gradebooks must agree (issue 20). Run on a CUD
 
     python -m tools.gpu_batch --out reports/gpu_batch [--exercises softmax_triton,flash_decode]
                               [--alone all|none|NAME,...] [--tolerance 0.05]
-                              [--gpus all|N|none] [--layers NAMES]
+                              [--gpus all|N|none] [--layers NAMES] [--size N]
 
 (--gpus none --layers cpu,adversarial,interp: the same on a machine without a GPU, one
 submission at a time.)
@@ -17,7 +17,9 @@ The class (<out>/class/<name>/), graded on --exercises (every layer):
   d_wrong       ... its first wrong case (tests/exercises/*/wrong)       fewer points
   e_mutants     ... its first mutant (tests/exercises/*/mutants.py)     fewer points
   f_cheats      ... its first cheat graded on a GPU (expect.json "gpu")  fewer points
-An exercise without a case of that kind keeps its solution. The batch measures the grader's
+An exercise without a case of that kind keeps its solution. --size N (more than 6) adds
+submissions round the kinds c to f, each taking the next case of its kind (c_variants_2: the
+second correct variant of each exercise, ...), so a class of 20 has 4 or 5 of each. The batch measures the grader's
 baselines once (its measurements.json); a grade alone measures its own, so perf credit may
 differ between the two by the baselines' noise: --tolerance (points per exercise) bounds it.
 Writes <out>/gradebook.csv (the batch's), <out>/alone/<name>.json, <out>/summary.md and
@@ -46,46 +48,58 @@ EXERCISES = ("softmax_triton", "flash_decode")
 FULL, SPEED, ZERO, FEWER = "full marks", "full marks but for speed", "0", "fewer points"
 
 
-def case_files(kind: str, exercise: str, on_gpu: bool) -> tuple[str, dict[str, str]]:
-    """The first case of `kind` for `exercise`: its name and {file: text}, only that exercise's
-    file (("", {}) when none): a
-    correct variant (no expect.json), a cheat of the layers graded (on_gpu: marked "gpu")."""
+def case_files(kind: str, exercise: str, on_gpu: bool, index: int = 0) -> tuple[str, dict[str, str]]:
+    """Case `index` of `kind` for `exercise` (counted round, so a kind with fewer cases repeats):
+    its name and {file: text}, only that exercise's file (("", {}) when none): a correct variant
+    (no expect.json), a cheat of the layers graded (on_gpu: marked "gpu")."""
     name = f"{exercise}.py"
     if kind == "mutants":
         found = [m for m in mutants() if m.exercise == exercise]
-        return (found[0].name, {name: found[0].apply((ROOT / "solutions" / name).read_text())}) \
-            if found else ("", {})
+        if not found:
+            return "", {}
+        m = found[index % len(found)]
+        return m.name, {name: m.apply((ROOT / "solutions" / name).read_text())}
     if kind == "cheats":
         folders = [c.folder for c in cheats() if c.exercise == exercise
                    and (c.gpu if on_gpu else c.cpu)]
     else:
         folders = [f for f in cases(kind) if exercise_of(f) == exercise
                    and not (kind == "variants" and (f / "expect.json").exists())]
-    for folder in folders:
-        files = folder_files(folder)
-        if name in files:
-            return folder.name, {name: files[name]}
-    return "", {}
+    usable = [(f.name, folder_files(f)) for f in folders]
+    usable = [(case, {name: files[name]}) for case, files in usable if name in files]
+    return usable[index % len(usable)] if usable else ("", {})
 
 
-def make_class(root: Path, exercises: list[str], on_gpu: bool) -> dict[str, dict]:
+KINDS = (("c_variants", SPEED, "variants"), ("d_wrong", FEWER, "wrong"),
+         ("e_mutants", FEWER, "mutants"), ("f_cheats", FEWER, "cheats"))
+
+
+def class_plan(size: int) -> dict[str, tuple[str, str | None, int]]:
+    """{submission: (expectation, kind of case, case index)}: solutions, stubs, then the kinds
+    in turn until `size` (at least 6)."""
+    plan = {"a_solutions": (FULL, None, 0), "b_stubs": (ZERO, None, 0)}
+    for i in range(max(size, 6) - 2):
+        sub, expect, kind = KINDS[i % len(KINDS)]
+        index = i // len(KINDS)
+        plan[sub if index == 0 else f"{sub}_{index + 1}"] = (expect, kind, index)
+    return plan
+
+
+def make_class(root: Path, exercises: list[str], on_gpu: bool, size: int = 6) -> dict[str, dict]:
     """Writes the class under root; {submission: {"expect": ..., "cases": {exercise: case}}}
     (full marks where no exercise had a case of the kind)."""
     from tools.stubs import expected_stubs
 
     stubs = expected_stubs()
-    plan = {"a_solutions": (FULL, None), "b_stubs": (ZERO, None), "c_variants": (SPEED, "variants"),
-            "d_wrong": (FEWER, "wrong"), "e_mutants": (FEWER, "mutants"),
-            "f_cheats": (FEWER, "cheats")}
     made = {}
-    for sub, (expect, kind) in plan.items():
+    for sub, (expect, kind, index) in class_plan(size).items():
         folder = root / sub
         folder.mkdir(parents=True)
         base = stubs if sub == "b_stubs" else {f.name: f.read_text()
                                                for f in (ROOT / "solutions").glob("*.py")}
         replaced = {}
         for ex in exercises if kind else ():
-            case, files = case_files(kind, ex, on_gpu)
+            case, files = case_files(kind, ex, on_gpu, index)
             base.update(files)
             if files:
                 replaced[ex] = case
@@ -159,6 +173,7 @@ def main(argv=None) -> int:
     p.add_argument("--tolerance", type=float, default=0.05)
     p.add_argument("--gpus", default="all", help="batch's --gpus, or none (--jobs 1)")
     p.add_argument("--layers", default="", help="the layers graded (default: every one)")
+    p.add_argument("--size", type=int, default=6, help="submissions in the class (6 or more)")
     args = p.parse_args(argv)
     out = Path(args.out).resolve()
     exercises = [e for e in args.exercises.split(",") if e]
@@ -166,7 +181,7 @@ def main(argv=None) -> int:
     if klass.exists():
         sys.exit(f"{klass} exists: give another --out")
     layers = args.layers.split(",") if args.layers else ["gpu"]
-    plan = make_class(klass, exercises, on_gpu=bool({"gpu", "perf"} & set(layers)))
+    plan = make_class(klass, exercises, on_gpu=bool({"gpu", "perf"} & set(layers)), size=args.size)
     selection = ["--exercises", ",".join(exercises), *(["--layers", args.layers] if args.layers else [])]
     spread = ["--jobs", "1"] if args.gpus == "none" else ["--gpus", args.gpus]
 

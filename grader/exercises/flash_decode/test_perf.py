@@ -16,12 +16,29 @@ from grader.judge.compare import CheckFailed, assert_close
 from grader.judge.inputs import tensor
 
 PERF_B, PERF_HQ, PERF_D = 8, 32, 128
-PERF_CASES = ((32, 32768), (8, 32768), (32, 131072), (8, 131072))   # (Hkv, L)
-SPEEDUP_CASE = (1, 32, 8, 131072, 128)                              # B, Hq, Hkv, L, D
+# (Hkv, L): each reads at least 1 GiB of K and V, about 1 ms per call on the H200 at its copy
+# bandwidth. A call launched from Python costs 0.25-0.5 ms of host time (refill, the student's
+# launches, checksum), so a smaller size times the host, not the kernel: (8, 32K), a quarter of
+# that, measured 0.26 to 0.50 ms across runs of the same solution.
+PERF_CASES = ((32, 32768), (8, 131072), (32, 131072))
+SPEEDUP_SHAPE = (1, 32, 8, 128)       # B, Hq, Hkv, D; L from the copy bandwidth (speedup_length)
+SPEEDUP_MIN_L, SPEEDUP_MAX_L = 131072, 1048576
+SPEEDUP_MIN_MS = 1.0   # num_splits=None reads K and V for at least this long at copy bandwidth
 # Reading alone outruns a read-plus-write copy (SDPA's cuDNN reads at 1.05-1.07 of the copy
 # bandwidth on the H200, issue 13): the roofline floor for reading K and V is their bytes at
 # READ_OVER_COPY times the measured copy bandwidth (below_floor adds 10% to spare).
 READ_OVER_COPY = 1.25
+
+
+def speedup_length(copy_gbs: float) -> int:
+    """L of the splits speed-up case: the smallest power of two from 128K up whose K and V take
+    SPEEDUP_MIN_MS to read at the measured copy bandwidth (at most 1M), so that the split
+    kernel's time is the GPU's and not the launches' (1M on the H200, 128K on a GB10)."""
+    B, _, Hkv, D = SPEEDUP_SHAPE
+    L = SPEEDUP_MIN_L
+    while L < SPEEDUP_MAX_L and 2 * B * Hkv * L * D * 2 / (copy_gbs * 1e6) < SPEEDUP_MIN_MS:
+        L *= 2
+    return L
 
 
 def _decode_inputs(rng, B, Hq, Hkv, L, D):
@@ -134,7 +151,8 @@ def test_splits_speedup(student, rng, gpu, credit, workers):
     what = "flash_decode.splits_speedup"
     copy = gpu.ceiling("copy_gbs")
     sub = student()
-    B, Hq, Hkv, L, D = SPEEDUP_CASE
+    B, Hq, Hkv, D = SPEEDUP_SHAPE
+    L = speedup_length(copy) if copy == copy and copy > 0 else SPEEDUP_MIN_L
     case = f"B={B}, Hq={Hq}, Hkv={Hkv}, L={L}, D={D}, float16"
     markers, tensors = _decode_inputs(rng, B, Hq, Hkv, L, D)
     times = {}
