@@ -188,3 +188,8 @@ def test_gpu_batch_class_of_twenty_takes_the_next_case_of_each_kind():
     names = [case_files(plan[s][1], "softmax_triton", True, plan[s][2])[0]
              for s in ("d_wrong", "d_wrong_2", "d_wrong_3")]
     assert len(set(names)) == 3 and all(names), names
+    from tools.gpu_batch import in_shard
+
+    halves = [in_shard(plan, (i, 2)) for i in (0, 1)]
+    assert sorted([*halves[0], *halves[1]]) == sorted(plan) and len(halves[0]) == 10
+    assert "a_solutions" in halves[0] and "b_stubs" in halves[1]   # batch sorts by name too

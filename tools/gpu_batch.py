@@ -3,7 +3,7 @@ submissions graded alone: the two gradebooks must agree (issue 20). Run on a CUD
 
     python -m tools.gpu_batch --out reports/gpu_batch [--exercises softmax_triton,flash_decode]
                               [--alone all|none|NAME,...] [--tolerance 0.05]
-                              [--gpus all|N|none] [--layers NAMES] [--size N]
+                              [--gpus all|N|none] [--layers NAMES] [--size N] [--shard I/N]
 
 (--gpus none --layers cpu,adversarial,interp: the same on a machine without a GPU, one
 submission at a time.)
@@ -19,7 +19,9 @@ The class (<out>/class/<name>/), graded on --exercises (every layer):
   f_cheats      ... its first cheat graded on a GPU (expect.json "gpu")  fewer points
 An exercise without a case of that kind keeps its solution. --size N (more than 6) adds
 submissions round the kinds c to f, each taking the next case of its kind (c_variants_2: the
-second correct variant of each exercise, ...), so a class of 20 has 4 or 5 of each. The batch measures the grader's
+second correct variant of each exercise, ...), so a class of 20 has 4 or 5 of each. --shard
+I/N grades (and compares) only batch's shard I of N, the submissions I, I+N, ... of the sorted
+class: a class too long for one sitting (one device call, one Slurm task) goes in N of them. The batch measures the grader's
 baselines once (its measurements.json); a grade alone measures its own, so perf credit may
 differ between the two by the baselines' noise: --tolerance (points per exercise) bounds it.
 Writes <out>/gradebook.csv (the batch's), <out>/alone/<name>.json, <out>/summary.md and
@@ -41,6 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from grader.batch import shard_spec  # noqa: E402
 from tests.cases import cases, cheats, exercise_of, folder_files, mutants  # noqa: E402
 from tests.helpers import grade  # noqa: E402
 
@@ -109,6 +112,13 @@ def make_class(root: Path, exercises: list[str], on_gpu: bool, size: int = 6) ->
     return made
 
 
+def in_shard(plan: dict, shard: tuple[int, int]) -> dict:
+    """The submissions of `plan` that batch --shard I/N grades: I, I+N, ... of the sorted names
+    (grader.batch.find_submissions)."""
+    i, n = shard
+    return {sub: plan[sub] for sub in sorted(plan)[i::n]}
+
+
 def read_gradebook(path: Path) -> dict[str, dict]:
     with open(path, newline="") as f:
         return {row["submission"]: row for row in csv.DictReader(f)}
@@ -174,6 +184,8 @@ def main(argv=None) -> int:
     p.add_argument("--gpus", default="all", help="batch's --gpus, or none (--jobs 1)")
     p.add_argument("--layers", default="", help="the layers graded (default: every one)")
     p.add_argument("--size", type=int, default=6, help="submissions in the class (6 or more)")
+    p.add_argument("--shard", type=shard_spec, default=None,
+                   help="batch's --shard I/N: only those submissions")
     args = p.parse_args(argv)
     out = Path(args.out).resolve()
     exercises = [e for e in args.exercises.split(",") if e]
@@ -184,6 +196,9 @@ def main(argv=None) -> int:
     plan = make_class(klass, exercises, on_gpu=bool({"gpu", "perf"} & set(layers)), size=args.size)
     selection = ["--exercises", ",".join(exercises), *(["--layers", args.layers] if args.layers else [])]
     spread = ["--jobs", "1"] if args.gpus == "none" else ["--gpus", args.gpus]
+    if args.shard:
+        plan = in_shard(plan, args.shard)
+        spread += ["--shard", "/".join(map(str, args.shard))]
 
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "grader", "batch", str(klass), "--out", str(out),
