@@ -176,10 +176,11 @@ def test_gpu_batch_class_mixes_one_case_of_each_kind_per_exercise(tmp_path):
                     != (ROOT / "solutions" / f"{ex}.py").read_text()), (sub, ex)
 
 
-def test_gpu_batch_class_of_twenty_takes_the_next_case_of_each_kind():
+def test_gpu_batch_class_of_twenty_takes_the_next_case_of_each_kind(tmp_path):
     """--size 20: solutions, stubs, then the four kinds in turn, each submission of a kind with
-    the kind's next case (so the class is 20 different submissions where the cases allow)."""
-    from tools.gpu_batch import case_files, class_plan
+    the kind's next case (so the class is 20 different submissions where the cases allow);
+    --shard I/N keeps the submissions batch grades in that shard."""
+    from tools.gpu_batch import case_files, class_plan, in_shard, make_class
 
     plan = class_plan(20)
     assert len(plan) == 20 and list(plan)[:6] == ["a_solutions", "b_stubs", "c_variants",
@@ -188,8 +189,8 @@ def test_gpu_batch_class_of_twenty_takes_the_next_case_of_each_kind():
     names = [case_files(plan[s][1], "softmax_triton", True, plan[s][2])[0]
              for s in ("d_wrong", "d_wrong_2", "d_wrong_3")]
     assert len(set(names)) == 3 and all(names), names
-    from tools.gpu_batch import in_shard
-
-    halves = [in_shard(plan, (i, 2)) for i in (0, 1)]
+    made = make_class(tmp_path, ["softmax_triton"], on_gpu=True, size=20)
+    assert list(made) == list(plan)
+    halves = [in_shard(made, tmp_path, (i, 2)) for i in (0, 1)]
     assert sorted([*halves[0], *halves[1]]) == sorted(plan) and len(halves[0]) == 10
     assert "a_solutions" in halves[0] and "b_stubs" in halves[1]   # batch sorts by name too

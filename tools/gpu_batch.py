@@ -43,7 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from grader.batch import shard_spec  # noqa: E402
+from grader.batch import find_submissions, shard_spec  # noqa: E402
 from tests.cases import cases, cheats, exercise_of, folder_files, mutants  # noqa: E402
 from tests.helpers import grade  # noqa: E402
 
@@ -112,11 +112,11 @@ def make_class(root: Path, exercises: list[str], on_gpu: bool, size: int = 6) ->
     return made
 
 
-def in_shard(plan: dict, shard: tuple[int, int]) -> dict:
-    """The submissions of `plan` that batch --shard I/N grades: I, I+N, ... of the sorted names
-    (grader.batch.find_submissions)."""
-    i, n = shard
-    return {sub: plan[sub] for sub in sorted(plan)[i::n]}
+def in_shard(plan: dict, klass: Path, shard: tuple[int, int]) -> dict:
+    """The submissions of `plan` that batch --shard I/N grades in the class folder `klass`
+    (grader.batch.find_submissions picks them)."""
+    graded = {p.name for p in find_submissions(klass, shard)}
+    return {sub: want for sub, want in plan.items() if sub in graded}
 
 
 def read_gradebook(path: Path) -> dict[str, dict]:
@@ -197,7 +197,7 @@ def main(argv=None) -> int:
     selection = ["--exercises", ",".join(exercises), *(["--layers", args.layers] if args.layers else [])]
     spread = ["--jobs", "1"] if args.gpus == "none" else ["--gpus", args.gpus]
     if args.shard:
-        plan = in_shard(plan, args.shard)
+        plan = in_shard(plan, klass, args.shard)
         spread += ["--shard", "/".join(map(str, args.shard))]
 
     start = time.perf_counter()
