@@ -140,9 +140,9 @@ def test_no_record_at_all_earns_nothing():
         _validate(None)
 
 
-def _value(a) -> TensorValue:
+def _value(a, dtype: str = "float32") -> TensorValue:
     a = np.asarray(a, dtype=np.float32)
-    return TensorValue(a, "float32", "cpu", a.shape, (1,))
+    return TensorValue(a, dtype, "cpu", a.shape, (1,))
 
 
 def test_replayed_outputs_must_equal_the_call_exactly():
@@ -265,6 +265,50 @@ def test_a_failure_on_moved_inputs_must_repeat_on_a_new_draw():
     fresh.judge(draw(), lambda f: replays.append(f) or outputs([f.expected[0]]), draw, call,
                 "softmax(x)")
     assert len(replays) == 1   # a pass costs one replay
+
+
+def _decode_fp16_scores(q, k, v):
+    """flash_decode with q . k formed as decode_fp16_elementwise_qk does under the interpreter:
+    float16 products, their sum rounded to float16 (full caches, Hq = Hkv)."""
+    from grader.judge.inputs import round_to
+
+    s = (q[:, :, None, :].astype(np.float16) * k.astype(np.float16)).astype(np.float32).sum(-1)
+    s = s.astype(np.float16).astype(np.float64) / np.sqrt(q.shape[-1])
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return round_to(np.einsum("bhn,bhnd->bhd", p, v.astype(np.float64)) / p.sum(-1)[..., None],
+                    "float16")
+
+
+def test_decode_floor_covers_float16_scores_at_a_near_tie():
+    """flash_decode's floor (reference.score_rounding_floor): a correct kernel that rounds its
+    scores to float16 passes the second replay at flash_decode.large_scores's scores (~300),
+    where a near-tie the moved values make puts it past GROWTH times its own error (it failed CI
+    twice without the floor); a carried-over answer at ordinary scores still fails."""
+    from grader.exercises.flash_decode.reference import decode_inputs
+    from grader.judge import fresh
+    from grader.judge.inputs import tensor
+
+    rng = np.random.default_rng(7)
+    past_without = 0
+    for _ in range(40):
+        q, k, v = decode_inputs(rng, 2, 2, 2, 96, 64, scale=10.0)
+        args = (*(tensor(t, "float16") for t in (q, k, v)), tensor(np.array([96, 96]), "int32"))
+        form = fresh.form_of("flash_decode", "flash_decode", args, {}, rng)
+        got = _value(_decode_fp16_scores(*(a.array for a in form.args[:3])), "float16")
+        call = _value(_decode_fp16_scores(q, k, v), "float16")
+        fresh.compare({"outputs": [got], "compile": [], "error": ""}, form, call, "flash_decode")
+        try:
+            fresh.compare({"outputs": [got], "compile": [], "error": ""},
+                          fresh.Fresh(form.args, {}, form.expected, form.before), call, "")
+        except CheckFailed:
+            past_without += 1
+    assert past_without, "no draw made a near-tie: the floor was not exercised"
+    q, k, v = decode_inputs(rng, 2, 2, 2, 96, 64)
+    args = (*(tensor(t, "float16") for t in (q, k, v)), tensor(np.array([96, 96]), "int32"))
+    form = fresh.form_of("flash_decode", "flash_decode", args, {}, rng)
+    with pytest.raises(CheckFailed, match="moved by at most 20%"):
+        fresh.compare({"outputs": [_value(form.before[0], "float16")], "compile": [], "error": ""},
+                      form, _value(_decode_fp16_scores(q, k, v), "float16"), "flash_decode")
 
 
 def test_flash_bwd_gets_the_o_and_lse_of_its_fresh_inputs():

@@ -40,6 +40,36 @@ def decode_reference(q, k, v, seq_lens, interleaved: bool = False) -> np.ndarray
     return o
 
 
+def score_rounding_floor(q, k, v, seq_lens, dtype: str = "float16") -> np.ndarray:
+    """(B, Hq): for each query head, a first-order bound of how far a correct kernel's o can be
+    from the float64 answer when it rounds its scores to `dtype` (q . k element-wise, products
+    and their sum in float16, as public one-row decode kernels write it): each score s_j off by
+    d_j = EPS * (|s_j| + sqrt(log2(D) + 1) * ||q * k_j|| / sqrt(D)) (the last rounding, and the
+    products' and the sum's tree of adds), which moves o_d by at most sum_j p_j d_j |v_jd - o_d|;
+    the root mean square over d. Far below the dtype's rounding of o at ordinary scores; with
+    scores in the hundreds and a near-tie at the max, a percent or more of o."""
+    from grader.judge.compare import EPS
+
+    q, k, v = (np.asarray(t, dtype=np.float64) for t in (q, k, v))
+    B, Hq, D = q.shape
+    Hkv = k.shape[1]
+    floor = np.zeros((B, Hq))
+    for b in range(B):
+        n = int(seq_lens[b])
+        if n == 0:
+            continue
+        for h in range(Hq):
+            kb, vb = k[b, h // (Hq // Hkv), :n], v[b, h // (Hq // Hkv), :n]
+            s = kb @ q[b, h] / np.sqrt(D)
+            p = np.exp(s - s.max())
+            p /= p.sum()
+            terms = np.sqrt(((kb * q[b, h]) ** 2).sum(1)) / np.sqrt(D)
+            d = EPS[dtype] * (np.abs(s) + np.sqrt(np.log2(D) + 1) * terms)
+            o = p @ vb
+            floor[b, h] = np.sqrt(np.mean(((p * d) @ np.abs(vb - o)) ** 2))
+    return floor
+
+
 def state_of(s: np.ndarray, v: np.ndarray):
     """The partial state (m, l, acc) of scores s (rows, n) over values v (n, D); n = 0 or a row
     of only -inf gives the empty state (-inf, 0, 0)."""
