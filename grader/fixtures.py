@@ -210,6 +210,16 @@ def credit(request):
 
 
 @pytest.fixture
+def later(request):
+    """`later(work)`: work() (a timed request's verification, the gated calls after timing) runs
+    after the check's body, and its exception is the check's outcome. At the end of the check;
+    or, when the grade times every perf check first (grader.run), after the last of them, with
+    the GPU shared by the untimed checks: nothing there is timed any more. Work that needs the
+    worker as timing left it (its last output, a trace) is fetched before, in the body."""
+    return _plugin(request).pending_later.setdefault(request.node.nodeid, []).append
+
+
+@pytest.fixture
 def environment(request):
     return _plugin(request).env
 
@@ -244,10 +254,13 @@ class GpuContext:
         # report's header shows them
         self.ceilings = {}
         if "perf" in plugin.selection.layers:
-            self.ceilings = {
-                name: round(float(remembered("ceiling", {"name": name}, lambda f=f: f(torch))), 1)
-                for name, f in (("copy_gbs", ceilings.copy_bandwidth_gbs),
-                                ("matmul_tflops", ceilings.matmul_tflops))}
+            from grader.sandbox import calllog
+
+            with calllog.span("ceilings"):
+                self.ceilings = {
+                    name: round(float(remembered("ceiling", {"name": name}, lambda f=f: f(torch))), 1)
+                    for name, f in (("copy_gbs", ceilings.copy_bandwidth_gbs),
+                                    ("matmul_tflops", ceilings.matmul_tflops))}
         plugin.device_info.update(self.info, **self.ceilings)
 
     def ceiling(self, name: str) -> float:

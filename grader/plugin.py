@@ -15,6 +15,7 @@ selected or cannot run here, and after the test maps the outcome to a status:
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -40,11 +41,20 @@ class GradePlugin:
         self.workers = workers
         self.results: dict[str, Result] = {}
         self.pending_replays: dict[str, list] = {}   # nodeid -> replays deferred to its end
+        # nodeid -> the check's work after its timing (`later`: verification, gated calls),
+        # run at its end; or, while `deferring` (grader.run times every perf check first), after
+        # the last check, beside the untimed checks that `after_timed()` starts
+        self.pending_later: dict[str, list] = {}
+        self.deferring = False
+        self.after_timed = None
+        self._deferred: list = []   # (nodeid, check) whose verdict waits for its later work
         self.layer_seconds: dict[str, float] = {}
         self.credits: dict[str, Credit] = {}
         self.device_info: dict = {}   # filled by the `gpu` fixture: name, SMs, ceilings ...
         self._started: dict[str, float] = {}
         self._stubbed: dict[str, str] = {}   # exercise -> why its perf checks are not run ("": run)
+        self._checks_by_node: dict[str, Check] = {}
+        self._lock = threading.Lock()   # deferred checks settle side by side (_settle_all)
 
     # ------------------------------------------------------------------ collection
 
@@ -84,9 +94,9 @@ class GradePlugin:
 
     @pytest.hookimpl(tryfirst=True)   # before its fixtures: a GPU context, ceilings, workers
     def pytest_runtest_setup(self, item):
-        """A perf check of an exercise whose every other check met a NotImplementedError is
-        not run: it would time the functions those checks found missing, and it would pay a
-        worker, a profiler and the grader's baselines to learn it again."""
+        """A perf check of an exercise whose graded functions are all still the stub is not
+        run: it would time functions that can only raise, and pay a worker, a profiler and the
+        grader's baselines to learn it."""
         check = self.check_of(item)
         calllog.check = check.id
         if check.layer == "perf" and self.reason_not_run(check) is None:   # a skip stays a skip
@@ -95,38 +105,109 @@ class GradePlugin:
                 raise errors.NotImplementedByStudent(why)
 
     def stubbed(self, exercise: str) -> str:
-        """Why the exercise's perf checks are not run, or "": every check of it on the other
-        layers that ran, here and in the parallel processes (waited for), ended in a
-        NotImplementedError, and at least one ran. One that passed, failed or crashed, on any
-        layer, and the perf checks run: they are decided by the same results every time."""
+        """Why the exercise's perf checks are not run, or "": every function they time
+        (Exercise.timed, else the kernel-use gate's Exercise.kernels) still begins with the
+        stub's `raise NotImplementedError` in the submission's file (grader.judge.stubbed).
+        Read from the source, so it is known before any of the exercise's other checks ran:
+        the perf checks may run first (grader.run). One function written, and they run."""
         if exercise not in self._stubbed:
-            try:
-                elsewhere = dict(self.selection.elsewhere_results())
-            except Exception:   # noqa: BLE001 - a parallel part that failed: run the perf checks
-                elsewhere = {}
-            mine = [r for r in {**elsewhere, **self.results}.values()
-                    if r.check.exercise == exercise and r.check.layer != "perf"
-                    and r.status != "not_run"]
-            stub = bool(mine) and all(r.status == "not_implemented" for r in mine)
+            from grader.judge.stubbed import still_stubs
+
+            names = list(EXERCISES[exercise].timed or EXERCISES[exercise].kernels)
+            directory = (getattr(self.workers, "sources", None)
+                         or getattr(self.workers, "directory", None))
+            stubs = still_stubs(directory / f"{exercise}.py", names) if names and directory else []
             self._stubbed[exercise] = (
-                f"not timed: every check of {exercise} that ran on the other layers met a "
-                f"NotImplementedError, so there is nothing to time yet") if stub else ""
+                f"not timed: {' and '.join(stubs)} still "
+                f"{'raise' if len(stubs) > 1 else 'raises'} NotImplementedError first (the "
+                f"stub), so there is nothing to time yet") if stubs and len(stubs) == len(names) else ""
         return self._stubbed[exercise]
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item):
         self._started[item.nodeid] = time.perf_counter()
         outcome = yield
-        # the replays of the check's gated calls (grader.judge.provenance), once it is over and
-        # only if it earned something: a failed replay fails the check as its own failure would
-        pending = self.pending_replays.pop(item.nodeid, [])
-        if outcome.excinfo is None:
-            for replay in pending:
-                try:
-                    replay()
-                except BaseException as e:   # noqa: BLE001 - reported as the check's outcome
-                    outcome.force_exception(e)
-                    break
+        if outcome.excinfo is not None:   # it earned nothing: its later work and replays neither
+            self.pending_later.pop(item.nodeid, None)
+            self.pending_replays.pop(item.nodeid, None)
+        elif self.deferring and self.pending_later.get(item.nodeid):
+            self._deferred.append(item.nodeid)   # its verdict waits for the timed phase's end
+        else:
+            try:
+                self._settle(item.nodeid)
+            except BaseException as e:   # noqa: BLE001 - reported as the check's outcome
+                outcome.force_exception(e)
+
+    def _settle(self, nodeid: str) -> None:
+        """The check's later work, then the replays of its gated calls (grader.judge.provenance),
+        those the later work made included: a failure there is the check's own failure."""
+        for work in self.pending_later.pop(nodeid, []):
+            work()
+        for replay in self.pending_replays.pop(nodeid, []):
+            replay()
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtestloop(self, session):
+        """While `deferring`: once every check here has run (the timed ones, with the GPU alone),
+        start what `after_timed` starts (the untimed checks' grading processes), then settle the
+        deferred checks, each verdict from its credit and its later work."""
+        yield
+        if not self.deferring:
+            return
+        self.deferring = False
+        if self.after_timed is not None:
+            self.after_timed()
+        self._settle_all(self._deferred)
+
+    def _settle_all(self, nodeids: list[str]) -> None:
+        """The deferred checks, one thread per exercise (each has workers of its own, and its
+        checks settle in their order); one after another where memory keeps one exercise's
+        workers alive at a time (grader.sandbox.budget)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from grader.sandbox import budget
+
+        groups: dict[str, list[str]] = {}
+        for nodeid in nodeids:
+            groups.setdefault(self._checks_by_node[nodeid].exercise, []).append(nodeid)
+        if len(groups) < 2 or budget.one_exercise_at_a_time():
+            for nodeid in nodeids:
+                self._settle_deferred(nodeid)
+            return
+        if self.workers is not None and hasattr(self.workers, "sources"):
+            from grader.judge import provenance
+
+            provenance.replay_sources(self.workers.sources)   # made once, before the threads
+        with ThreadPoolExecutor(max_workers=len(groups), thread_name_prefix="settle") as pool:
+            for done in [pool.submit(lambda ids=ids: [self._settle_deferred(i) for i in ids])
+                         for ids in groups.values()]:
+                done.result()
+
+    def _settle_deferred(self, nodeid: str) -> None:
+        check = self._checks_by_node[nodeid]
+        calllog.this_thread.check = check.id
+        start = time.perf_counter()
+        try:
+            self._settle(nodeid)
+            result = self._credited(check, nodeid)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:   # noqa: BLE001 - the check's outcome, as in its body
+            result = self._from_error(check, e)
+        spent = time.perf_counter() - start
+        result.duration_s = self.results[check.id].duration_s + spent
+        result.output = "\n".join(x for x in (self.results[check.id].output,
+                                              self._drain_outputs(check.exercise)) if x)[-2000:]
+        with self._lock:
+            self.layer_seconds[check.layer] = self.layer_seconds.get(check.layer, 0.0) + spent
+            self.results[check.id] = result
+
+    def _credited(self, check: Check, nodeid: str) -> Result:
+        """The result of a check whose body ran to its end: its credit."""
+        credit = self.credits.get(nodeid, Credit())
+        status = "passed" if credit.fraction >= 1.0 else "failed"
+        return Result(check, status, round(check.points * credit.fraction, 3), credit.note,
+                      failure_hint=getattr(credit, "hint", ""))
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
@@ -140,11 +221,9 @@ class GradePlugin:
         elif report.when == "setup" and report.failed:
             self.results[check.id] = self._from_exception(check, call.excinfo)
         elif report.when == "call":
+            self._checks_by_node[item.nodeid] = check
             if report.passed:
-                credit = self.credits.get(item.nodeid, Credit())
-                status = "passed" if credit.fraction >= 1.0 else "failed"
-                self.results[check.id] = Result(check, status, round(check.points * credit.fraction, 3),
-                                                credit.note, failure_hint=getattr(credit, "hint", ""))
+                self.results[check.id] = self._credited(check, item.nodeid)
             elif report.skipped:
                 reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else ""
                 self.results[check.id] = Result(check, "not_run", 0.0, reason.removeprefix("Skipped: "))
@@ -156,7 +235,11 @@ class GradePlugin:
             result.output = self._drain_outputs()
 
     def _from_exception(self, check: Check, excinfo) -> Result:
-        e = excinfo.value if excinfo else None
+        return self._from_error(check, excinfo.value if excinfo else None,
+                                excinfo.typename if excinfo is not None else "")
+
+    def _from_error(self, check: Check, e, typename: str | None = None) -> Result:
+        typename = type(e).__name__ if typename is None else typename
         if isinstance(e, errors.StudentProblem):
             return Result(check, e.status, 0.0, str(e), failure_hint=_error_hint(e))
         if isinstance(e, AssertionError):
@@ -164,7 +247,7 @@ class GradePlugin:
             return Result(check, "failed", 0.0, message, failure_hint=getattr(e, "hint", ""),
                           failure_follows=getattr(e, "follows", None),
                           secondary=bool(getattr(e, "secondary", False)))
-        if excinfo is not None and excinfo.typename == "Failed" and "Timeout" in str(e):
+        if typename == "Failed" and "Timeout" in str(e):
             return Result(check, "timeout", 0.0, f"the check ran past the grader's limit: {e}")
         # the grader's machinery (errors.GraderError: no sandbox, a worker that could not start)
         # or a defect in the grader itself: say so plainly, never a traceback, never a hint
@@ -173,11 +256,13 @@ class GradePlugin:
                       f"grader error ({cause}); this is not your code's fault: please report it to "
                       f"the course staff", grader_error=True)
 
-    def _drain_outputs(self) -> str:
+    def _drain_outputs(self, exercise: str | None = None) -> str:
+        """What the workers printed since the last drain (of one exercise's workers, or all)."""
         texts = []
         for sub in self.workers.all():
-            texts += sub.outputs
-            sub.outputs.clear()
+            if exercise is None or getattr(sub, "exercise", exercise) == exercise:
+                texts += sub.outputs
+                sub.outputs.clear()
         return "\n".join(texts)[-2000:]
 
     def pytest_sessionfinish(self, session, exitstatus):

@@ -6,7 +6,6 @@ No pytest and no student code here, so every module can import them without a cy
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
 
 from grader.registry import Check
 
@@ -61,8 +60,6 @@ class Selection:
     layer_reasons: dict = field(default_factory=dict)   # layer -> why it does not run
     only_checks: list[str] | None = None                 # --checks: run just these ids
     elsewhere: frozenset = frozenset()                   # (exercise, layer): in a parallel process
-    # the results of the checks graded in parallel processes, once they are all in (it waits)
-    elsewhere_results: Callable[[], dict] = dict
 
 
 NOT_SELECTED = "exercise not selected"

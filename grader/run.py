@@ -129,32 +129,50 @@ def _grade(submission, exercises, layers, include_hidden, only_checks, sandbox, 
         submission, cpu_plan, cpu_jobs, checks, hidden, only_checks, target, counter.cpu))
     gpu_part = parallel.Background(lambda: parallel.grade_cpu_layers(
         submission, gpu_plan, jobs, checks, hidden, only_checks, target, counter.gpu))
-    if cpu_plan and beside:
-        cpu_part.start()
-    elif cpu_plan:
-        cpu_part.run()
-    if gpu_plan:
-        gpu_part.run()
+    # on a GPU box, time first: the checks here (the timed ones) with nothing else running,
+    # then the grading processes beside their held-back verification (parallel.timed_first)
+    timed_first = parallel.timed_first(gpu_plan, here, env.gpu_bytes)
+
+    def start_parts() -> None:
+        if cpu_plan:
+            cpu_part.start()
+        if gpu_plan:
+            gpu_part.start()
+
+    if not timed_first:
+        if cpu_plan and beside:
+            cpu_part.start()
+        elif cpu_plan:
+            cpu_part.run()
+        if gpu_plan:
+            gpu_part.run()
     # a check graded in a parallel process is skipped here by its (exercise, layer): `elsewhere`
-    selection = Selection(exercises, here, layers_not_run, only_checks, elsewhere,
-                          lambda: parallel.merge([part.result() for part, plan in
-                                                  ((cpu_part, cpu_plan), (gpu_part, gpu_plan))
-                                                  if plan])[0])
+    selection = Selection(exercises, here, layers_not_run, only_checks, elsewhere)
     workers = Workers(submission)
     plugin = GradePlugin(checks, selection, env, workers)
     plugin.target = targets.Evidence(target_profile) if target_profile else None   # fixtures read it
+    plugin.deferring, plugin.after_timed = timed_first, start_parts
     notes = []
-    if here:
-        notes += _run_pytest(plugin, workers, exercises, hidden, counter.here if progress else None)
-    else:
-        workers.close()
+    try:
+        if here:
+            notes += _run_pytest(plugin, workers, exercises, hidden,
+                                 counter.here if progress else None)
+        else:
+            workers.close()
+    finally:
+        if timed_first:
+            start_parts()   # (started already, unless pytest stopped before its end)
     parts = [part.result() for part, plan in ((cpu_part, cpu_plan), (gpu_part, gpu_plan)) if plan]
     elsewhere_results, seconds, more, levels = parallel.merge(parts)
     notes += more
     if cpu_plan and cpu_part.started:
         notes.append(f"The CPU layers ran beside the GPU layers, in {cpu_jobs} grading processes "
                      f"of their own; none of their workers can see a GPU.")
-    if gpu_split:
+    if gpu_split and timed_first:
+        notes.append(f"The timed checks ran first, with the GPU and the CPUs alone; then the gpu "
+                     f"layer's untimed checks ran in {jobs} grading processes side by side, beside "
+                     f"the verification of every timed output and the timed checks' gated calls.")
+    elif gpu_split:
         notes.append(f"The gpu layer's untimed checks ran in {jobs} grading processes side by "
                      f"side; the timed checks ran after them, with the GPU alone.")
     for name, s in seconds.items():

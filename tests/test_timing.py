@@ -413,51 +413,75 @@ def test_only_the_requests_that_are_timed_are_checked():
 # ------------------------------------------------------------------------------ nothing to time
 
 
-def test_perf_checks_wait_for_a_kernel_that_exists():
-    """An exercise whose every other check met a NotImplementedError (here and in the parallel
-    processes) gets its perf checks as "not implemented" without running them: no worker, no
-    profiler, no baseline. One check that ran the student's code to any other end (passed,
-    failed, crashed) and they run; checks that did not run at all decide nothing."""
+def test_perf_checks_wait_for_a_kernel_that_exists(tmp_path):
+    """An exercise whose graded functions all still begin with the stub's raise gets its perf
+    checks as "not implemented" without running them: no worker, no profiler, no baseline,
+    decided from the file before any other check ran (the timed checks may go first). One
+    function written, and they run; so does a file the grader cannot read."""
+    import shutil
+
     from grader import errors
     from grader.plugin import GradePlugin
-    from grader.registry import all_checks
-    from grader.results import Result, Selection
+    from grader.registry import ROOT, all_checks
+    from grader.results import Selection
 
     CHECKS = all_checks(include_hidden=False)
-    ex = "softmax_triton"
-    mine = [c for c in CHECKS.values() if c.exercise == ex]
-    perf = next(c for c in mine if c.layer == "perf")
-    gpu, interp = (next(c for c in mine if c.layer == layer) for layer in ("gpu", "interp"))
 
     class Env:   # every exercise's needs met
         def why_not(self, needs):
             return None
 
-    def plugin(here: dict, elsewhere: dict, layers=("gpu", "perf")) -> GradePlugin:
-        sel = Selection([ex], list(layers), elsewhere_results=lambda: elsewhere)
-        p = GradePlugin(CHECKS, sel, env=Env(), workers=None)
-        p.results.update(here)
-        return p
+    class Workers:
+        sources = tmp_path
 
-    class Item:   # what the hook reads of a pytest item
-        def get_closest_marker(self, name):
-            return pytest.mark.check(perf.id).mark
+    def plugin(ex: str, layers=("gpu", "perf")) -> GradePlugin:
+        return GradePlugin(CHECKS, Selection([ex], list(layers)), env=Env(), workers=Workers())
 
-    todo = {c.id: Result(c, "not_implemented", 0.0, "TODO") for c in mine if c.layer != "perf"}
-    with pytest.raises(errors.NotImplementedByStudent, match="nothing to time"):
-        plugin({gpu.id: todo.pop(gpu.id)}, todo).pytest_runtest_setup(Item())
-    assert plugin({}, {interp.id: Result(interp, "not_implemented", 0.0)}).stubbed(ex)
-    # the perf layer not selected: a skip stays a skip (not a stub's 0 of its points)
-    plugin({}, {interp.id: Result(interp, "not_implemented", 0.0)}, ["interp"]).pytest_runtest_setup(Item())
-    for status in ("passed", "failed", "crashed", "error"):
-        p = plugin({gpu.id: Result(gpu, "not_implemented", 0.0)},
-                   {interp.id: Result(interp, status, 0.0)})
-        assert p.stubbed(ex) == "", status
-        p.pytest_runtest_setup(Item())   # runs
-    assert plugin({}, {interp.id: Result(interp, "not_run", 0.0)}).stubbed(ex) == ""
-    assert plugin({}, {}).stubbed(ex) == ""          # nothing known: the perf checks run
+    def item(ex: str):
+        perf = next(c for c in CHECKS.values() if c.exercise == ex and c.layer == "perf")
 
-    def broken():
-        raise RuntimeError("a parallel part failed")
-    p = GradePlugin(CHECKS, Selection([ex], ["perf"], elsewhere_results=broken), None, None)
-    assert p.stubbed(ex) == ""
+        class Item:   # what the hook reads of a pytest item
+            def get_closest_marker(self, name):
+                return pytest.mark.check(perf.id).mark
+        return Item()
+
+    for ex in ("softmax_triton", "flash_backward"):
+        shutil.copy(ROOT / "exercises" / f"{ex}.py", tmp_path / f"{ex}.py")
+        with pytest.raises(errors.NotImplementedByStudent, match="nothing to time"):
+            plugin(ex).pytest_runtest_setup(item(ex))
+        plugin(ex, ["interp"]).pytest_runtest_setup(item(ex))   # not selected: a skip stays one
+    # flash_fwd written, flash_bwd still the stub: the forward is timed
+    shutil.copy(ROOT / "exercises" / "flash_backward.py", tmp_path / "flash_backward.py")
+    solution = (ROOT / "solutions" / "flash_backward.py").read_text()
+    stub = (tmp_path / "flash_backward.py").read_text()
+    fwd = solution[solution.index("def flash_fwd("):solution.index("def flash_bwd(")]
+    (tmp_path / "flash_backward.py").write_text(
+        stub[:stub.index("def flash_fwd(")] + fwd + stub[stub.index("def flash_bwd("):])
+    assert plugin("flash_backward").stubbed("flash_backward") == ""
+    shutil.copy(ROOT / "solutions" / "softmax_triton.py", tmp_path / "softmax_triton.py")
+    plugin("softmax_triton").pytest_runtest_setup(item("softmax_triton"))   # runs
+    (tmp_path / "softmax_triton.py").write_text("def softmax(x:\n")      # unreadable: runs
+    assert plugin("softmax_triton").stubbed("softmax_triton") == ""
+
+
+def test_a_stub_is_read_from_the_first_statement(tmp_path):
+    """grader.judge.stubbed: only a plain def whose first statement after its docstring raises
+    NotImplementedError, and which is the name's last binding, is still the stub."""
+    from grader.judge.stubbed import still_stubs
+
+    cases = {
+        'def f(x):\n    """doc"""\n    raise NotImplementedError("TODO")\n    return x\n': True,
+        "def f(x):\n    raise NotImplementedError\n": True,
+        "def f(x):\n    y = x\n    raise NotImplementedError\n": False,
+        "def f(x):\n    if x:\n        raise NotImplementedError\n    return x\n": False,
+        "def f(x):\n    raise ValueError\n": False,
+        "import functools\n@functools.lru_cache\ndef f(x):\n    raise NotImplementedError\n": False,
+        "def f(x):\n    raise NotImplementedError\nf = abs\n": False,
+        "def f(x):\n    raise NotImplementedError\nif True:\n    def f(x):\n        return x\n": False,
+        "def f(x):\n    return x\ndef f(x):\n    raise NotImplementedError\n": True,
+        "def g(x):\n    raise NotImplementedError\n": False,
+    }
+    for i, (text, stub) in enumerate(cases.items()):
+        (tmp_path / f"m{i}.py").write_text(text)
+        assert still_stubs(tmp_path / f"m{i}.py", ["f"]) == (["f"] if stub else []), text
+    assert still_stubs(tmp_path / "missing.py", ["f"]) == []

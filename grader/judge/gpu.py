@@ -38,6 +38,18 @@ def seeded_inputs(rng, shape, dtype: str, count: int = 3, scale=1.0, guard: int 
     return markers, tensors
 
 
+def seeded_marker(rng, shape, dtype: str, scale: float = 1.0):
+    """One marker for the worker (it draws the tensor itself); `drawn(marker)` draws the same
+    values here, when they are needed."""
+    return seeded(shape, dtype, "cuda", int(rng.integers(0, 2**31 - 1)), scale)
+
+
+def drawn(marker):
+    """The tensor a seeded marker stands for, drawn here on the GPU (seeded_inputs' values)."""
+    return torch_randn(marker.shape, marker.dtype, "cuda", marker.seed, marker.scale,
+                       marker.absolute)
+
+
 # --------------------------------------------------------------------------- references
 
 

@@ -101,6 +101,8 @@ class Requests:
     reference(list_of_inputs) -> the float32/64 reference output on the GPU, where the inputs
     are the trusted copies with argument `arg` refilled from the run's seed. A function that
     returns a tuple of tensors has a tuple reference; its checksum is the sum of theirs.
+    `inputs` is that list, or a function that makes it (drawn again from the markers' seeds:
+    a verification that waits holds no gigabytes meanwhile), called once per verify().
 
     slack: the checksum tolerance in units of 8 unit roundoffs of `dtype` per row (gradients,
     sums over N products with cancellation, need more than an output of a softmax);
@@ -108,12 +110,13 @@ class Requests:
     grader.judge.compare.assert_close in `dtype`; needed for tuple outputs).
     """
 
-    def __init__(self, sub, fn: str, args: list, *, rng, reference, inputs: list, dtype: str,
+    def __init__(self, sub, fn: str, args: list, *, rng, reference, inputs, dtype: str,
                  what: str, kwargs: dict | None = None, arg: int = 0, std: float = 1.0,
                  checked_runs: int = 2, full_share: float = 0.3, cuda_peak: bool = True,
                  slack: float = 1.0, compare=None, program_share: float = 0.3):
         self.sub, self.fn, self.args, self.kwargs = sub, fn, list(args), dict(kwargs or {})
-        self.rng, self.reference, self.inputs = rng, reference, list(inputs)
+        self.rng, self.reference = rng, reference
+        self.inputs = inputs if callable(inputs) else list(inputs)
         self.dtype, self.what, self.arg, self.std = dtype, what, arg, std
         self.slack, self.compare = slack, compare
         self.checked_runs, self.full_share = checked_runs, full_share
@@ -177,6 +180,20 @@ class Requests:
         got = value.get("programs") if isinstance(value, dict) else None
         return j, (got[0] if isinstance(got, list) and got and isinstance(got[0], dict) else {})
 
+    def checked(self):
+        """After the last request, while its worker is as timing left it: what only the worker
+        holds (one traced call of the last request, when no request's trace was picked) is
+        fetched now, and the verification of every request is returned, to run now or later
+        (grader.fixtures `later`): it needs only the grader's own tensors and the replay worker."""
+        self._trace_one()
+        return self.verify
+
+    def _trace_one(self) -> None:
+        if self.recorded and self.done and not any(d[3] for d in self.done):
+            # no request's trace was picked: one call of the last request's now (still kept)
+            spec, result, out, _ = self.done[-1]
+            self.done[-1] = (spec, result, out, self._traced(len(spec["seeds"])))
+
     def verify(self) -> int:
         """Compare the outputs of every request made so far; returns how many runs were checked.
         Raises CheckFailed at the first wrong one."""
@@ -191,10 +208,8 @@ class Requests:
 
         torch = _torch(None)
         checked = 0
-        if self.recorded and self.done and not any(d[3] for d in self.done):
-            # no request's trace was picked: one call of the last request's now (still kept)
-            spec, result, out, _ = self.done[-1]
-            self.done[-1] = (spec, result, out, self._traced(len(spec["seeds"])))
+        self._trace_one()
+        inputs = self.inputs() if callable(self.inputs) else self.inputs
         due = []   # (number, spec, j, trace, checksum, tolerance) of the traced calls
         for number, (spec, result, out, traced) in enumerate(self.done, 1):
             value = result.value
@@ -209,7 +224,7 @@ class Requests:
                                                replace=False).tolist()) | {last}
                            | ({traced[0]} if traced else set()))
             for j in picks:
-                expected = self._reference(seeds[j])
+                expected = self._reference(inputs, seeds[j])
                 got = float(sums[j])
                 weights = checksum_weights(expected, spec["weights"])
                 want, tol = checksum_reference(expected, weights,
@@ -260,8 +275,8 @@ class Requests:
                              provenance.TimedCall(refill, summed, got, tol),
                              f"{self.what}, call {j + 1} of {count} in timed request {number}")
 
-    def _reference(self, seed: int):
-        inputs = list(self.inputs)
+    def _reference(self, inputs: list, seed: int):
+        inputs = list(inputs)
         fresh = _torch(None).empty_like(inputs[self.arg])
         refill(fresh, seed, self.std)
         inputs[self.arg] = fresh
@@ -401,6 +416,10 @@ def quiet_gpu(workers, what: str, processes=gpu_processes) -> str:
         time.sleep(0.2)
 
 
+def _now(work) -> None:
+    work()
+
+
 class Timed:
     """One function of the student's timed against a PyTorch baseline on the same input
     (`timed_against`): per-call milliseconds of each with the harness's refill and checksum
@@ -414,33 +433,36 @@ class Timed:
 
 
 def timed_against(sub, rng, gpu, workers, name: str, cases: list, dtype: str, baseline,
-                  reference, gated=None) -> list[Timed]:
+                  reference, gated=None, later=None) -> list[Timed]:
     """`name`(x) of the submission as timed requests, every output verified, against
     `baseline`(x) run here, for each (marker, x, moved bytes, what) of `cases`: both pay the same
     refill and checksum per call, measured here with nothing of the student's alive and taken
     off both. The student's requests come first (all in one worker: a submission that fails
     costs no baseline), then, its workers stopped, the baseline and the harness cost (the
-    smaller of two measurements: harness_gpu_ms). The floor judges the student's time as measured, before the harness's
-    cost comes off. `gated()`, when given, runs right after the student's requests, in their
-    worker, before it is stopped: the check's gated calls (traced and profiled), which must
-    come after everything timed there (the gate's profiler slows every later launch in its
-    process), and so cost no worker of their own."""
+    smaller of two measurements: harness_gpu_ms). The floor judges the student's time as
+    measured, before the harness's cost comes off. Every request's verification and `gated()`
+    (the check's gated calls, traced and profiled: the gate's profiler slows every later launch
+    in its process, so it never runs before a timing) go to `later` (the check's fixture: after
+    the check's timing); without it they run here, right after the student's requests."""
     from grader.judge.compare import CheckFailed
+    from grader.sandbox import calllog
 
+    later = later or _now
     mine = []
     for marker, x, _, what in cases:
         reqs = Requests(sub, name, [marker], rng=rng, inputs=[x], dtype=dtype,
                         reference=reference, what=f"{name}(x)")
         mine.append(per_call_ms(reqs))
-        reqs.verify()
+        later(reqs.checked())
     if gated is not None:
-        gated()
+        later(gated)
     note = quiet_gpu(workers, ", ".join(c[3] for c in cases))
     copy = gpu.ceiling("copy_gbs")
     out = []
     for (_, x, moved, what), ms in zip(cases, mine):
-        harness = harness_gpu_ms(x.clone())   # what it adds to a GPU-bound loop
-        base = per_call_ms(local_request(baseline, [x.clone()]))
+        with calllog.span("local_baseline", what=what):
+            harness = harness_gpu_ms(x.clone())   # what it adds to a GPU-bound loop
+            base = per_call_ms(local_request(baseline, [x.clone()]))
         impossible = below_floor(ms, moved / copy / 1e6, what)
         if impossible:
             raise CheckFailed(impossible)

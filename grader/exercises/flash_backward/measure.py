@@ -3,18 +3,20 @@ perf checks (test_perf.py) and made by whichever of them runs first.
 
 B = 1, H = 32, D = 128, float16, N = 8K, causal and not:
   1. flash_fwd (q refilled before every call) and flash_bwd (dO refilled) as timed requests in
-     one worker, every request's outputs verified by checksums and at random in full, with the
-     peak CUDA memory of each request. Every timed call is recorded, and one per pass and size,
-     drawn after the calls, is replayed from the student's kernels alone: its checksum must be
-     the call's to the last bit (the exercise's timed_replay; the kernel-use gate on that call),
-     so no profiled call comes first;
+     one worker, with the peak CUDA memory of each request; every request's outputs are
+     verified by checksums and at random in full after the timing (`later`: Perf.verified).
+     Every timed call is recorded, and one per pass and size, drawn after the calls, is
+     replayed from the student's kernels alone: its checksum must be the call's to the last bit
+     (the exercise's timed_replay; the kernel-use gate on that call), so no profiled call
+     comes first;
   2. then, the worker stopped, the fastest SDPA backend's forward and backward
      (torch.autograd.grad on its graph), timed here with nothing of the student's alive (not
      at all when both passes failed in 1: a stub costs no baseline).
 N = 4K is not timed: recording a call costs about 0.7 ms of CPU, which a causal forward of
 0.36 ms (cuDNN's) cannot hide; it read 3.05x SDPA on the H200 against 1.22x at 8K.
 A pass (fwd or bwd) whose call fails in 1 is not timed further: its failure is kept, and
-every check of that pass raises it (Perf.failure).
+every check of that pass raises it (Perf.failure); a pass whose outputs are wrong fails every
+check of it when they are verified (Perf.verified).
 """
 
 from __future__ import annotations
@@ -40,11 +42,27 @@ class Perf:
     def __init__(self):
         self.ms, self.base, self.peak, self.failed = {}, {}, {}, {}
         self.note = ""
+        self.checks: dict[str, list] = {"fwd": [], "bwd": []}   # each pass's verifications
 
     def failure(self, passes) -> None:
         for p in passes:
             if p in self.failed:
                 raise self.failed[p]
+
+    def verified(self, passes):
+        """The verification of these passes' timed outputs, for a check's `later`: each pass's
+        runs once per grading run; a wrong output fails every check of its pass."""
+        def verify():
+            for p in passes:
+                while self.checks[p]:
+                    work = self.checks[p].pop(0)
+                    try:
+                        work()
+                    except (CheckFailed, errors.StudentProblem) as e:
+                        self.failed[p] = e
+                        self.checks[p].clear()
+            self.failure(passes)
+        return verify
 
 
 # the run's GpuContext (the session's `gpu` fixture) -> {submission directory: Perf}: one
@@ -127,7 +145,7 @@ def _time(perf: Perf, sub, rng, gpu, inputs, configs, given) -> None:
             try:
                 reqs = _requests(sub, rng, name, N, causal, markers, tensors, given)
                 ms = timing.per_call_ms(reqs)
-                reqs.verify()
+                perf.checks[name].append(reqs.checked())
                 work = attention_flops(B_PERF, H_PERF, N, D_PERF, causal, name == "bwd")
                 impossible = timing.below_floor(ms, work / gpu.ceiling("matmul_tflops") / 1e9,
                                                 reqs.what)

@@ -8,6 +8,7 @@ EXERCISE = Exercise(
     "flash_backward", "Causal FlashAttention with L, and its backward pass (Triton)",
     frozenset({"torch", "triton"}), "interp", track="extension",
     timed_replay=True,
+    timed=("flash_fwd", "flash_bwd"),
     kernels={
         "flash_fwd": ("flash_fwd(q, k, v, causal)", "_flash_fwd[grid](...)",
                       "the attention and L"),

@@ -1,6 +1,7 @@
 """flash_backward's perf checks: flash_fwd and flash_bwd against the fastest SDPA backend, causal
 against non-causal time, and the memory beyond the outputs. All four read one measurement per
-grading run (measure.py says how it is made); a pass whose calls failed there fails here."""
+grading run (measure.py says how it is made); a pass whose calls failed there fails here, and
+one whose timed outputs are wrong fails here when they are verified, after the timing."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ EXTRA_COPIES = 6                       # memory beyond the outputs: up to 6 tens
 EXTRA_MIB = 64                         # plus 64 MiB (allocator rounding, a few numbers per row)
 
 
-def _speed(perf: Perf, name: str, credit, gpu) -> None:
+def _speed(perf: Perf, name: str, credit, gpu, later) -> None:
     from grader.judge import verdicts
 
     perf.failure([name])
+    later(perf.verified([name]))
     prof = gpu.profile
     fractions, lines = [], []
     for N in PERF_N:
@@ -43,21 +45,22 @@ def _speed(perf: Perf, name: str, credit, gpu) -> None:
 
 
 @pytest.mark.check("flash_backward.forward_speed")
-def test_forward_speed(student, rng, gpu, credit, workers):
-    _speed(measure(student, rng, gpu, workers), "fwd", credit, gpu)
+def test_forward_speed(student, rng, gpu, credit, workers, later):
+    _speed(measure(student, rng, gpu, workers), "fwd", credit, gpu, later)
 
 
 @pytest.mark.check("flash_backward.backward_speed")
-def test_backward_speed(student, rng, gpu, credit, workers):
-    _speed(measure(student, rng, gpu, workers), "bwd", credit, gpu)
+def test_backward_speed(student, rng, gpu, credit, workers, later):
+    _speed(measure(student, rng, gpu, workers), "bwd", credit, gpu, later)
 
 
 @pytest.mark.check("flash_backward.causal_skips_blocks")
-def test_causal_skips_blocks(student, rng, gpu, credit, workers):
+def test_causal_skips_blocks(student, rng, gpu, credit, workers, later):
     from grader.judge import verdicts
 
     perf = measure(student, rng, gpu, workers)
     perf.failure(["fwd", "bwd"])
+    later(perf.verified(["fwd", "bwd"]))
     fractions, lines = [], []
     N = PERF_N[-1]
     for name, fn in (("fwd", "flash_fwd"), ("bwd", "flash_bwd")):
@@ -71,11 +74,12 @@ def test_causal_skips_blocks(student, rng, gpu, credit, workers):
 
 
 @pytest.mark.check("flash_backward.memory_linear")
-def test_memory_linear(student, rng, gpu, credit, workers):
+def test_memory_linear(student, rng, gpu, credit, workers, later):
     from grader.judge import gpu as g
 
     perf = measure(student, rng, gpu, workers)
     perf.failure(["fwd", "bwd"])
+    later(perf.verified(["fwd", "bwd"]))
     passed, lines = 0, []
     for N in PERF_N:
         q_bytes = B_PERF * H_PERF * N * D_PERF * 2

@@ -2,8 +2,9 @@
 speed-up of splitting the keys at B = 1.
 
 Every timed call's output is checked (grader.judge.timing.Requests), and each size is checked in
-full by one gated call after its timed requests, in their worker: the gate's profiler slows every
-later launch in the process it ran in, so nothing is timed there after it.
+full by one gated call, after the check's timing (`later`): the gate's profiler slows every
+later launch in the process it ran in, so nothing is timed there after it. The grader's copies
+of K and V (up to 16 GiB a size) are drawn again from their seeds when they are needed.
 """
 
 from __future__ import annotations
@@ -45,15 +46,17 @@ def speedup_length(copy_gbs: float) -> int:
 
 
 def _decode_inputs(rng, B, Hq, Hkv, L, D):
-    """Markers for the worker (q, k_cache, v_cache drawn there, seq_lens = L everywhere) and the
-    same tensors here on the GPU."""
+    """Markers for the worker (q, k_cache, v_cache drawn there, seq_lens = L everywhere), and a
+    function that draws the same tensors here on the GPU: [q, k, v, seq_lens]."""
     from grader.judge import gpu as g
 
-    (mq,), (q,) = g.seeded_inputs(rng, (B, Hq, D), "float16", count=1)
-    mkv, (k, v) = g.seeded_inputs(rng, (B, Hkv, L, D), "float16", count=2)
+    markers = [g.seeded_marker(rng, (B, Hq, D), "float16"),
+               *(g.seeded_marker(rng, (B, Hkv, L, D), "float16") for _ in range(2))]
     lens = np.full(B, L, np.int32)
-    markers = [mq, *mkv, tensor(lens, "int32", device="cuda", poison=0.0)]
-    return markers, [q, k, v, lens]
+
+    def tensors():
+        return [*(g.drawn(m) for m in markers), lens]
+    return [*markers, tensor(lens, "int32", device="cuda", poison=0.0)], tensors
 
 
 def _decode_requests(sub, rng, markers, tensors, what, **kwargs):
@@ -69,10 +72,13 @@ def _decode_requests(sub, rng, markers, tensors, what, **kwargs):
 
 def _checked_once(sub, rng, markers, tensors, what, case, **kwargs):
     """One gated call (traced and profiled: only the student's Triton kernels and copies run)
-    whose output is checked in full, after everything of the check is timed."""
-    r = sub.call("flash_decode", *markers, opts={"sync": True}, **kwargs)
-    assert_close(r.value, gpu_decode_reference(*tensors), what=what, dtype="float16",
-                 baseline=decode_same_precision(*tensors), case=case, seed=rng.seed)
+    whose output is checked in full, after everything of the check is timed (`later`)."""
+    def check():
+        r = sub.call("flash_decode", *markers, opts={"sync": True}, **kwargs)
+        inputs = tensors()
+        assert_close(r.value, gpu_decode_reference(*inputs), what=what, dtype="float16",
+                     baseline=decode_same_precision(*inputs), case=case, seed=rng.seed)
+    return check
 
 
 def _harness_ms(workers, rng, what) -> tuple[float, str]:
@@ -93,9 +99,7 @@ def _harness_ms(workers, rng, what) -> tuple[float, str]:
 
 
 @pytest.mark.check("flash_decode.bandwidth")
-def test_bandwidth(student, rng, gpu, credit, workers):
-    import torch
-
+def test_bandwidth(student, rng, gpu, credit, workers, later):
     from grader.judge import timing
     from grader.judge import verdicts
 
@@ -104,27 +108,18 @@ def test_bandwidth(student, rng, gpu, credit, workers):
     if not (copy == copy and copy > 0):
         raise CheckFailed(f"{what}: no copy bandwidth was measured on this GPU; no bandwidth points")
     sub = student()
-    cases = []
+    timed = []
     for Hkv, L in PERF_CASES:
         case = f"B={PERF_B}, Hq={PERF_HQ}, Hkv={Hkv}, L={L}, D={PERF_D}, float16"
         markers, tensors = _decode_inputs(rng, PERF_B, PERF_HQ, Hkv, L, PERF_D)
-        cases.append((Hkv, L, case, markers, tensors))
-        del tensors
-    timed = []
-    for Hkv, L, case, markers, tensors in cases:
         call = f"flash_decode(q, k_cache, v_cache, seq_lens) at {case}"
         reqs = _decode_requests(sub, rng, markers, tensors, call)
         timed.append((Hkv, L, call, timing.per_call_ms(reqs)))
-        reqs.verify()
-        del tensors, reqs
-        torch.cuda.empty_cache()
-    # the gate, after everything is timed: its profiler (CUPTI) stays attached to the process
-    # it ran in and slows every later launch there
-    while cases:
-        Hkv, L, case, markers, tensors = cases.pop(0)
-        _checked_once(sub, rng, markers, tensors, "flash_decode(q, k_cache, v_cache, seq_lens)", case)
-        del tensors
-        torch.cuda.empty_cache()
+        later(reqs.checked())
+        # the gate, after everything is timed: its profiler (CUPTI) stays attached to the
+        # process it ran in and slows every later launch there
+        later(_checked_once(sub, rng, markers, tensors,
+                            "flash_decode(q, k_cache, v_cache, seq_lens)", case))
     harness, note = _harness_ms(workers, rng, what)
     fractions, lines = [], []
     for Hkv, L, call, ms in timed:
@@ -147,7 +142,7 @@ def test_bandwidth(student, rng, gpu, credit, workers):
 
 
 @pytest.mark.check("flash_decode.splits_speedup")
-def test_splits_speedup(student, rng, gpu, credit, workers):
+def test_splits_speedup(student, rng, gpu, credit, workers, later):
     from grader.judge import timing
     from grader.judge import verdicts
 
@@ -165,12 +160,12 @@ def test_splits_speedup(student, rng, gpu, credit, workers):
         call = f"flash_decode(q, k_cache, v_cache, seq_lens, {label}) at {case}"
         reqs = _decode_requests(sub, rng, markers, tensors, call, **kwargs)
         measured[label] = (call, timing.per_call_ms(reqs))
-        reqs.verify()
-    # the gate at this very size with each split count, after the timed requests and in their
-    # worker (its profiler slows every later launch of its process)
+        later(reqs.checked())
+    # the gate at this very size with each split count, after the timing (its profiler slows
+    # every later launch of its process)
     for label, kwargs in splits:
         call = f"flash_decode(q, k_cache, v_cache, seq_lens, {label}) at {case}"
-        _checked_once(sub, rng, markers, tensors, call, case, **kwargs)
+        later(_checked_once(sub, rng, markers, tensors, call, case, **kwargs))
     harness, note = _harness_ms(workers, rng, what)
     for label, (call, ms) in measured.items():
         if copy == copy and copy > 0:   # the floor judges the time as measured (see bandwidth)

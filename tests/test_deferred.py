@@ -1,0 +1,129 @@
+"""Timing first, checking after (grader.run, parallel.timed_first): a check's `later` work runs
+at its end, or, while the plugin defers, after every check of the session, once `after_timed`
+has started the rest of the grade; its exception is the check's outcome either way."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import textwrap
+
+import pytest
+
+from grader import parallel
+from grader.plugin import GradePlugin
+from grader.registry import ROOT, all_checks
+from grader.results import Selection
+
+CHECKS_FILE = '''
+import os
+
+import pytest
+
+from grader.judge.compare import CheckFailed
+
+
+def log(what):
+    with open(os.environ["DEFERRED_LOG"], "a") as f:
+        f.write(what + "\\n")
+
+
+@pytest.mark.check("softmax_triton.bandwidth")
+def test_half(credit, later):
+    log("body half")
+    credit.set(0.5, "half the credit")
+    later(lambda: log("later half"))
+
+
+@pytest.mark.check("softmax_long.bandwidth")
+def test_wrong(credit, later):
+    log("body wrong")
+    credit.set(1.0, "full credit, if its outputs are right")
+
+    def verify():
+        log("later wrong")
+        raise CheckFailed("call 3 of 12 in timed request 2 gave a wrong output")
+    later(verify)
+
+
+@pytest.mark.check("flash_triton.speed_vs_sdpa")
+def test_failed_body(credit, later):
+    log("body failed")
+    later(lambda: log("later failed"))
+    raise CheckFailed("below the roofline floor")
+'''
+
+
+def _grade(tmp_path, deferring: bool):
+    import pytest as pt
+
+    for ex in ("softmax_triton", "softmax_long", "flash_triton"):
+        shutil.copy(ROOT / "solutions" / f"{ex}.py", tmp_path / f"{ex}.py")
+    (tmp_path / "test_checks.py").write_text(CHECKS_FILE)
+    log = tmp_path / "log.txt"
+    os.environ["DEFERRED_LOG"] = str(log)
+
+    class Env:
+        def why_not(self, needs):
+            return None
+
+    class Workers:
+        sources = tmp_path
+
+        def all(self):
+            return []
+
+        def close(self):
+            pass
+
+    exercises = ["softmax_triton", "softmax_long", "flash_triton"]
+    plugin = GradePlugin(all_checks(include_hidden=False), Selection(exercises, ["perf"]),
+                         Env(), Workers())
+    plugin.deferring = deferring
+    plugin.after_timed = lambda: log.open("a").write("after_timed\n")
+    code = pt.main([str(tmp_path / "test_checks.py"), "-q", "-p", "grader.fixtures",
+                    "-p", "no:cacheprovider", "--noconftest", "--import-mode=importlib",
+                    "--rootdir", str(tmp_path)], plugins=[plugin])
+    assert code in (0, 1)
+    return plugin.results, log.read_text().split("\n")[:-1]
+
+
+@pytest.mark.parametrize("deferring", [False, True])
+def test_later_work_decides_the_check(tmp_path, deferring):
+    results, order = _grade(tmp_path, deferring)
+    if deferring:   # every body first, then what after_timed starts, then the later work
+        assert order[:4] == ["body half", "body wrong", "body failed", "after_timed"]
+        assert sorted(order[4:]) == ["later half", "later wrong"]   # side by side
+    else:   # at each check's end; a check that failed in its body runs none
+        assert order == ["body half", "later half", "body wrong", "later wrong", "body failed"]
+    half, wrong, failed = (results[c] for c in ("softmax_triton.bandwidth",
+                                                 "softmax_long.bandwidth",
+                                                 "flash_triton.speed_vs_sdpa"))
+    assert (half.status, half.message) == ("failed", "half the credit")
+    assert half.score == pytest.approx(half.check.points / 2)
+    assert wrong.status == "failed" and wrong.score == 0 and "wrong output" in wrong.message
+    assert failed.status == "failed" and "roofline" in failed.message
+
+
+def test_timed_first_only_where_the_gpu_part_is_split(monkeypatch):
+    monkeypatch.delenv("GRADER_TIMED_FIRST", raising=False)
+    big, small = 80 << 30, 16 << 30
+    assert parallel.timed_first({"flash_triton": ["gpu"]}, ["perf", "gpu"], big)
+    assert not parallel.timed_first({"flash_triton": ["gpu"]}, ["perf", "gpu"], small)
+    assert not parallel.timed_first({}, ["perf"], big)                  # nothing split off
+    assert not parallel.timed_first({"flash_triton": ["gpu"]}, ["gpu"], big)   # no perf here
+    monkeypatch.setenv("GRADER_TIMED_FIRST", "1")
+    assert parallel.timed_first({"flash_triton": ["gpu"]}, ["perf"], small)
+    monkeypatch.setenv("GRADER_TIMED_FIRST", "0")
+    assert not parallel.timed_first({"flash_triton": ["gpu"]}, ["perf"], big)
+
+
+def test_the_checks_say_what_they_defer():
+    """Every perf check that verifies timed outputs does it through `later` (or a helper that
+    takes it), never inline, so timing first holds nothing back that it should not."""
+    for path in sorted((ROOT / "grader" / "exercises").glob("*/test_perf.py")):
+        text = path.read_text()
+        assert ".verify()" not in text, path
+        assert "later" in text, path
+    measure = (ROOT / "grader" / "exercises" / "flash_backward" / "measure.py").read_text()
+    assert ".verify()" not in textwrap.dedent(measure)
