@@ -203,13 +203,28 @@ class Requests:
             return self._verify()
 
     def _verify(self) -> int:
+        torch = _torch(None)
+        self._trace_one()
+        lazy = callable(self.inputs)
+        inputs = self.inputs() if lazy else self.inputs
+        try:
+            checked, due = self._checksums(inputs, torch)
+        finally:
+            if lazy:   # drawn for this verification: their memory goes back before the replay
+                del inputs
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+        if due:
+            self._replay(due[int(self.rng.integers(len(due)))])
+        return checked
+
+    def _checksums(self, inputs: list, torch) -> tuple[int, list]:
+        """Every request's picked runs against the references on `inputs`: (how many runs
+        were checked, the traced calls among them, one of which is replayed)."""
         from grader.judge import compare
         from grader.judge.compare import CheckFailed
 
-        torch = _torch(None)
         checked = 0
-        self._trace_one()
-        inputs = self.inputs() if callable(self.inputs) else self.inputs
         due = []   # (number, spec, j, trace, checksum, tolerance) of the traced calls
         for number, (spec, result, out, traced) in enumerate(self.done, 1):
             value = result.value
@@ -258,9 +273,7 @@ class Requests:
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
         self.done.clear()
-        if due:
-            self._replay(due[int(self.rng.integers(len(due)))])
-        return checked
+        return checked, due
 
     def _replay(self, traced: tuple) -> None:
         """One traced timed call, picked after every request: its program replayed on its own

@@ -66,6 +66,12 @@ def built_inputs() -> list:
     return [view for view, _ in _built_tensors]
 
 
+def forget_inputs() -> None:
+    """Drop the tensors built so far for a message whose inputs could not all be built."""
+    _built_tensors.clear()
+    _trusted.clear()
+
+
 def build_marker(marker):
     """Make the worker-side object for a TensorArg or Trusted marker."""
     if isinstance(marker, codec.TensorArg):

@@ -164,6 +164,11 @@ class Worker:
             except EOFError:
                 return
             except Exception as e:  # noqa: BLE001 - building the inputs failed: the grader's fault
+                # what was built before the failure is dropped, so the next call's inputs are
+                # its own (a stale tensor first shifted every recorded input by one: a long
+                # decode's K that found the GPU full made its later replays fail)
+                probes.forget_inputs()
+                _release_gpu_memory()
                 codec.send(self.conn, {"ok": False, "kind": "grader_error", "type": type(e).__name__,
                                        "message": f"the worker could not build the inputs: {e}",
                                        "traceback": traceback.format_exc()[-2000:]})

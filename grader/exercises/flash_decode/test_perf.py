@@ -22,6 +22,10 @@ PERF_B, PERF_HQ, PERF_D = 8, 32, 128
 # launches, checksum), so a smaller size times the host, not the kernel: (8, 32K), a quarter of
 # that, measured 0.26 to 0.50 ms across runs of the same solution.
 PERF_CASES = ((32, 32768), (8, 131072), (32, 131072))
+# K and V of one size take at most this share of the GPU's memory: the worker draws them in
+# float32 first (twice their size), and its replay and the grader's reference draw them again;
+# at 17 GiB the largest size left an 80 GiB H100 without room (it keeps 16 GiB on an H200)
+MEMORY_SHARE = 8
 SPEEDUP_SHAPE = (1, 32, 8, 128)       # B, Hq, Hkv, D; L from the copy bandwidth (speedup_length)
 SPEEDUP_MIN_L, SPEEDUP_MAX_L = 131072, 1048576
 SPEEDUP_MIN_MS = 1.0   # num_splits=None reads K and V for at least this long at copy bandwidth
@@ -43,6 +47,18 @@ def speedup_length(copy_gbs: float) -> int:
     while L < SPEEDUP_MAX_L and 2 * B * Hkv * L * D * 2 / (copy_gbs * 1e6) < SPEEDUP_MIN_MS:
         L *= 2
     return L
+
+
+def perf_cases(total_bytes: float) -> list[tuple[int, int]]:
+    """PERF_CASES with L halved (down to 32K) where K and V would take more than 1 /
+    MEMORY_SHARE of the GPU's `total_bytes` (0: unknown, kept as they are)."""
+    cases = []
+    for Hkv, L in PERF_CASES:
+        while total_bytes and L > 32768 and \
+                2 * PERF_B * Hkv * L * PERF_D * 2 * MEMORY_SHARE > total_bytes:
+            L //= 2
+        cases.append((Hkv, L))
+    return cases
 
 
 def _decode_inputs(rng, B, Hq, Hkv, L, D):
@@ -74,10 +90,16 @@ def _checked_once(sub, rng, markers, tensors, what, case, **kwargs):
     """One gated call (traced and profiled: only the student's Triton kernels and copies run)
     whose output is checked in full, after everything of the check is timed (`later`)."""
     def check():
+        import torch
+
         r = sub.call("flash_decode", *markers, opts={"sync": True}, **kwargs)
         inputs = tensors()
-        assert_close(r.value, gpu_decode_reference(*inputs), what=what, dtype="float16",
-                     baseline=decode_same_precision(*inputs), case=case, seed=rng.seed)
+        try:
+            assert_close(r.value, gpu_decode_reference(*inputs), what=what, dtype="float16",
+                         baseline=decode_same_precision(*inputs), case=case, seed=rng.seed)
+        finally:   # gigabytes the next call's worker or replay may need
+            del inputs, r
+            torch.cuda.empty_cache()
     return check
 
 
@@ -109,7 +131,7 @@ def test_bandwidth(student, rng, gpu, credit, workers, later):
         raise CheckFailed(f"{what}: no copy bandwidth was measured on this GPU; no bandwidth points")
     sub = student()
     timed = []
-    for Hkv, L in PERF_CASES:
+    for Hkv, L in perf_cases(gpu.info.get("total_memory_gb", 0) * 1e9):   # devices.GB
         case = f"B={PERF_B}, Hq={PERF_HQ}, Hkv={Hkv}, L={L}, D={PERF_D}, float16"
         markers, tensors = _decode_inputs(rng, PERF_B, PERF_HQ, Hkv, L, PERF_D)
         call = f"flash_decode(q, k_cache, v_cache, seq_lens) at {case}"
