@@ -29,6 +29,7 @@ class Environment:
     device: str = "cpu"                          # a one-line description for reports
     cuda_probed: bool = False                    # whether torch was asked about a GPU
     gpu_bytes: int = 0                           # the GPU's memory, where there is one
+    gpu_unified: bool = False                    # its memory is the host's (a GB10, a Jetson)
 
     def missing(self, needs) -> list[str]:
         return [n for n in ("numpy", "torch", "triton", "cuda") if n in needs and n not in self.have]
@@ -62,6 +63,7 @@ def detect(want_cuda: bool = True) -> Environment:
             env.have.add("cuda")
             p = torch.cuda.get_device_properties(0)
             env.gpu_bytes = int(p.total_memory)
+            env.gpu_unified = bool(getattr(p, "is_integrated", 0))
             env.device = (f"{p.name} (sm_{p.major}{p.minor}, {p.multi_processor_count} SMs, "
                           f"{p.total_memory / 2**30:.0f} GiB)")
     if "cuda" not in env.have:

@@ -38,9 +38,10 @@ GPU_SPLIT = "gpu"   # the untimed GPU layer, split only on a CUDA machine with c
 LAYER_COST = {"cpu": 1, "adversarial": 2, "interp": 3, "gpu": 20}
 MAX_JOBS = 8
 OVERLAP_CORES = 8   # below this the CPU layers wait for the GPU layers to finish
-# the timed checks go first only on a GPU that keeps their inputs (a few GiB, held until their
-# outputs are verified) beside the untimed checks' own
-TIMED_FIRST_GPU_BYTES = 40 << 30
+# the timed checks go first only on a GPU with room for what waits to be verified and for the
+# untimed checks' processes beside it: on an 80 GB H100 flash_decode's waiting work met the
+# others at 79 GiB in use (docs/gpu/session-12-06); not on memory the host shares either
+TIMED_FIRST_GPU_BYTES = 100 << 30
 
 
 def split_plan(exercises: list[str], layers: list[str], checks: dict[str, Check], cuda: bool,
@@ -163,20 +164,20 @@ def may_overlap() -> bool:
     return len(os.sched_getaffinity(0)) >= OVERLAP_CORES
 
 
-def timed_first(gpu_plan: dict, here: list[str], gpu_bytes: int) -> bool:
+def timed_first(gpu_plan: dict, here: list[str], gpu_bytes: int, unified: bool = False) -> bool:
     """Whether grader.run times first and checks after: the perf checks (and every check that
     needs the GPU alone) in its own process, with nothing else running, their timed outputs'
     verification and their gated calls held back (grader.fixtures `later`); then, with the
     GPU shared, the untimed gpu checks' and the CPU layers' grading processes, beside that
     held-back work. Only where the untimed gpu checks are split off (`gpu_plan`), the perf
-    layer runs here, and the GPU holds the waiting inputs (TIMED_FIRST_GPU_BYTES);
-    GRADER_TIMED_FIRST=0 or 1 decides instead of the memory."""
+    layer runs here, and the GPU has memory of its own for all of it (TIMED_FIRST_GPU_BYTES,
+    not `unified` with the host's); GRADER_TIMED_FIRST=0 or 1 decides instead of the memory."""
     if not gpu_plan or "perf" not in here:
         return False
     wanted = os.environ.get("GRADER_TIMED_FIRST", "")
     if wanted in ("0", "1"):
         return wanted == "1"
-    return gpu_bytes >= TIMED_FIRST_GPU_BYTES
+    return gpu_bytes >= TIMED_FIRST_GPU_BYTES and not unified
 
 
 class Background:

@@ -131,7 +131,7 @@ def _grade(submission, exercises, layers, include_hidden, only_checks, sandbox, 
         submission, gpu_plan, jobs, checks, hidden, only_checks, target, counter.gpu))
     # on a GPU box, time first: the checks here (the timed ones) with nothing else running,
     # then the grading processes beside their held-back verification (parallel.timed_first)
-    timed_first = parallel.timed_first(gpu_plan, here, env.gpu_bytes)
+    timed_first = parallel.timed_first(gpu_plan, here, env.gpu_bytes, env.gpu_unified)
 
     def start_parts() -> None:
         if cpu_plan:

@@ -107,9 +107,10 @@ def test_later_work_decides_the_check(tmp_path, deferring):
 
 def test_timed_first_only_where_the_gpu_part_is_split(monkeypatch):
     monkeypatch.delenv("GRADER_TIMED_FIRST", raising=False)
-    big, small = 80 << 30, 16 << 30
+    big, small = 141 << 30, 80 << 30   # an H200; an H100, where the waiting work ran out of memory
     assert parallel.timed_first({"flash_triton": ["gpu"]}, ["perf", "gpu"], big)
     assert not parallel.timed_first({"flash_triton": ["gpu"]}, ["perf", "gpu"], small)
+    assert not parallel.timed_first({"flash_triton": ["gpu"]}, ["perf"], big, unified=True)
     assert not parallel.timed_first({}, ["perf"], big)                  # nothing split off
     assert not parallel.timed_first({"flash_triton": ["gpu"]}, ["gpu"], big)   # no perf here
     monkeypatch.setenv("GRADER_TIMED_FIRST", "1")

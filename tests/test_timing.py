@@ -485,3 +485,22 @@ def test_a_stub_is_read_from_the_first_statement(tmp_path):
         (tmp_path / f"m{i}.py").write_text(text)
         assert still_stubs(tmp_path / f"m{i}.py", ["f"]) == (["f"] if stub else []), text
     assert still_stubs(tmp_path / "missing.py", ["f"]) == []
+
+
+def test_inputs_that_could_not_be_built_leave_nothing_behind(tmp_path):
+    """A call whose second input fails to build (here a CUDA tensor on a machine without one; on
+    the H100, a decode cache that found the GPU full) is a grader error, and the next call's
+    recorded program numbers its own inputs from 0: the tensor built before the failure is
+    dropped (it shifted every later input by one, and the replays of those calls failed)."""
+    from grader import errors
+
+    workers = proxy.Workers(SOLUTIONS, tmp_path)
+    try:
+        sub = workers.get("softmax_triton", "interp")
+        good = seeded((3, 40), "float32", "cpu", 5, 1.0, 0)
+        with pytest.raises(errors.GraderError, match="could not build the inputs"):
+            sub.call("softmax", good, seeded((3, 40), "float32", "cuda", 6, 1.0, 0))
+        r = sub.call("softmax", good, opts={"trace": True, "program": True})
+        assert [int(i) for _, i in r.extras["program"]["inputs"]] == [0]
+    finally:
+        workers.close()

@@ -195,8 +195,11 @@ class Worker:
                                        "message": str(e), "traceback": ""})
             except (OSError, ValueError):   # the pipe is gone: the trusted side stopped us
                 return
-            if op == "replay":
-                del reply
+            if op == "replay" or (op == "call" and self.cfg["mode"] == "cuda"
+                                  and not _timed(msg.get("opts"))):
+                # the call's inputs (`msg` holds them) and what its kernels allocated go back to
+                # the device now, not at the next call: the grade's other processes share it
+                del reply, msg
                 _release_gpu_memory()
 
     # ------------------------------------------------------------------------------ load
@@ -262,6 +265,13 @@ class Worker:
                     return failure(e, at=fn_name, student_file=self.cfg["path"], walled=self.walled)
                 extras["worker_s"] = time.perf_counter() - t0
         return {"ok": True, "value": value, "extras": extras}
+
+
+def _timed(opts) -> bool:
+    """A perf-layer request (timed runs, the fetch of its last output, its programs): the worker
+    keeps what it allocated, as every timed request finds it."""
+    return isinstance(opts, dict) and bool(opts.get("runs") or opts.get("fetch")
+                                           or "programs" in opts)
 
 
 def _release_gpu_memory() -> None:
