@@ -47,7 +47,7 @@ class GradePlugin:
         self.pending_later: dict[str, list] = {}
         self.deferring = False
         self.after_timed = None
-        self._deferred: list = []   # (nodeid, check) whose verdict waits for its later work
+        self._deferred: list[str] = []   # nodeids of the checks whose verdict waits for it
         self.layer_seconds: dict[str, float] = {}
         self.credits: dict[str, Credit] = {}
         self.device_info: dict = {}   # filled by the `gpu` fixture: name, SMs, ceilings ...
