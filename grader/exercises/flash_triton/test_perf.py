@@ -98,8 +98,8 @@ def test_speed_vs_sdpa(student, rng, gpu, credit, workers, later):
     inputs = {N: g.seeded_inputs(rng, (B_PERF, H_PERF, N, D_PERF), "float16") for N in PERF_N}
     # every baseline first, with nothing of the student's alive (timing.quiet_gpu), so that
     # the student's timed requests (the sweep's stopping rule reads SDPA at 8K) all run in one
-    # worker; a submission whose every other check met a NotImplementedError is not timed at
-    # all (grader.plugin), and costs no baseline
+    # worker; a submission whose flash_fwd is still the stub is not timed at all
+    # (grader.plugin.stubbed), and costs no baseline
     notes = [timing.quiet_gpu(workers, "flash_triton.speed_vs_sdpa")]
     base = {N: _sdpa_ms(*inputs[N][1]) for N in PERF_N}
 
