@@ -31,6 +31,7 @@ from grader.judge import provenance   # the replay behind it
 from grader.judge import fresh   # and its second replay, on fresh inputs
 from grader.plugin import PLUGIN_KEY
 from grader.results import Credit
+from grader.wire import checksum
 from grader.registry import EXERCISES
 
 LAYER_MODE = {"gpu": "cuda", "perf": "cuda"}   # other layers use the exercise's own mode
@@ -79,7 +80,7 @@ class Gated:
         # the perf layer's requests (grader.worker.probes.run: `runs`, `fetch`, `programs`) are
         # verified by checksums and timed; a profiler there would be timed too. Their calls'
         # programs are recorded, and those the grader picks replayed (`check_timed`)
-        timed = bool(opts and (opts.get("runs") or opts.get("fetch") or "programs" in opts))
+        timed = checksum.timed_request(opts)
         if not gated or timed:
             if gated and opts.get("runs") and self.records_timed(fn):
                 opts = {**opts, "runs": {**opts["runs"], "program": True}}
@@ -236,10 +237,10 @@ class GpuContext:
     def __init__(self, plugin):
         import torch
 
-        from grader.judge import ceilings, devices, timing
+        from grader.judge import ceilings, devices, quiet
         from grader.judge.remembered import remembered
 
-        timing.stop_students(plugin.workers)   # no student process alive while the ceilings are timed
+        quiet.stop_students(plugin.workers)   # no student process alive while the ceilings are timed
         self.info = devices.describe(torch)
         p = torch.cuda.get_device_properties(0)
         self.profile = devices.profile_for((p.major, p.minor), p.name, self.info["smem_per_block"])

@@ -174,10 +174,6 @@ class GradePlugin:
             for nodeid in nodeids:
                 self._settle_deferred(nodeid)
             return
-        if self.workers is not None and hasattr(self.workers, "sources"):
-            from grader.judge import provenance
-
-            provenance.replay_sources(self.workers.sources)   # made once, before the threads
         with ThreadPoolExecutor(max_workers=len(groups), thread_name_prefix="settle") as pool:
             for done in [pool.submit(lambda ids=ids: [self._settle_deferred(i) for i in ids])
                          for ids in groups.values()]:
@@ -260,7 +256,7 @@ class GradePlugin:
         """What the workers printed since the last drain (of one exercise's workers, or all)."""
         texts = []
         for sub in self.workers.all():
-            if exercise is None or getattr(sub, "exercise", exercise) == exercise:
+            if exercise in (None, sub.exercise):
                 texts += sub.outputs
                 sub.outputs.clear()
         return "\n".join(texts)[-2000:]

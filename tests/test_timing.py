@@ -18,7 +18,7 @@ import torch
 
 from grader.exercises.bench_attn.clock import Clock, Stream, log_spread
 from grader.exercises.bench_attn.judging import WORK_MS, judge_proper
-from grader.judge import compare, reference, timing
+from grader.judge import compare, quiet, reference, timing
 from grader.judge.inputs import seeded, torch_randn
 from grader.sandbox import launcher, proxy
 from grader.worker import probes, workloads
@@ -236,15 +236,15 @@ def test_quiet_gpu_fails_closed():
             self.closed += 1
 
     w = Workers()
-    assert timing.quiet_gpu(w, "x", processes=lambda: []) == ""
+    assert quiet.quiet_gpu(w, "x", processes=lambda: []) == ""
     assert w.closed == 1
-    assert "unavailable" in timing.quiet_gpu(w, "x", processes=lambda: None)
+    assert "unavailable" in quiet.quiet_gpu(w, "x", processes=lambda: None)
     import os
 
     with pytest.raises(compare.CheckFailed, match="other processes"):
-        timing.quiet_gpu(w, "x", processes=lambda: [os.getppid()])
+        quiet.quiet_gpu(w, "x", processes=lambda: [os.getppid()])
     # a PID from another namespace (not in this /proc) is not ours to judge
-    assert timing.quiet_gpu(w, "x", processes=lambda: [2 ** 22 + 7]) == ""
+    assert quiet.quiet_gpu(w, "x", processes=lambda: [2 ** 22 + 7]) == ""
 
 
 def test_runs_request_through_a_real_worker(tmp_path):

@@ -34,8 +34,7 @@ def seeded_inputs(rng, shape, dtype: str, count: int = 3, scale=1.0, guard: int 
     seeds = [int(s) for s in rng.integers(0, 2**31 - 1, size=count)]
     scales = list(scale) if isinstance(scale, (list, tuple)) else [scale] * count
     markers = [seeded(shape, dtype, "cuda", s, c, guard, absolute=absolute) for s, c in zip(seeds, scales)]
-    tensors = [torch_randn(shape, dtype, "cuda", s, c, absolute) for s, c in zip(seeds, scales)]
-    return markers, tensors
+    return markers, [drawn(m) for m in markers]
 
 
 def seeded_marker(rng, shape, dtype: str, scale: float = 1.0):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import time
 
 from grader.judge.events import flush_bytes, time_cuda, torch_or_default as _torch  # noqa: F401 - timing.<name> for the bench and tests
@@ -362,73 +361,6 @@ def below_floor(ms: float, floor_ms: float, what: str) -> str | None:
             f"its output, so no speed points")
 
 
-# ------------------------------------------------------------------ no student alive
-
-
-def stop_students(workers) -> None:
-    """Stop every worker of this grading run (the next call starts a fresh one), so nothing of
-    the student's runs or has work queued while a baseline or a ceiling is measured (all at
-    once: grader.sandbox.proxy.close_all)."""
-    from grader.sandbox.proxy import close_all
-
-    close_all(workers.all())
-
-
-def gpu_processes() -> list[int] | None:
-    """PIDs of the processes holding a CUDA context on this machine's GPUs, from NVML (pynvml
-    or nvidia-smi); None when neither can tell."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        pids = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            pids += [p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)]
-        return pids
-    except Exception:   # not installed, or no NVML here: ask the command-line tool
-        pass
-    import subprocess
-
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0:
-        return None
-    return [int(x) for x in out.stdout.split() if x.strip().isdigit()]
-
-
-def quiet_gpu(workers, what: str, processes=gpu_processes) -> str:
-    """Stop the student's workers, then make sure no other process uses the GPU.
-
-    Raises CheckFailed when one does (a process the submission left behind, or anything else
-    that would make the baseline slower): a check that cannot measure fairly fails, it never
-    turns into credit or into "not run". Returns a note for the report."""
-    from grader.judge.compare import CheckFailed
-    from grader.sandbox import calllog
-
-    with calllog.span("stop_students", what=what):
-        stop_students(workers)
-    deadline = time.perf_counter() + 5.0
-    while True:
-        pids = processes()
-        if pids is None:
-            return "(GPU process list unavailable: NVML could not be asked)"
-        # PIDs NVML reports from another PID namespace are not ours to judge (a container's
-        # host): only processes this machine's /proc shows, other than this one, count
-        others = sorted(p for p in set(pids) if p != os.getpid() and os.path.exists(f"/proc/{p}"))
-        if not others:
-            return ""
-        if time.perf_counter() > deadline:
-            raise CheckFailed(f"{what}: other processes use the GPU (PIDs {others}) after the "
-                              f"submission's workers were stopped; the PyTorch baseline cannot "
-                              f"be timed fairly, so this check counts as failed",
-                              hint="a submission must not leave processes running on the GPU")
-        time.sleep(0.2)
-
-
 def _now(work) -> None:
     work()
 
@@ -459,6 +391,8 @@ def timed_against(sub, rng, gpu, workers, name: str, cases: list, dtype: str, ba
     the check's timing); without it they run here, right after the student's requests."""
     from grader.judge.compare import CheckFailed
     from grader.sandbox import calllog
+
+    from grader.judge.quiet import quiet_gpu
 
     later = later or _now
     mine = []

@@ -5,6 +5,13 @@ device, same dtype, same generator: the same numbers."""
 from __future__ import annotations
 
 
+def timed_request(opts) -> bool:
+    """A perf-layer request (timed `runs`, the `fetch` of its last output, its `programs`), as
+    both sides tell it: the trusted proxy records it without a profiler (grader.fixtures.Gated),
+    and the worker keeps what it allocated for the next request (grader.worker.worker)."""
+    return isinstance(opts, dict) and bool(opts.get("runs") or opts.get("fetch")
+                                           or "programs" in opts)
+
 
 def refill(t, seed: int, std: float = 1.0) -> None:
     """Overwrite tensor t in place with normal values (0, std) from torch's generator at `seed`:

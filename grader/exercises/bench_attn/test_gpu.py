@@ -15,7 +15,7 @@ import pytest
 
 from grader.exercises.bench_attn.judging import is_number
 from grader.exercises.bench_attn.sweeps import check_timed_row
-from grader.judge import events, timing
+from grader.judge import events, quiet
 from grader.judge.compare import CheckFailed
 from grader.wire.codec import Trusted
 
@@ -48,7 +48,7 @@ def test_gpu_sweep(student, gpu, workers):
 
     # free memory is judged with nothing of the student's alive (a worker holding memory would
     # otherwise turn this check into "not run"); anything else on the GPU fails it
-    timing.quiet_gpu(workers, "bench_attn.gpu_sweep")
+    quiet.quiet_gpu(workers, "bench_attn.gpu_sweep")
     # never allocate what cannot fit (unified memory can stall the whole machine): estimate first
     Ns = [N for N in Ns if ceilings.fits(ceilings.naive_attention_bytes(B, H, N, D, "float16"), torch)]
     if len(Ns) < 2:

@@ -14,6 +14,7 @@ import pytest
 
 from grader.exercises.flash_decode.reference import decode_same_precision, gpu_decode_reference
 from grader.judge.compare import CheckFailed, assert_close
+from grader.judge.devices import GB
 from grader.judge.inputs import tensor
 
 PERF_B, PERF_HQ, PERF_D = 8, 32, 128
@@ -105,13 +106,13 @@ def _checked_once(sub, rng, markers, tensors, what, case, **kwargs):
 
 def _harness_ms(workers, rng, what) -> tuple[float, str]:
     """The per-call cost of the timing harness (q refilled before, a checksum after), measured
-    here on trusted code with nothing of the student's alive (timing.quiet_gpu), after the
+    here on trusted code with nothing of the student's alive (quiet.quiet_gpu), after the
     student's timed calls; the student cannot skip it, since every timed output is verified."""
     import torch
 
-    from grader.judge import timing
+    from grader.judge import quiet, timing
 
-    note = timing.quiet_gpu(workers, what)
+    note = quiet.quiet_gpu(workers, what)
     q = torch.empty((PERF_B, PERF_HQ, PERF_D), dtype=torch.float16, device="cuda")
     harness = timing.harness_gpu_ms(q)   # its GPU time, the smaller of two measurements
     if not (harness == harness and 0 <= harness < 1e3):   # fail closed: no baseline, no credit
@@ -131,7 +132,7 @@ def test_bandwidth(student, rng, gpu, credit, workers, later):
         raise CheckFailed(f"{what}: no copy bandwidth was measured on this GPU; no bandwidth points")
     sub = student()
     timed = []
-    for Hkv, L in perf_cases(gpu.info.get("total_memory_gb", 0) * 1e9):   # devices.GB
+    for Hkv, L in perf_cases(gpu.info.get("total_memory_gb", 0) * GB):
         case = f"B={PERF_B}, Hq={PERF_HQ}, Hkv={Hkv}, L={L}, D={PERF_D}, float16"
         markers, tensors = _decode_inputs(rng, PERF_B, PERF_HQ, Hkv, L, PERF_D)
         call = f"flash_decode(q, k_cache, v_cache, seq_lens) at {case}"
