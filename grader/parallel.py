@@ -39,9 +39,11 @@ LAYER_COST = {"cpu": 1, "adversarial": 2, "interp": 3, "gpu": 20}
 MAX_JOBS = 8
 OVERLAP_CORES = 8   # below this the CPU layers wait for the GPU layers to finish
 # the timed checks go first only on a GPU with room for what waits to be verified and for the
-# untimed checks' processes beside it: on an 80 GB H100 flash_decode's waiting work met the
-# others at 79 GiB in use (docs/gpu/session-12-06); not on memory the host shares either
-TIMED_FIRST_GPU_BYTES = 100 << 30
+# untimed checks' processes beside it: an 80 GB H100 has had it since flash_decode's sizes fit
+# an eighth of the GPU and a worker frees what an untimed call allocated (before, its waiting
+# work met the others at 79 GiB in use: docs/gpu/session-12-06; after, nine grades there without
+# a failed allocation: docs/gpu/session-12-06b); not on memory the host shares either
+TIMED_FIRST_GPU_BYTES = 64 << 30
 
 
 def split_plan(exercises: list[str], layers: list[str], checks: dict[str, Check], cuda: bool,

@@ -80,6 +80,7 @@ class GradeReport:
     isolation: str = ""   # how student code was isolated (grader.sandbox.isolation), one line
     seccomp: str = ""     # what the kernel denied the workers, per mode (grader.worker.seccomp)
     target: dict = field(default_factory=dict)   # grader.judge.target.Evidence.to_dict(); {}: none
+    timed_first: bool = False   # the timed checks ran first, verified afterwards (parallel.timed_first)
 
     @property
     def score(self) -> float:

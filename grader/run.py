@@ -184,6 +184,7 @@ def _grade(submission, exercises, layers, include_hidden, only_checks, sandbox, 
     report = GradeReport(str(_relative(submission)), env.device, results,
                          round(time.perf_counter() - start, 2), layers_run, layers_not_run,
                          plugin.layer_seconds, notes, plugin.device_info)
+    report.timed_first = bool(gpu_split and timed_first)
     # the level the workers ran at
     report.isolation = (getattr(workers, "isolation", "") if here else "") or levels.get("isolation", "")
     # and what the kernel denied them (grader.worker.seccomp), per mode

@@ -95,3 +95,13 @@ def test_the_instructors_cost_table_is_the_tools_output_for_the_committed_run():
     # the command the docs give beside the table is the one that makes it
     assert (f"python -m tools.cost {REPORT.relative_to(ROOT).as_posix()} "
             f"--stubs {STUBS.relative_to(ROOT).as_posix()}") in text
+
+
+def test_a_grade_that_timed_first_says_the_gb10_model_overstates():
+    plain = cost.render(_report(), STUB_REPORT, "stubs.json", gbs=100.0, tflops=100.0)
+    assert "This grade timed first" not in plain
+    for marked in ({"timed_first": True}, {"notes": ["The timed checks ran first, with the GPU "
+                                                     "and the CPUs alone; then ..."]}):
+        text = cost.render({**_report(), **marked}, STUB_REPORT, "stubs.json", gbs=100.0,
+                           tflops=100.0)
+        assert "This grade timed first" in text and "GRADER_TIMED_FIRST=0" in text

@@ -31,6 +31,7 @@ def test_parallel_report_equals_one_process(tmp_path):
             == {t["name"]: [t[f] for f in fields] for t in two["tests"]})
     assert two["totals"]["score"] == two["totals"]["max_score"] > 0
     assert set(two["layer_seconds"]) == {"cpu", "adversarial"}
+    assert two["timed_first"] is False        # no GPU: nothing timed, nothing first
     assert two["isolation"] == one["isolation"] and two["seccomp"] == one["seccomp"] != ""
 
 

@@ -197,6 +197,15 @@ def model_notes(report: dict, stubs_name: str | None, ratio: dict, gbs: float,
     ]
 
 
+TIMED_FIRST_NOTE = "The timed checks ran first"   # grader.run's note, in reports made before the field
+
+
+def timed_first(report: dict) -> bool:
+    """Whether the grade timed first and verified afterwards (grader.parallel.timed_first)."""
+    return bool(report.get("timed_first")) or any(
+        n.startswith(TIMED_FIRST_NOTE) for n in report.get("notes", []))
+
+
 def render(report: dict, stubs: dict | None = None, stubs_name: str | None = None,
            n: int = 200, gbs: float | None = None, tflops: float | None = None) -> str:
     """The whole Markdown text the tool prints."""
@@ -222,6 +231,13 @@ def render(report: dict, stubs: dict | None = None, stubs_name: str | None = Non
                    f"{', '.join(stopped)}.")
     if gb10 is not None:
         out += model_notes(report, stubs_name, ratio, gbs, tflops)
+        if timed_first(report):
+            out.append("This grade timed first: each perf check's seconds include the "
+                       "verification of its timed outputs, which ran after every timing, beside "
+                       "the untimed checks, with the GPU and the cores shared. A GB10 grades in "
+                       "the earlier order (its memory is the host's), so for its columns prefer "
+                       "a report graded with GRADER_TIMED_FIRST=0 on this GPU: this one "
+                       "overstates them.")
     out.append("\n".join([f"A class of {n}, one submission at a time per GPU:",
                           *class_cost(report, gb10, n)]))
     return "\n\n".join(out) + "\n"

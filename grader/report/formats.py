@@ -30,6 +30,7 @@ def to_json(report: GradeReport) -> dict:
         "layers_run": report.layers_run,
         "layers_not_run": report.layers_not_run,
         "layer_seconds": {k: round(v, 2) for k, v in report.layer_seconds.items()},
+        "timed_first": report.timed_first,
         "device_info": report.device_info,
         "notes": report.notes,
         "failures": summary.failures(report),
