@@ -168,7 +168,7 @@ def _grade(submission, exercises, layers, include_hidden, only_checks, sandbox, 
     if cpu_plan and cpu_part.started:
         notes.append(f"The CPU layers ran beside the GPU layers, in {cpu_jobs} grading processes "
                      f"of their own; none of their workers can see a GPU.")
-    if gpu_split and timed_first:
+    if timed_first:   # (only where the gpu layer is split off: parallel.timed_first)
         notes.append(f"The timed checks ran first, with the GPU and the CPUs alone; then the gpu "
                      f"layer's untimed checks ran in {jobs} grading processes side by side, beside "
                      f"the verification of every timed output and the timed checks' gated calls.")
@@ -184,7 +184,7 @@ def _grade(submission, exercises, layers, include_hidden, only_checks, sandbox, 
     report = GradeReport(str(_relative(submission)), env.device, results,
                          round(time.perf_counter() - start, 2), layers_run, layers_not_run,
                          plugin.layer_seconds, notes, plugin.device_info)
-    report.timed_first = bool(gpu_split and timed_first)
+    report.timed_first = timed_first
     # the level the workers ran at
     report.isolation = (getattr(workers, "isolation", "") if here else "") or levels.get("isolation", "")
     # and what the kernel denied them (grader.worker.seccomp), per mode

@@ -270,10 +270,11 @@ class Worker:
 
 
 def _release_gpu_memory(collect: bool = True) -> None:
-    """A replay worker lives for the whole run and replays calls of every size: what its last
-    replay allocated goes back to the device once the answer is sent (the caching allocator
-    would keep it; on the H200 a replay of a long decode kept its inputs' memory and the next
-    perf check's inputs found the GPU full)."""
+    """What the last replay or untimed CUDA call allocated goes back to the device once the
+    answer is sent (the caching allocator would keep it): a replay worker lives for the whole
+    run and replays calls of every size (on the H200 a replay of a long decode kept its inputs'
+    memory and the next perf check's inputs found the GPU full), and the grade's other
+    processes share the GPU. `collect`: a full garbage collection first (65 ms with torch)."""
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
         if collect:

@@ -94,7 +94,7 @@ def _checked_once(sub, rng, markers, tensors, what, case, **kwargs):
         import torch
 
         r = sub.call("flash_decode", *markers, opts={"sync": True}, **kwargs)
-        inputs = tensors()
+        inputs = tensors()   # (drawn outside the try: a draw that fails says why, as it is)
         try:
             assert_close(r.value, gpu_decode_reference(*inputs), what=what, dtype="float16",
                          baseline=decode_same_precision(*inputs), case=case, seed=rng.seed)
