@@ -110,18 +110,22 @@ def main(argv: list[str] | None = None) -> int:
     from grader.progress import progress_display
     from grader.run import grade
 
-    warm_up()
+    from grader.sandbox import calllog   # the timeline of GRADER_CALL_LOG (tools.call_costs)
+
+    with calllog.span("warm_up"):
+        warm_up()
     with progress_display(enabled=not args.quiet, submission=submission) as progress:
         result = grade(submission, args.exercises, args.layers, include_hidden=not args.no_hidden,
                        only_checks=args.checks, sandbox=args.sandbox, progress=progress,
                        target=wanted)
     # every worker has stopped: only now are reports written
-    if not args.quiet:
-        report.print_terminal(result, details=args.markdown)
     try:
-        written = report.write(result, args.json, args.markdown, args.gradescope)
-        if nonce is not None:
-            report.seal(args.completion_marker, nonce, written)
+        with calllog.span("reports"):
+            if not args.quiet:
+                report.print_terminal(result, details=args.markdown)
+            written = report.write(result, args.json, args.markdown, args.gradescope)
+            if nonce is not None:
+                report.seal(args.completion_marker, nonce, written)
     except report.ReportPathError as e:
         print(f"grader: {e}", file=sys.stderr)
         return 3

@@ -145,6 +145,14 @@ def audited(plugin, exercise: str) -> None:
                           "call: no threads, processes, file reads, dynamic code or grader access.")
 
 
+def pipelines(check, mode: str) -> bool:
+    """Whether a check's replays begin beside its next calls (grader.plugin.Pipelined): an
+    untimed gpu check on CUDA, where a replay is a GPU call in another worker; never beside a
+    timed call, nor in a check that needs the GPU to itself, nor under the interpreter, where
+    it would take the check's own core."""
+    return mode == "cuda" and check.layer == "gpu" and not check.gpu_alone
+
+
 @pytest.fixture
 def student(request):
     plugin = _plugin(request)
@@ -164,7 +172,7 @@ def student(request):
 
         return Gated(workers.get(exercise, mode), exercise, target=getattr(plugin, "target", None),
                      check_id=check.id, replayer=replayer if REPLAY else None,
-                     pending=plugin.pending_replays.setdefault(request.node.nodeid, []))
+                     pending=plugin.replays_of(request.node.nodeid, pipelines(check, mode)))
 
     return get
 

@@ -37,6 +37,8 @@ GPU_SPLIT = "gpu"   # the untimed GPU layer, split only on a CUDA machine with c
 # heaviest exercise first: interp is slow, a gpu check compiles kernels for real sizes
 LAYER_COST = {"cpu": 1, "adversarial": 2, "interp": 3, "gpu": 20}
 MAX_JOBS = 8
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+MAX_GPU_JOBS = 12   # the lab's untimed gpu checks that may share the GPU: 10 today
 OVERLAP_CORES = 8   # below this the CPU layers wait for the GPU layers to finish
 # the timed checks go first only on a GPU with room for what waits to be verified and for the
 # untimed checks' processes beside it: an 80 GB H100 has had it since flash_decode's sizes fit
@@ -113,6 +115,28 @@ def divide(plan: dict[str, list[str]]) -> tuple[dict[str, list[str]], dict[str, 
     return {e: ls for e, ls in cpu.items() if ls}, gpu
 
 
+def gpu_jobs(requests: int, cpu_jobs: int) -> int:
+    """Grading processes for the untimed gpu checks: one per check (`requests`), as many as the
+    cores left by the CPU layers' `cpu_jobs` allow, at most MAX_GPU_JOBS. Their time is mostly
+    Triton compiling and waiting on the GPU, and the longest check bounds them: a check that
+    waits for a process adds its whole time (GRADER_JOBS sets it)."""
+    wanted = os.environ.get("GRADER_JOBS", "")
+    if wanted.isdigit():
+        return max(1, int(wanted))
+    cores = len(os.sched_getaffinity(0))
+    return max(1, min(requests, cores - cpu_jobs, MAX_GPU_JOBS))
+
+
+def after_timing_jobs(cpu_jobs: int, gpu_jobs: int) -> int:
+    """Grading processes for the CPU layers once the timed checks are over (timed_first): no
+    launching thread to keep a core for, so the cores the gpu checks' `gpu_jobs` leave, at
+    most MAX_JOBS, never fewer than `cpu_jobs` (GRADER_JOBS: `cpu_jobs`)."""
+    if os.environ.get("GRADER_JOBS", "").isdigit():
+        return cpu_jobs
+    cores = len(os.sched_getaffinity(0))
+    return max(cpu_jobs, min(MAX_JOBS, cores - gpu_jobs))
+
+
 def beside_jobs(gpu_jobs: int) -> int:
     """Grading processes for the CPU layers while `gpu_jobs` grade the untimed gpu checks and,
     after them, the timed checks run: a quarter of the cores, at most four, so the timed
@@ -171,9 +195,12 @@ def timed_first(gpu_plan: dict, here: list[str], gpu_bytes: int, unified: bool =
     needs the GPU alone) in its own process, with nothing else running, their timed outputs'
     verification and their gated calls held back (grader.fixtures `later`); then, with the
     GPU shared, the untimed gpu checks' and the CPU layers' grading processes, beside that
-    held-back work. Only where the untimed gpu checks are split off (`gpu_plan`), the perf
-    layer runs here, and the GPU has memory of its own for all of it (TIMED_FIRST_GPU_BYTES,
-    not `unified` with the host's); GRADER_TIMED_FIRST=0 or 1 decides instead of the memory."""
+    held-back work. Not even the CPU layers go beside the timing: with four of their processes
+    on a 16-core H100 box, flash_fwd's recorded calls at N = 4K read 1.07 to 1.74 ms against
+    0.84 to 0.88 alone (docs/gpu/session-12-06c). Only where the untimed gpu checks are split
+    off (`gpu_plan`), the perf layer runs here, and the GPU has memory of its own for all of it
+    (TIMED_FIRST_GPU_BYTES, not `unified` with the host's); GRADER_TIMED_FIRST=0 or 1 decides
+    instead of the memory."""
     if not gpu_plan or "perf" not in here:
         return False
     wanted = os.environ.get("GRADER_TIMED_FIRST", "")
@@ -216,11 +243,15 @@ class Background:
 
 def grade_cpu_layers(submission: Path, plan: dict[str, list[str]], jobs: int,
                      checks: dict[str, Check], include_hidden: bool, only_checks, target,
-                     progress=None) -> tuple[dict[str, Result], dict[str, float], list[str], dict]:
-    """Grade each exercise's layers of `plan` (split_plan) in `jobs` processes. Returns the
-    results of those checks by id, the seconds per layer (summed over the processes), notes,
-    and {"isolation": the level the workers ran at, "seccomp": {mode: what the kernel denied
-    them}, "device_info": the GPU's details, where a gpu check ran}."""
+                     progress=None, by_layer: bool = False
+                     ) -> tuple[dict[str, Result], dict[str, float], list[str], dict]:
+    """Grade each exercise's layers of `plan` (split_plan) in `jobs` processes: an exercise's
+    CPU layers in one request (its workers started once), or, `by_layer`, one request per
+    layer (where cores are many, the heaviest exercise's layers in parallel); each gpu check
+    in a request of its own. Returns the results of those checks by id, the seconds per layer
+    (summed over the processes), notes, and {"isolation": the level the workers ran at,
+    "seccomp": {mode: what the kernel denied them}, "device_info": the GPU's details, where a
+    gpu check ran}."""
     mine = [c for c in checks.values() if c.layer in plan.get(c.exercise, ())
             and (not only_checks or c.id in only_checks)]
     # one request per exercise for its CPU layers and one per gpu check (processes can grade
@@ -233,6 +264,8 @@ def grade_cpu_layers(submission: Path, plan: dict[str, list[str]], jobs: int,
 
     queue = [(e, cpu, None) for e, ls in plan.items()
              if (cpu := [x for x in ls if x != GPU_SPLIT])]
+    if by_layer:
+        queue = [(e, [layer], None) for e, layers, _ in queue for layer in layers]
     queue += [(e, [GPU_SPLIT], [c.id]) for e, ls in plan.items() if GPU_SPLIT in ls
               for c in mine if c.exercise == e and c.layer == GPU_SPLIT]
     queue.sort(key=lambda r: -cost(r))
@@ -285,7 +318,10 @@ def grade_cpu_layers(submission: Path, plan: dict[str, list[str]], jobs: int,
                 else:
                     sel.unregister(child.proc.stdout)
                     busy -= 1
+                    child.release()   # it exits while the others work
     finally:
+        for child in children:   # all told first: their exits (a second each with CUDA) overlap
+            child.release()
         for child in children:
             child.stop()
     return gathered.as_tuple()
@@ -330,7 +366,10 @@ class _Child:
     """One grading process (grader/part.py), fed one exercise at a time."""
 
     def __init__(self):
-        env = dict(os.environ, GRADER_JOBS="1")   # it grades one exercise: no processes of its own
+        # it grades one exercise: no processes of its own; and one thread for its NumPy, BLAS
+        # and torch CPU work (the references), like its workers: several of these processes
+        # each starting a thread per core would crowd every core, the timed checks' included
+        env = dict(os.environ, GRADER_JOBS="1", **ONE_THREAD)
         self.stderr_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"grader-part-{os.getpid()}-{id(self)}.log"
         self._stderr = open(self.stderr_path, "w+b")
         self.proc = subprocess.Popen([sys.executable, "-I", "-B", str(ROOT / "grader" / "part.py")],
@@ -354,11 +393,15 @@ class _Child:
         text = self._stderr.read().decode(errors="replace").strip()
         return f"exit {self.proc.returncode}; " + text[-400:]
 
-    def stop(self) -> None:
+    def release(self) -> None:
+        """No more requests: it ends once its exercise's workers have stopped."""
         try:
             self.proc.stdin.close()
         except OSError:
             pass
+
+    def stop(self) -> None:
+        self.release()
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:

@@ -40,7 +40,8 @@ class GradePlugin:
         self.env = env
         self.workers = workers
         self.results: dict[str, Result] = {}
-        self.pending_replays: dict[str, list] = {}   # nodeid -> replays deferred to its end
+        # nodeid -> its gated calls' replays, run at its end (or begun at once: Pipelined)
+        self.pending_replays: dict[str, list] = {}
         # nodeid -> the check's work after its timing (`later`: verification, gated calls),
         # run at its end; or, while `deferring` (grader.run times every perf check first), after
         # the last check, beside the untimed checks that `after_timed()` starts
@@ -129,7 +130,7 @@ class GradePlugin:
         outcome = yield
         if outcome.excinfo is not None:   # it earned nothing: its later work and replays neither
             self.pending_later.pop(item.nodeid, None)
-            self.pending_replays.pop(item.nodeid, None)
+            _dropped(self.pending_replays.pop(item.nodeid, None))
         elif self.deferring and self.pending_later.get(item.nodeid):
             self._deferred.append(item.nodeid)   # its verdict waits for the timed phase's end
         else:
@@ -138,13 +139,24 @@ class GradePlugin:
             except BaseException as e:   # noqa: BLE001 - reported as the check's outcome
                 outcome.force_exception(e)
 
+    def replays_of(self, nodeid: str, pipelined: bool = False) -> list:
+        """Where a check's gated calls put their replays (grader.judge.kernel_use.gate): a
+        list run at the check's end, or, `pipelined`, each begun at once (Pipelined)."""
+        if nodeid not in self.pending_replays:
+            self.pending_replays[nodeid] = Pipelined(nodeid) if pipelined else []
+        return self.pending_replays[nodeid]
+
     def _settle(self, nodeid: str) -> None:
         """The check's later work, then the replays of its gated calls (grader.judge.provenance),
         those the later work made included: a failure there is the check's own failure."""
         for work in self.pending_later.pop(nodeid, []):
             work()
-        for replay in self.pending_replays.pop(nodeid, []):
-            replay()
+        replays = self.pending_replays.pop(nodeid, [])
+        try:
+            for replay in replays:
+                replay()
+        finally:
+            _dropped(replays)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtestloop(self, session):
@@ -263,6 +275,40 @@ class GradePlugin:
 
     def pytest_sessionfinish(self, session, exitstatus):
         self.workers.close()
+
+
+class Pipelined(list):
+    """A check's replays, each begun as soon as its call returned, one after another in a
+    thread of their own, while the check goes on with its next call; the list holds a wait for
+    each one's verdict, which `_settle` runs in order at the check's end (the first failure is
+    the check's). For the untimed gpu checks only (grader.fixtures.student): there a replay is
+    a GPU call in another worker, beside the student's; under the interpreter it would take
+    the check's own core, and nothing may run beside a timed call."""
+
+    def __init__(self, nodeid: str):
+        from concurrent.futures import ThreadPoolExecutor
+
+        super().__init__()
+        self.nodeid = nodeid
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay")
+
+    def append(self, replay) -> None:
+        check = calllog.check
+
+        def run():
+            calllog.this_thread.check = check
+            return replay()
+
+        super().append(self._pool.submit(run).result)
+
+    def close(self) -> None:
+        """Replays not begun are dropped; the one running is waited for."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _dropped(replays) -> None:
+    if isinstance(replays, Pipelined):
+        replays.close()
 
 
 def _error_hint(e: Exception) -> str:

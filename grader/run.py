@@ -28,6 +28,7 @@ from grader import parallel
 from grader.plugin import GradePlugin
 from grader.registry import EXERCISES, HIDDEN_DIR, LAYERS, ROOT, check_files
 from grader.results import GradeReport, Result, Selection
+from grader.sandbox import calllog
 from grader.sandbox.proxy import Workers
 
 CHECK_TIMEOUT_S = 900   # backstop per check; calls into student code have their own limits
@@ -124,14 +125,20 @@ def _grade(submission, exercises, layers, include_hidden, only_checks, sandbox, 
     # none): in a thread of their own through the untimed gpu checks and the timed ones after
     beside = bool(split) and bool(here) and parallel.may_overlap()
     cpu_plan, gpu_plan = parallel.divide(split) if beside and gpu_split else (split, {})
-    cpu_jobs = parallel.beside_jobs(jobs) if gpu_plan else jobs
-    cpu_part = parallel.Background(lambda: parallel.grade_cpu_layers(
-        submission, cpu_plan, cpu_jobs, checks, hidden, only_checks, target, counter.cpu))
-    gpu_part = parallel.Background(lambda: parallel.grade_cpu_layers(
-        submission, gpu_plan, jobs, checks, hidden, only_checks, target, counter.gpu))
     # on a GPU box, time first: the checks here (the timed ones) with nothing else running,
     # then the grading processes beside their held-back verification (parallel.timed_first)
     timed_first = parallel.timed_first(gpu_plan, here, env.gpu_bytes, env.gpu_unified)
+    cpu_jobs = parallel.beside_jobs(jobs) if gpu_plan else jobs
+    gpu_requests = sum(1 for c in checks.values() if c.layer == parallel.GPU_SPLIT
+                       and c.exercise in gpu_plan and (not only_checks or c.id in only_checks))
+    gpu_jobs = parallel.gpu_jobs(gpu_requests, cpu_jobs) if gpu_plan else jobs
+    if timed_first:   # nothing is timed any more: the cores the gpu checks' processes leave
+        cpu_jobs = parallel.after_timing_jobs(cpu_jobs, gpu_jobs)
+    cpu_part = parallel.Background(lambda: parallel.grade_cpu_layers(
+        submission, cpu_plan, cpu_jobs, checks, hidden, only_checks, target, counter.cpu,
+        by_layer=timed_first))
+    gpu_part = parallel.Background(lambda: parallel.grade_cpu_layers(
+        submission, gpu_plan, gpu_jobs, checks, hidden, only_checks, target, counter.gpu))
 
     def start_parts() -> None:
         if cpu_plan:
@@ -165,16 +172,18 @@ def _grade(submission, exercises, layers, include_hidden, only_checks, sandbox, 
     parts = [part.result() for part, plan in ((cpu_part, cpu_plan), (gpu_part, gpu_plan)) if plan]
     elsewhere_results, seconds, more, levels = parallel.merge(parts)
     notes += more
-    if cpu_plan and cpu_part.started:
+    if cpu_plan and cpu_part.started and not timed_first:
         notes.append(f"The CPU layers ran beside the GPU layers, in {cpu_jobs} grading processes "
                      f"of their own; none of their workers can see a GPU.")
     if timed_first:   # (only where the gpu layer is split off: parallel.timed_first)
         notes.append(f"The timed checks ran first, with the GPU and the CPUs alone; then the gpu "
-                     f"layer's untimed checks ran in {jobs} grading processes side by side, beside "
-                     f"the verification of every timed output and the timed checks' gated calls.")
+                     f"layer's untimed checks ran in {min(gpu_jobs, gpu_requests)} grading "
+                     f"processes side by side, and the CPU layers in {cpu_jobs}, beside the "
+                     f"verification of every timed output and the timed checks' gated calls.")
     elif gpu_split:
-        notes.append(f"The gpu layer's untimed checks ran in {jobs} grading processes side by "
-                     f"side; the timed checks ran after them, with the GPU alone.")
+        notes.append(f"The gpu layer's untimed checks ran in {min(gpu_jobs, gpu_requests)} "
+                     f"grading processes side by side; the timed checks ran after them, with the "
+                     f"GPU alone.")
     for name, s in seconds.items():
         plugin.layer_seconds[name] = round(plugin.layer_seconds.get(name, 0.0) + s, 2)
     plugin.device_info = plugin.device_info or levels.get("device_info") or {}
@@ -192,6 +201,8 @@ def _grade(submission, exercises, layers, include_hidden, only_checks, sandbox, 
                                            **parallel.parse_levels(getattr(workers, "seccomp", ""))})
     if plugin.target is not None:
         report.target = plugin.target.to_dict(plugin.device_info.get("name") or env.device)
+    # the grade's own span in the call log (its start: end - s), a part's too
+    calllog.record("grade", ",".join(exercises), "trusted", time.perf_counter() - start, check="")
     return report
 
 

@@ -86,3 +86,37 @@ class Rng:
 
     def __getattr__(self, name):
         return getattr(self.generator, name)
+
+
+def plugin_session(path: Path, exercises: list[str], layers: list[str], configure=None):
+    """The checks of one test file (`path`) run in this process by pytest with the grader's
+    plugin (no workers, every exercise's needs met); `configure(plugin)` before they run.
+    Returns the GradePlugin, its `results` by check id."""
+    import pytest
+
+    from grader.plugin import GradePlugin
+    from grader.registry import all_checks
+    from grader.results import Selection
+
+    class Env:
+        def why_not(self, needs):
+            return None
+
+    class Workers:
+        sources = path.parent
+
+        def all(self):
+            return []
+
+        def close(self):
+            pass
+
+    plugin = GradePlugin(all_checks(include_hidden=False), Selection(exercises, layers), Env(),
+                         Workers())
+    if configure is not None:
+        configure(plugin)
+    code = pytest.main([str(path), "-q", "-p", "grader.fixtures", "-p", "no:cacheprovider",
+                        "--noconftest", "--import-mode=importlib", "--rootdir", str(path.parent)],
+                       plugins=[plugin])
+    assert code in (0, 1)
+    return plugin

@@ -10,9 +10,8 @@ import shutil
 import pytest
 
 from grader import parallel
-from grader.plugin import GradePlugin
-from grader.registry import ROOT, all_checks
-from grader.results import Selection
+from grader.registry import ROOT
+from tests.helpers import plugin_session
 
 CHECKS_FILE = '''
 import os
@@ -54,36 +53,18 @@ def test_failed_body(credit, later):
 
 
 def _grade(tmp_path, deferring: bool):
-    import pytest as pt
-
     for ex in ("softmax_triton", "softmax_long", "flash_triton"):
         shutil.copy(ROOT / "solutions" / f"{ex}.py", tmp_path / f"{ex}.py")
     (tmp_path / "test_checks.py").write_text(CHECKS_FILE)
     log = tmp_path / "log.txt"
     os.environ["DEFERRED_LOG"] = str(log)
 
-    class Env:
-        def why_not(self, needs):
-            return None
+    def configure(plugin):
+        plugin.deferring = deferring
+        plugin.after_timed = lambda: log.open("a").write("after_timed\n")
 
-    class Workers:
-        sources = tmp_path
-
-        def all(self):
-            return []
-
-        def close(self):
-            pass
-
-    exercises = ["softmax_triton", "softmax_long", "flash_triton"]
-    plugin = GradePlugin(all_checks(include_hidden=False), Selection(exercises, ["perf"]),
-                         Env(), Workers())
-    plugin.deferring = deferring
-    plugin.after_timed = lambda: log.open("a").write("after_timed\n")
-    code = pt.main([str(tmp_path / "test_checks.py"), "-q", "-p", "grader.fixtures",
-                    "-p", "no:cacheprovider", "--noconftest", "--import-mode=importlib",
-                    "--rootdir", str(tmp_path)], plugins=[plugin])
-    assert code in (0, 1)
+    plugin = plugin_session(tmp_path / "test_checks.py",
+                            ["softmax_triton", "softmax_long", "flash_triton"], ["perf"], configure)
     return plugin.results, log.read_text().split("\n")[:-1]
 
 

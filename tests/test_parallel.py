@@ -165,3 +165,55 @@ def test_divide_and_merge(monkeypatch):
     assert merged == ({"x": r}, {"cpu": 3.5, "gpu": 3.0}, ["n1", "n2"],
                       {"isolation": "os", "seccomp": {"cpu": "p", "cuda": "q"},
                        "device_info": {"name": "H"}})
+
+
+def test_gpu_jobs_one_per_check_where_the_cores_allow(monkeypatch):
+    """The untimed gpu checks get a process each (the longest check bounds them: one that waits
+    for a process adds its whole time), within the cores the CPU layers' processes leave."""
+    monkeypatch.delenv("GRADER_JOBS", raising=False)
+    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: set(range(16)))
+    assert parallel.gpu_jobs(10, 4) == 10                       # the lab's ten on a 16-core box
+    assert parallel.gpu_jobs(30, 4) == parallel.MAX_GPU_JOBS
+    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: set(range(8)))
+    assert parallel.gpu_jobs(10, 2) == 6
+    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: set(range(2)))
+    assert parallel.gpu_jobs(10, 4) == 1
+    monkeypatch.setenv("GRADER_JOBS", "3")
+    assert parallel.gpu_jobs(10, 4) == 3
+
+
+def test_after_timing_the_cpu_layers_take_the_cores_left(monkeypatch):
+    """Timing first, the CPU layers wait for the timing to end, then take the cores the gpu
+    checks' processes leave, one request per layer (the heaviest exercise's layers side by side)."""
+    monkeypatch.delenv("GRADER_JOBS", raising=False)
+    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: set(range(16)))
+    assert parallel.after_timing_jobs(4, 10) == 6
+    assert parallel.after_timing_jobs(4, 14) == 4        # never fewer than beside the timing
+    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: set(range(64)))
+    assert parallel.after_timing_jobs(4, 10) == parallel.MAX_JOBS
+    monkeypatch.setenv("GRADER_JOBS", "3")
+    assert parallel.after_timing_jobs(3, 3) == 3
+
+
+def test_by_layer_one_request_per_layer(tmp_path, monkeypatch):
+    """`by_layer` (timing first, many cores): each CPU layer of an exercise is a request of
+    its own; otherwise an exercise's layers go together (its workers started once)."""
+    log = tmp_path / "requests.jsonl"
+    (tmp_path / "grader").mkdir()
+    (tmp_path / "grader" / "part.py").write_text(
+        "import json, sys\n"
+        "for line in sys.stdin:\n"
+        f"    open({str(log)!r}, 'a').write(line)\n"
+        "    print(json.dumps({'results': {}}), flush=True)\n")
+    monkeypatch.setattr(parallel, "ROOT", tmp_path)
+    checks = all_checks(include_hidden=False)
+    plan = {"flash_decode": ["cpu", "adversarial", "interp"], "online_softmax": ["cpu"]}
+    for by_layer, want in ((True, {("flash_decode", ("cpu",)), ("flash_decode", ("adversarial",)),
+                                   ("flash_decode", ("interp",)), ("online_softmax", ("cpu",))}),
+                           (False, {("flash_decode", ("cpu", "adversarial", "interp")),
+                                    ("online_softmax", ("cpu",))})):
+        log.unlink(missing_ok=True)
+        parallel.grade_cpu_layers(SOLUTIONS, plan, 2, checks, False, None, None,
+                                  by_layer=by_layer)
+        sent = [json.loads(line) for line in log.read_text().splitlines()]
+        assert {(r["exercise"], tuple(r["layers"])) for r in sent} == want

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from grader.judge import kernel_source, kernel_use, provenance
+from grader.judge import replayed as replay_compare
 from grader.judge.compare import CheckFailed
 from grader.wire.codec import TensorValue
 
@@ -154,6 +155,22 @@ def test_replayed_outputs_must_equal_the_call_exactly():
     with pytest.raises(CheckFailed, match="does not compile with Triton's front end"):
         provenance.compare({**same, "compile": [{"kernel": "k", "error": "CompilationError"}]},
                            _value([1.0, 2.0, 3.0]), "softmax(x)", atomics=False)
+
+
+def test_the_same_bits_pass_at_once_and_a_differing_bit_is_still_found():
+    """The comparison's fast path (grader.judge.replayed._same_bits) agrees with the elementwise
+    one: the same bytes (NaN payloads included) pass, one element off fails with its place,
+    and -0.0 against 0.0, different bits but equal values, passes as it did."""
+    a = np.random.default_rng(0).standard_normal((4, 1000)).astype(np.float16)
+    b = a.copy()
+    b[2, 777] = np.float16(np.nan)
+    a[2, 777] = np.float16(np.nan)
+    replay_compare._same(a, b, "float16", "f(x)", 0, False)
+    b[3, 5] += np.float16(1)
+    with pytest.raises(CheckFailed, match=r"at \[3, 5\]"):
+        replay_compare._same(a, b, "float16", "f(x)", 0, False)
+    zeros = np.zeros(3, np.float32)
+    replay_compare._same(zeros, -zeros, "float32", "f(x)", 0, False)
 
 
 def test_atomics_get_a_tight_tolerance_only():

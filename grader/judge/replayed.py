@@ -109,6 +109,8 @@ def _same(replayed, returned, dtype: str, call: str, i: int, atomics: bool) -> N
     if replayed.shape != returned.shape:
         raise refused(call, f"replayed, {what} has shape {replayed.shape}, the call returned "
                           f"{returned.shape}")
+    if _same_bits(replayed, returned):   # the same kernels on the same inputs: every bit
+        return
     a, b = replayed.astype(np.float64), returned.astype(np.float64)
     both_nan = np.isnan(a) & np.isnan(b)
     if atomics and dtype in ATOMIC_TOL:
@@ -124,3 +126,13 @@ def _same(replayed, returned, dtype: str, call: str, i: int, atomics: bool) -> N
                           f"call returned {b[idx]:.6g} ({int(differs.sum())} of {b.size} elements "
                           f"differ). The answer was written by something other than the "
                           f"kernels (PyTorch, NumPy, a thread, memory set before the launch)")
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays of one dtype hold the same bytes (NaNs of the same bits included): the
+    common case, decided in milliseconds, where comparing as float64 takes a third of a second
+    for a 16 MB output; anything else goes on to the elementwise comparison and its message."""
+    if a.dtype != b.dtype or a.dtype.kind not in "fiub" or a.dtype.itemsize not in (1, 2, 4, 8):
+        return False
+    bits = np.dtype(f"u{a.dtype.itemsize}")
+    return bool(np.array_equal(np.ascontiguousarray(a).view(bits), np.ascontiguousarray(b).view(bits)))
