@@ -107,3 +107,30 @@ def test_which_checks_pipeline(layer, mode, gpu_alone, pipelined):
     assert fixtures.pipelines(check, mode) is pipelined
 
 
+
+
+def test_a_real_grade_pipelined_gives_the_same_verdicts(tmp_path, monkeypatch):
+    """The grader's own workers with every check's replays pipelined (on CUDA only the untimed
+    gpu checks are; here the interp layer stands in for them, on this machine's CPU): the
+    solution earns the same full marks, and a wrapper whose answer rides in launch scalars
+    (softmax_triton's host_max_in_scalars, caught by the replay on fresh inputs) the same zeros."""
+    from grader import run
+    from grader.judge import audit
+    from tests.helpers import ROOT, copy_solutions
+
+    monkeypatch.setenv("GRADER_JOBS", "1")
+    cheat = copy_solutions(tmp_path / "cheat", {"softmax_triton.py": (
+        ROOT / "tests/exercises/softmax_triton/cheats/host_max_in_scalars/softmax_triton.py"
+    ).read_text()})
+    monkeypatch.setattr(audit, "audit", lambda directory, exercise: [])   # the replay's to catch
+
+    def scores():
+        return {s: {r.check.id: (r.status, r.score) for r in run.grade(
+            s, ["softmax_triton"], ["interp"]).results if r.status != "not_run"}
+            for s in (ROOT / "solutions", cheat)}
+
+    plain = scores()
+    monkeypatch.setattr(fixtures, "pipelines", lambda check, mode: True)
+    assert scores() == plain
+    assert all(status == "passed" for status, _ in plain[ROOT / "solutions"].values())
+    assert plain[cheat] and all(score == 0 for _, score in plain[cheat].values())
