@@ -31,13 +31,13 @@ from pathlib import Path
 from grader.registry import ROOT, Check
 from grader.results import Result
 from grader.sandbox import budget, bytecode, kernel_cache
+from grader.wire.threads import ONE_THREAD
 
 CPU_LAYERS = ("cpu", "adversarial", "interp")
 GPU_SPLIT = "gpu"   # the untimed GPU layer, split only on a CUDA machine with cores to spare
 # heaviest exercise first: interp is slow, a gpu check compiles kernels for real sizes
 LAYER_COST = {"cpu": 1, "adversarial": 2, "interp": 3, "gpu": 20}
 MAX_JOBS = 8
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 MAX_GPU_JOBS = 12   # the lab's untimed gpu checks that may share the GPU: 10 today
 OVERLAP_CORES = 8   # below this the CPU layers wait for the GPU layers to finish
 # the timed checks go first only on a GPU with room for what waits to be verified and for the
@@ -122,7 +122,7 @@ def gpu_jobs(requests: int, cpu_jobs: int) -> int:
     waits for a process adds its whole time (GRADER_JOBS sets it)."""
     wanted = os.environ.get("GRADER_JOBS", "")
     if wanted.isdigit():
-        return max(1, int(wanted))
+        return max(1, min(requests, int(wanted)))
     cores = len(os.sched_getaffinity(0))
     return max(1, min(requests, cores - cpu_jobs, MAX_GPU_JOBS))
 
@@ -366,9 +366,8 @@ class _Child:
     """One grading process (grader/part.py), fed one exercise at a time."""
 
     def __init__(self):
-        # it grades one exercise: no processes of its own; and one thread for its NumPy, BLAS
-        # and torch CPU work (the references), like its workers: several of these processes
-        # each starting a thread per core would crowd every core, the timed checks' included
+        # it grades one exercise: no processes of its own, one thread for its NumPy, BLAS and
+        # torch CPU work (the references), like its workers
         env = dict(os.environ, GRADER_JOBS="1", **ONE_THREAD)
         self.stderr_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"grader-part-{os.getpid()}-{id(self)}.log"
         self._stderr = open(self.stderr_path, "w+b")

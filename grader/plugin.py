@@ -41,7 +41,7 @@ class GradePlugin:
         self.workers = workers
         self.results: dict[str, Result] = {}
         # nodeid -> its gated calls' replays, run at its end (or begun at once: Pipelined)
-        self.pending_replays: dict[str, list] = {}
+        self.pending_replays: dict[str, Replays] = {}
         # nodeid -> the check's work after its timing (`later`: verification, gated calls),
         # run at its end; or, while `deferring` (grader.run times every perf check first), after
         # the last check, beside the untimed checks that `after_timed()` starts
@@ -130,7 +130,7 @@ class GradePlugin:
         outcome = yield
         if outcome.excinfo is not None:   # it earned nothing: its later work and replays neither
             self.pending_later.pop(item.nodeid, None)
-            _dropped(self.pending_replays.pop(item.nodeid, None))
+            self.pending_replays.pop(item.nodeid, Replays()).close()
         elif self.deferring and self.pending_later.get(item.nodeid):
             self._deferred.append(item.nodeid)   # its verdict waits for the timed phase's end
         else:
@@ -139,11 +139,11 @@ class GradePlugin:
             except BaseException as e:   # noqa: BLE001 - reported as the check's outcome
                 outcome.force_exception(e)
 
-    def replays_of(self, nodeid: str, pipelined: bool = False) -> list:
+    def replays_of(self, nodeid: str, pipelined: bool = False) -> Replays:
         """Where a check's gated calls put their replays (grader.judge.kernel_use.gate): a
         list run at the check's end, or, `pipelined`, each begun at once (Pipelined)."""
         if nodeid not in self.pending_replays:
-            self.pending_replays[nodeid] = Pipelined(nodeid) if pipelined else []
+            self.pending_replays[nodeid] = Pipelined() if pipelined else Replays()
         return self.pending_replays[nodeid]
 
     def _settle(self, nodeid: str) -> None:
@@ -151,12 +151,12 @@ class GradePlugin:
         those the later work made included: a failure there is the check's own failure."""
         for work in self.pending_later.pop(nodeid, []):
             work()
-        replays = self.pending_replays.pop(nodeid, [])
+        replays = self.pending_replays.pop(nodeid, Replays())
         try:
             for replay in replays:
                 replay()
         finally:
-            _dropped(replays)
+            replays.close()
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtestloop(self, session):
@@ -277,7 +277,15 @@ class GradePlugin:
         self.workers.close()
 
 
-class Pipelined(list):
+class Replays(list):
+    """A check's replays (grader.judge.kernel_use.gate appends them), run in order by `_settle`
+    at the check's end."""
+
+    def close(self) -> None:
+        """What is left undone is dropped."""
+
+
+class Pipelined(Replays):
     """A check's replays, each begun as soon as its call returned, one after another in a
     thread of their own, while the check goes on with its next call; the list holds a wait for
     each one's verdict, which `_settle` runs in order at the check's end (the first failure is
@@ -285,11 +293,10 @@ class Pipelined(list):
     a GPU call in another worker, beside the student's; under the interpreter it would take
     the check's own core, and nothing may run beside a timed call."""
 
-    def __init__(self, nodeid: str):
+    def __init__(self):
         from concurrent.futures import ThreadPoolExecutor
 
         super().__init__()
-        self.nodeid = nodeid
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay")
 
     def append(self, replay) -> None:
@@ -304,11 +311,6 @@ class Pipelined(list):
     def close(self) -> None:
         """Replays not begun are dropped; the one running is waited for."""
         self._pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _dropped(replays) -> None:
-    if isinstance(replays, Pipelined):
-        replays.close()
 
 
 def _error_hint(e: Exception) -> str:

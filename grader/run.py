@@ -131,7 +131,7 @@ def _grade(submission, exercises, layers, include_hidden, only_checks, sandbox, 
     cpu_jobs = parallel.beside_jobs(jobs) if gpu_plan else jobs
     gpu_requests = sum(1 for c in checks.values() if c.layer == parallel.GPU_SPLIT
                        and c.exercise in gpu_plan and (not only_checks or c.id in only_checks))
-    gpu_jobs = parallel.gpu_jobs(gpu_requests, cpu_jobs) if gpu_plan else jobs
+    gpu_jobs = parallel.gpu_jobs(gpu_requests, cpu_jobs)
     if timed_first:   # nothing is timed any more: the cores the gpu checks' processes leave
         cpu_jobs = parallel.after_timing_jobs(cpu_jobs, gpu_jobs)
     cpu_part = parallel.Background(lambda: parallel.grade_cpu_layers(
@@ -177,11 +177,11 @@ def _grade(submission, exercises, layers, include_hidden, only_checks, sandbox, 
                      f"of their own; none of their workers can see a GPU.")
     if timed_first:   # (only where the gpu layer is split off: parallel.timed_first)
         notes.append(f"The timed checks ran first, with the GPU and the CPUs alone; then the gpu "
-                     f"layer's untimed checks ran in {min(gpu_jobs, gpu_requests)} grading "
+                     f"layer's untimed checks ran in {gpu_jobs} grading "
                      f"processes side by side, and the CPU layers in {cpu_jobs}, beside the "
                      f"verification of every timed output and the timed checks' gated calls.")
     elif gpu_split:
-        notes.append(f"The gpu layer's untimed checks ran in {min(gpu_jobs, gpu_requests)} "
+        notes.append(f"The gpu layer's untimed checks ran in {gpu_jobs} "
                      f"grading processes side by side; the timed checks ran after them, with the "
                      f"GPU alone.")
     for name, s in seconds.items():

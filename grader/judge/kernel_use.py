@@ -18,10 +18,8 @@ message for honest mistakes.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-
 from grader.judge.compare import CheckFailed
+from grader.judge.quiet import gpu_processes
 from grader.registry import EXERCISES
 
 # aten ops a wrapper may run around the launch: allocation, views, copies and dtype casts (the
@@ -208,32 +206,6 @@ def assert_kernel_wrote(extras: dict, value, numel: int, call: str, launch: str)
 
 
 # ------------------------------------------------------------------------- GPU processes
-
-
-def gpu_processes() -> set[int] | None:
-    """PIDs of the processes using a GPU now (NVML, else nvidia-smi); None if neither answers."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        pids = set()
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            for fn in (pynvml.nvmlDeviceGetComputeRunningProcesses,
-                       pynvml.nvmlDeviceGetGraphicsRunningProcesses):
-                pids |= {int(p.pid) for p in fn(h)}
-        return pids
-    except Exception:   # noqa: BLE001 - no pynvml or no driver: try the command line
-        pass
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return None
-    try:
-        out = subprocess.run([smi, "--query-compute-apps=pid", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return {int(x) for x in out.split() if x.strip().isdigit()}
 
 
 def assert_gpu_alone(worker_pid: int | None, call: str) -> None:

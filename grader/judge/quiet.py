@@ -23,30 +23,33 @@ def stop_students(workers) -> None:
     close_all(workers.all())
 
 
-def gpu_processes() -> list[int] | None:
-    """PIDs of the processes holding a CUDA context on this machine's GPUs, from NVML (pynvml
-    or nvidia-smi); None when neither can tell."""
+def gpu_processes() -> set[int] | None:
+    """PIDs of the processes using this machine's GPUs now (compute or graphics), from NVML
+    (pynvml, else nvidia-smi); None when neither can tell. Also the kernel-use gate's question
+    (grader.judge.kernel_use.assert_gpu_alone)."""
     try:
         import pynvml
 
         pynvml.nvmlInit()
-        pids = []
+        pids = set()
         for i in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            pids += [p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)]
+            for running in (pynvml.nvmlDeviceGetComputeRunningProcesses,
+                            pynvml.nvmlDeviceGetGraphicsRunningProcesses):
+                pids |= {int(p.pid) for p in running(handle)}
         return pids
-    except Exception:   # not installed, or no NVML here: ask the command-line tool
+    except Exception:   # noqa: BLE001 - not installed, or no NVML here: ask the command line
         pass
     import subprocess
 
     try:
         out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
+    except (OSError, subprocess.SubprocessError):
         return None
     if out.returncode != 0:
         return None
-    return [int(x) for x in out.stdout.split() if x.strip().isdigit()]
+    return {int(x) for x in out.stdout.split() if x.strip().isdigit()}
 
 
 def quiet_gpu(workers, what: str, processes=gpu_processes) -> str:

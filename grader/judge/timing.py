@@ -390,9 +390,8 @@ def timed_against(sub, rng, gpu, workers, name: str, cases: list, dtype: str, ba
     in its process, so it never runs before a timing) go to `later` (the check's fixture: after
     the check's timing); without it they run here, right after the student's requests."""
     from grader.judge.compare import CheckFailed
-    from grader.sandbox import calllog
-
     from grader.judge.quiet import quiet_gpu
+    from grader.sandbox import calllog
 
     later = later or _now
     mine = []

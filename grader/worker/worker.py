@@ -33,15 +33,15 @@ import traceback
 
 from grader.worker import imports, probes, replay, seccomp
 from grader.wire import checksum, codec
+from grader.wire.threads import ONE_THREAD
 
 # What the exercise's code sees of the environment, the same in every call of a mode (sanitized,
 # profiled, timed, hidden or plain): what the lesson's code reads (TRITON_INTERPRET) and what the
 # libraries read while they run (PATH and the CUDA folders for Triton's ptxas and gcc, its
 # cache, tempfile's TMPDIR, the GPU's visibility, the one-thread settings)
-THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 ENV_KEPT = ("PATH", "HOME", "TMPDIR", "LANG", "TRITON_INTERPRET", "TRITON_CACHE_DIR",
             "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "TRITON_PTXAS_PATH",
-            "TRITON_LIBCUDA_PATH", *THREAD_ENV)
+            "TRITON_LIBCUDA_PATH", *ONE_THREAD)
 
 
 def main() -> None:
@@ -65,7 +65,7 @@ def main() -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # CPU modes never touch a GPU
     # one BLAS/OpenMP thread, read when torch loads (now, or when a CPU exercise imports it):
     # no thread pool is started once the seccomp filter refuses new threads
-    os.environ.update(THREAD_ENV)
+    os.environ.update(ONE_THREAD)
     limit = cfg.get("memory_limit_bytes")
     if limit and cfg["mode"] != "cuda":  # CUDA reserves huge address ranges; rely on its OOM
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
