@@ -369,7 +369,9 @@ def test_timed_against_times_the_student_before_any_baseline(folder, tmp_path, m
             return
         t, = timing.timed_against(sub, Rng(8), _Gpu(), workers, "softmax", [case], "float32",
                                   baseline, lambda i: torch.softmax(i[0].double(), -1))
-        assert t.base > 0 and t.mine > 0 and t.harness >= 0
+        # on a CPU a 3 x 130 softmax costs about what the harness does, so either side less
+        # the harness may come out below zero by noise: the raw per-call times may not
+        assert t.base + t.harness > 0 and t.mine + t.harness > 0 and t.harness >= 0
         assert order and all(alive == 0 for _, alive in order), order
     finally:
         workers.close()
