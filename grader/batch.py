@@ -10,7 +10,9 @@ isolation as a single run and a grader problem with one submission costs only th
 reports count only when that process completed them (see grade_one). Written under DIR (default batch/):
 
     reports/<name>.json, reports/<name>.md    each submission's reports
-    gradebook.csv                             submission, one column per exercise, total, max, note
+    gradebook.csv                             submission, one column per exercise, total, max,
+                                              note (why grading failed), undecided (the perf
+                                              checks this run's readings left open: grade again)
 
 --jobs N grades N submissions at once; where several GPUs are visible and the GPU layers run,
 each job gets a GPU of its own through CUDA_VISIBLE_DEVICES. --gpus all (or a count) grades on
@@ -133,7 +135,7 @@ def visible_gpus() -> list[str]:
 
 
 def columns(exercises: list[str]) -> list[str]:
-    return ["submission", *exercises, "total", "max", "note"]
+    return ["submission", *exercises, "total", "max", "note", "undecided"]
 
 
 def grade_one(sub: Path, out: Path, args, exercises: list[str], gpu: str | None) -> dict:
@@ -184,7 +186,8 @@ def grade_one(sub: Path, out: Path, args, exercises: list[str], gpu: str | None)
         shutil.rmtree(private, ignore_errors=True)
     for ex in exercises:
         row[ex] = _fmt(sum(t["score"] for t in report["tests"] if t["exercise"] == ex))
-    return {**row, "total": _fmt(report["score"]), "max": _fmt(report["max_score"]), "note": ""}
+    return {**row, "total": _fmt(report["score"]), "max": _fmt(report["max_score"]), "note": "",
+            "undecided": " ".join(t["name"] for t in report["tests"] if t.get("undecided"))}
 
 
 def completed(marker: Path, nonce: str, reports) -> bool:
@@ -291,7 +294,7 @@ def main(argv: list[str]) -> int:
     if args.merge:
         missing = [p for p in args.merge if not Path(p).is_file()]
         if missing or args.submissions:
-            print(f"grader batch: --merge takes gradebook files only"
+            print("grader batch: --merge takes gradebook files only"
                   + (f"; no such file: {', '.join(missing)}" if missing else ""), file=sys.stderr)
             return 2
         return merge(args.merge, Path(args.out or "gradebook.csv"))

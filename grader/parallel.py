@@ -341,7 +341,7 @@ def result_to_dict(r: Result) -> dict:
     return {"status": r.status, "score": r.score, "message": r.message, "output": r.output,
             "duration_s": r.duration_s, "failure_hint": r.failure_hint,
             "failure_follows": None if r.failure_follows is None else list(r.failure_follows),
-            "grader_error": r.grader_error, "secondary": r.secondary}
+            "grader_error": r.grader_error, "secondary": r.secondary, "undecided": r.undecided}
 
 
 def result_from(check: Check, d: dict) -> Result:
@@ -349,7 +349,7 @@ def result_from(check: Check, d: dict) -> Result:
     return Result(check, d["status"], float(d["score"]), d.get("message", ""), d.get("output", ""),
                   float(d.get("duration_s", 0.0)), d.get("failure_hint", ""),
                   None if follows is None else tuple(follows), bool(d.get("grader_error")),
-                  bool(d.get("secondary")))
+                  bool(d.get("secondary")), str(d.get("undecided") or ""))
 
 
 def _lost(child: "_Child", checks, layers, results, why: str) -> None:

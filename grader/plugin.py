@@ -215,7 +215,7 @@ class GradePlugin:
         credit = self.credits.get(nodeid, Credit())
         status = "passed" if credit.fraction >= 1.0 else "failed"
         return Result(check, status, round(check.points * credit.fraction, 3), credit.note,
-                      failure_hint=getattr(credit, "hint", ""))
+                      failure_hint=getattr(credit, "hint", ""), undecided=credit.undecided)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):

@@ -27,6 +27,9 @@ class Result:
     # failed only because another check's idea failed in the same call (CheckFailed.secondary):
     # the report groups it under that check and never groups anything under it
     secondary: bool = False
+    # a graded-by-degree check whose readings left its credit open (grader.judge.verdicts.Tally):
+    # the sentence saying so; graded at the medians all the same
+    undecided: str = ""
 
     @property
     def hint(self) -> str:
@@ -47,10 +50,14 @@ class Credit:
 
     fraction: float = 1.0
     note: str = ""
+    undecided: str = ""   # why this run's readings leave the credit open (verdicts.Tally)
 
-    def set(self, fraction: float, note: str = "") -> None:
+    def set(self, fraction: float, note: str = "", undecided: str = "") -> None:
+        """`undecided`: the sentence saying the measurement did not decide the credit; it ends
+        the note too."""
         self.fraction = max(0.0, min(1.0, float(fraction)))
-        self.note = note
+        self.note = f"{note}. {undecided[0].upper()}{undecided[1:]}" if undecided else note
+        self.undecided = undecided
 
 
 @dataclass

@@ -51,14 +51,14 @@ def test_batch_gradebook(tmp_path):
     cheat = points("tiled_attention", minus=("tiled_attention.inputs_untouched",))
     top = str(on + ti)
     expected = [
-        ["a_solutions", str(on), str(ti), str(on + ti), top, ""],
-        ["b_stubs", "0", "0", "0", top, ""],
-        ["c_segfault", "0", str(ti), str(ti), top, ""],
-        ["d_cheat", str(on), str(cheat), str(on + cheat), top, ""],
+        ["a_solutions", str(on), str(ti), str(on + ti), top, "", ""],
+        ["b_stubs", "0", "0", "0", top, "", ""],
+        ["c_segfault", "0", str(ti), str(ti), top, "", ""],
+        ["d_cheat", str(on), str(cheat), str(on + cheat), top, "", ""],
     ]
     with open(out / "gradebook.csv", newline="") as f:
         rows = list(csv.reader(f))
-    assert rows[0] == ["submission", *EXS, "total", "max", "note"]
+    assert rows[0] == ["submission", *EXS, "total", "max", "note", "undecided"]
     assert rows[1:] == expected
     for name in ("a_solutions", "b_stubs", "c_segfault", "d_cheat"):
         assert (out / "reports" / f"{name}.json").is_file()

@@ -104,7 +104,7 @@ def test_a_grading_process_that_dies_is_a_grader_error(tmp_path, monkeypatch):
 def test_results_cross_intact():
     check = next(iter(all_checks(include_hidden=False).values()))
     r = parallel.Result(check, "failed", 0.5, "expected 1, got 2", "printed", 1.25, "a hint",
-                        ("x.y",), False, True)
+                        ("x.y",), False, True, "not decided in this run: ...")
     assert parallel.result_from(check, json.loads(json.dumps(parallel.result_to_dict(r)))) == r
 
 

@@ -9,7 +9,6 @@ made after the call.
 from __future__ import annotations
 
 import os
-import threading
 import time
 
 import numpy as np
@@ -18,7 +17,7 @@ import torch
 
 from grader.exercises.bench_attn.clock import Clock, Stream, log_spread
 from grader.exercises.bench_attn.judging import WORK_MS, judge_proper
-from grader.judge import compare, quiet, reference, timing
+from grader.judge import compare, quiet, timing
 from grader.judge.inputs import seeded, torch_randn
 from grader.sandbox import launcher, proxy
 from grader.worker import probes, workloads
@@ -506,3 +505,55 @@ def test_inputs_that_could_not_be_built_leave_nothing_behind(tmp_path):
         assert [int(i) for _, i in r.extras["program"]["inputs"]] == [0]
     finally:
         workers.close()
+
+
+# ------------------------------------------------------------------------------ readings
+
+
+def test_a_reading_is_the_median_with_the_range_of_the_middle_three():
+    r = timing.Reading.of([3.0, 1.0, 2.0])
+    assert r == 2.0 and (r.low, r.high) == (1.0, 3.0) and r.samples == (1.0, 2.0, 3.0)
+    r = timing.Reading.of([9.0, 1.0, 2.0, 2.5, 3.0, 0.5, 2.2])
+    assert r == 2.2 and (r.low, r.high) == (2.0, 2.5)
+    assert type(r * 2) is float and timing.span(r, 0.5) == (1.5, 2.0)
+    assert timing.span(4.0) == (4.0, 4.0) and timing.span(r, 5.0)[0] > 0
+    assert timing.ratio_span((1.0, 2.0), (4.0, 8.0)) == (0.125, 0.5)
+
+
+def _fake_request(per_call: list[float]):
+    """request(repeat) for per_call_ms that reports its own time: each sample's per-call
+    milliseconds taken in turn from `per_call` (the warm-up and probe at 1 ms a call)."""
+    state = {"requests": 0}
+    values = iter(per_call)
+
+    def request(repeat: int) -> float:
+        state["requests"] += 1
+        n = state["requests"]
+        if n <= 3:
+            return float(1 + repeat)
+        # sample k is requests (2k+2, 2k+3): the smaller then the larger; the difference counts
+        if n % 2 == 0:
+            return 0.0
+        return float(next(values) * repeat)   # (repeat - first) calls at that speed + first's
+
+    return request, state
+
+
+def test_per_call_ms_samples_more_only_while_the_check_is_not_settled():
+    """Three samples by default; with `settled`, two more at a time while it says no, up to
+    SAMPLES_MAX, the median kept."""
+    speeds = [2.0, 4.0, 3.0, 3.1, 3.05, 2.9, 1.0, 1.0, 1.0]
+
+    def timed(settled):
+        request, state = _fake_request(speeds)
+        ms = timing.per_call_ms(request, first=0, more=100, target_ms=1.0, settled=settled)
+        return ms, (state["requests"] - 3) // 2
+
+    ms, samples = timed(None)
+    assert samples == 3 and ms == pytest.approx(3.0) and (ms.low, ms.high) == (2.0, 4.0)
+    ms, samples = timed(lambda r: True)
+    assert samples == 3
+    ms, samples = timed(lambda r: r.high - r.low < 0.5)          # 5: the middle 3.0 .. 3.1
+    assert samples == 5 and ms == pytest.approx(3.05)
+    ms, samples = timed(lambda r: False)
+    assert samples == timing.SAMPLES_MAX and ms == 3.0 and (ms.low, ms.high) == (2.9, 3.05)

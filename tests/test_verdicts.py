@@ -39,7 +39,9 @@ def test_every_band_a_check_asks_for_exists_and_no_check_writes_a_threshold():
     asked = set()
     for path in sorted((ROOT / "grader" / "exercises").glob("*/test_*.py")):
         text = path.read_text()
-        asked |= set(re.findall(r'verdicts\.(?:credit|band|terms)\("(\w+)", "(\w+)"', text))
+        asked |= set(re.findall(r'verdicts\.(?:credit|band|terms|settles)\(\s*"(\w+)", "(\w+)"', text))
+        # a Tally is its file's exercise's: tally.add("measure", ...)
+        asked |= {(path.parent.name, m) for m in re.findall(r'tally\.(?:add|reading)\("(\w+)"', text)}
         assert not re.search(r"(?<![\w.])linear(_credit)?\(", text), f"{path}: credit outside verdicts"
     assert asked, "no perf check asks grader.judge.verdicts"
     for exercise, measure in asked:
@@ -47,3 +49,54 @@ def test_every_band_a_check_asks_for_exists_and_no_check_writes_a_threshold():
     for ex in EXERCISES.values():
         for band in [*ex.bands.values(), *(b for d in ex.device_bands.values() for b in d.values())]:
             assert band.full != band.zero and band.what, (ex.name, band)
+
+
+# ------------------------------------------------------------------ a credit the readings decide
+
+
+def test_tally_is_the_weighted_mean_and_says_when_the_readings_leave_it_open():
+    """flash_triton's band: full marks at 3x SDPA's time or less, none at 6x. Readings well
+    inside full marks decide the credit; readings across the band leave it open, and the
+    sentence says so with both ends; the credit is the medians' either way."""
+    tally = verdicts.Tally("flash_triton")
+    assert tally.add("vs_sdpa", 1.7, 1.6, 1.9) == 1.0
+    assert tally.add("vs_sdpa", 4.5) == pytest.approx(0.5)      # a plain value: no range
+    assert tally.fraction == pytest.approx(0.75) and tally.undecided() == ""
+
+    open_ = verdicts.Tally("flash_triton")
+    open_.add("vs_sdpa", 4.5, 4.2, 4.8)                         # credit 0.6 .. 0.4
+    assert open_.fraction == pytest.approx(0.5)
+    assert re.search(r"from 40% to 60% of the points.*graded at the medians, 50%", open_.undecided())
+
+    weighted = verdicts.Tally("softmax_triton")                 # bandwidth: full 0.6, none 0.15
+    weighted.add("bandwidth", 0.6, weight=0.25)
+    weighted.add("vs_eager", 1.0, weight=0.75)                  # full 2x, none 1x
+    assert weighted.fraction == pytest.approx(0.25)
+
+
+def test_a_reading_settles_when_its_range_gives_one_credit():
+    from grader.judge import timing
+
+    def reading(*samples):
+        return timing.Reading.of(samples)
+
+    settles = verdicts.settles("flash_triton", "vs_sdpa", lambda ms: ms / 1.0)
+    assert settles(reading(1.6, 1.7, 2.9))            # all full marks
+    assert settles(reading(6.1, 7.0, 9.0))            # all none
+    assert not settles(reading(4.0, 4.5, 5.0))        # 0.67 .. 0.33
+    assert settles(reading(4.49, 4.5, 4.51))
+    tally = verdicts.Tally("flash_triton")
+    tally.reading("vs_sdpa", reading(4.0, 4.5, 5.0), lambda ms: ms)
+    tally.reading("vs_sdpa", 4.5, lambda ms: ms)        # a plain float has no range
+    assert tally.fraction == pytest.approx(0.5) and "from 42% to 58%" in tally.undecided()
+
+
+def test_credit_with_an_undecided_reading_keeps_its_score_and_says_so():
+    from grader.results import Credit
+
+    c = Credit()
+    c.set(0.5, "N=4096: 4.5x", undecided="not decided in this run: ...")
+    assert c.fraction == 0.5 and c.undecided
+    assert c.note == "N=4096: 4.5x. Not decided in this run: ..."
+    c.set(1.0, "N=4096: 1.7x")
+    assert c.note == "N=4096: 1.7x" and c.undecided == ""

@@ -23,14 +23,49 @@ from grader.wire.checksum import checksum, checksum_weights, refill, to_floats  
 # ================================================================== GPU: per-call time of a request
 
 
+class Reading(float):
+    """A time per call in ms: the median of per_call_ms's samples, with `low` and `high`, the
+    range of the middle three (all three when there are three). The range is how far this
+    run's readings leave the value open: a check whose credit changes across it has not been
+    decided by the measurement (grader.judge.verdicts.Tally). Arithmetic gives plain floats."""
+
+    samples: tuple = ()
+
+    @classmethod
+    def of(cls, samples) -> "Reading":
+        ordered = tuple(sorted(samples))
+        n = len(ordered)
+        reading = cls(ordered[n // 2])
+        reading.samples = ordered
+        edge = max(0, (n - 3) // 2)
+        reading.low, reading.high = ordered[edge], ordered[n - 1 - edge]
+        return reading
+
+
+def span(t, less: float = 0.0) -> tuple[float, float]:
+    """(low, high) of a Reading's range (a plain float: itself twice), less `less` (a cost both
+    sides of a comparison pay), kept above zero so that ratios of spans stay finite."""
+    return tuple(max(getattr(t, end, t) - less, 1e-9) for end in ("low", "high"))
+
+
+def ratio_span(a: tuple, b: tuple) -> tuple[float, float]:
+    """The smallest and largest a / b for a in span `a` and b in span `b`."""
+    return a[0] / b[1], a[1] / b[0]
+
+
+SAMPLES_MAX = 7   # per_call_ms's samples at most: two more at a time while `settled` says no
+
+
 def per_call_ms(request, first: int = 2, more: int = 10, target_ms: float = 150.0,
-                max_more: int = 2000) -> float:
+                max_more: int = 2000, settled=None) -> Reading:
     """Milliseconds per call of `request(repeat)` on this process's clock.
 
     request(repeat) runs the function 1 + repeat times back to back and synchronizes. The
     fixed costs (IPC, launch of the first call, the final synchronize) cancel in the difference
     between two repeat counts; `more` grows until the difference spans about `target_ms`, up to
-    `max_more`."""
+    `max_more`. Three samples, the median kept (a Reading); while `settled(reading)` (the
+    check's: would the credit be the same anywhere in the reading's range?) says no, two more,
+    up to SAMPLES_MAX. Without `settled`, always three."""
     def wall(repeat: int) -> float:
         start = time.perf_counter()
         got = request(repeat)      # a request may time itself (float ms) to leave out its checks
@@ -45,12 +80,17 @@ def per_call_ms(request, first: int = 2, more: int = 10, target_ms: float = 150.
         extra = max(1.0, wall(first + more) - base)
     if extra < target_ms:
         more = min(max_more, int(more * target_ms / extra) + 1)
-    samples = []
-    for _ in range(3):
+
+    def sample() -> float:
         base = wall(first)
-        samples.append((wall(first + more) - base) / more)
-    samples.sort()
-    return samples[1]   # median of three (may be <= 0 when the calls took no time: judge it)
+        return (wall(first + more) - base) / more
+
+    samples = [sample() for _ in range(3)]
+    reading = Reading.of(samples)
+    while settled is not None and len(samples) < SAMPLES_MAX and not settled(reading):
+        samples += [sample(), sample()]
+        reading = Reading.of(samples)
+    return reading   # (may be <= 0 when the calls took no time: judge it)
 
 
 def checksum_reference(ref, weights, unit_roundoff: float) -> tuple[float, float]:
@@ -368,13 +408,19 @@ def _now(work) -> None:
 class Timed:
     """One function of the student's timed against a PyTorch baseline on the same input
     (`timed_against`): per-call milliseconds of each with the harness's refill and checksum
-    taken out (`harness`, what was taken), GB/s of `moved` bytes, the copy bandwidth of the run
-    and a note for the report."""
+    taken out (`harness`, what was taken), and the spans of their readings (`span`), GB/s of
+    `moved` bytes, the copy bandwidth of the run and a note for the report."""
 
-    def __init__(self, mine: float, base: float, harness: float, moved: int, copy: float, note: str):
-        self.mine, self.base, self.harness, self.copy, self.note = mine, base, harness, copy, note
-        self.gbs = moved / mine / 1e6
+    def __init__(self, mine, base, harness: float, moved: int, copy: float, note: str):
+        self.mine, self.base = float(mine) - harness, float(base) - harness
+        self.mine_span, self.base_span = span(mine, harness), span(base, harness)
+        self.harness, self.copy, self.note, self.moved = harness, copy, note, moved
+        self.gbs = moved / self.mine / 1e6
         self.fraction = self.gbs / copy
+
+    def fraction_span(self) -> tuple[float, float]:
+        """The fraction of the copy bandwidth at either end of the student's span."""
+        return tuple(self.moved / t / 1e6 / self.copy for t in self.mine_span)
 
 
 def timed_against(sub, rng, gpu, workers, name: str, cases: list, dtype: str, baseline,
@@ -412,5 +458,5 @@ def timed_against(sub, rng, gpu, workers, name: str, cases: list, dtype: str, ba
         impossible = below_floor(ms, moved / copy / 1e6, what)
         if impossible:
             raise CheckFailed(impossible)
-        out.append(Timed(ms - harness, base - harness, harness, moved, copy, note))
+        out.append(Timed(ms, base, harness, moved, copy, note))
     return out

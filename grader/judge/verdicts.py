@@ -39,3 +39,69 @@ def terms(exercise: str, measure: str, profile=None, unit: str = "") -> str:
     b = band(exercise, measure, profile)
     better = "or less" if b.full < b.zero else "or more"
     return f"full marks at {b.full:g}{unit} {better}, none at {b.zero:g}{unit}"
+
+
+# How far this run's readings may leave a check's credit open (a fraction of its points) and
+# still decide it: beyond, the check takes more samples where it can (timing.per_call_ms's
+# `settled`), and says so when even they leave it open.
+DECIDED = 0.05
+
+
+def decided(exercise: str, measure: str, low: float, high: float, profile=None) -> bool:
+    """Whether the credit is the same, to within DECIDED, anywhere between `low` and `high`."""
+    return abs(credit(exercise, measure, low, profile)
+               - credit(exercise, measure, high, profile)) <= DECIDED
+
+
+def settles(exercise: str, measure: str, to_value, profile=None):
+    """timing.per_call_ms's `settled` for a time whose measured value is `to_value(ms)`: true
+    when the credit is decided across the reading's range."""
+    return lambda r: decided(exercise, measure, to_value(r.low), to_value(r.high), profile)
+
+
+class Tally:
+    """The credit of a check made of several measurements, a weighted mean of each one's, and
+    how far this run's readings leave it open: each measurement's credit at either end of its
+    range (a timing.Reading's low and high, turned into the measured value).
+
+        tally = verdicts.Tally("flash_triton", gpu.profile)
+        tally.reading("vs_sdpa", ms, lambda t: t / base)   # ms: a timing.Reading
+        credit.set(tally.fraction, note, undecided=tally.undecided())
+    """
+
+    def __init__(self, exercise: str, profile=None):
+        self.exercise, self.profile = exercise, profile
+        self.parts: list[tuple[float, float, float, float]] = []   # (weight, credit, lo, hi)
+
+    def add(self, measure: str, value: float, low: float | None = None,
+            high: float | None = None, weight: float = 1.0) -> float:
+        """One measurement's credit at `value`; `low` and `high` (either order) bound it."""
+        got = credit(self.exercise, measure, value, self.profile)
+        ends = [credit(self.exercise, measure, v, self.profile)
+                for v in (low, high) if v is not None] or [got]
+        self.parts.append((weight, got, min(ends + [got]), max(ends + [got])))
+        return got
+
+    def reading(self, measure: str, ms, to_value, weight: float = 1.0) -> float:
+        """One measurement made of one time, `ms` (a timing.Reading; a plain float has no
+        range): its value is `to_value(ms)`."""
+        ends = [to_value(getattr(ms, end)) for end in ("low", "high") if hasattr(ms, end)]
+        return self.add(measure, to_value(ms), *ends, weight=weight)
+
+    def _mean(self, i: int) -> float:
+        total = sum(p[0] for p in self.parts)
+        return sum(p[0] * p[i] for p in self.parts) / total if total else 0.0
+
+    @property
+    def fraction(self) -> float:
+        return self._mean(1)
+
+    def undecided(self) -> str:
+        """"" when the readings decide the credit to within DECIDED, else the sentence saying
+        that they do not, for the report."""
+        lo, hi = self._mean(2), self._mean(3)
+        if hi - lo <= DECIDED:
+            return ""
+        return (f"not decided in this run: its readings put the credit anywhere from {lo:.0%} to "
+                f"{hi:.0%} of the points (more than {DECIDED:.0%} apart); graded at the medians, "
+                f"{self.fraction:.0%}; grading again on a quiet GPU decides it")

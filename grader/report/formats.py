@@ -40,6 +40,7 @@ def to_json(report: GradeReport) -> dict:
              "status": r.status, "message": clean(r.message),
              "hint": r.hint, "hint_from_failure": bool(r.failure_hint),
              "secondary": r.secondary,   # a property check that failed on a wrong answer
+             "undecided": r.undecided,   # its readings left the credit open (verdicts.Tally)
              "hidden": r.check.hidden, "output": output_of(r), "duration_s": round(r.duration_s, 3)}
             for r in report.results
         ],

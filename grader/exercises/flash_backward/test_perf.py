@@ -22,7 +22,7 @@ def _speed(perf: Perf, name: str, credit, gpu, later) -> None:
     perf.failure([name])
     later(perf.verified([name]))
     prof = gpu.profile
-    fractions, lines = [], []
+    tally, lines = verdicts.Tally("flash_backward", prof), []
     for N in PERF_N:
         for causal in (False, True):
             ms = perf.ms[(name, N, causal)]
@@ -31,17 +31,17 @@ def _speed(perf: Perf, name: str, credit, gpu, later) -> None:
                 raise CheckFailed(f"no SDPA backend ran at N={N}{', causal' if causal else ''} "
                                   f"here, so there is no baseline to compare with; no speed points")
             ratio = ms / base_ms
-            fractions.append(verdicts.credit("flash_backward", "vs_sdpa", ratio, prof))
+            tally.reading("vs_sdpa", ms, lambda t: t / base_ms)
             tflops = attention_flops(B_PERF, H_PERF, N, D_PERF, causal, name == "bwd") / ms / 1e9
             lines.append(f"N={N}{' causal' if causal else ''}: {ms:.3f} ms ({tflops:.0f} TFLOP/s) "
                          f"vs SDPA {backend} {base_ms:.3f} ms = {ratio:.2f}x")
     fn = "flash_fwd" if name == "fwd" else "flash_bwd"
-    credit.set(sum(fractions) / len(fractions),
+    credit.set(tally.fraction,
                f"{fn}, B={B_PERF}, H={H_PERF}, D={D_PERF}, float16: " + "; ".join(lines)
                + f". Against the fastest SDPA backend's "
                f"{'backward' if name == 'bwd' else 'forward'}, {verdicts.terms('flash_backward', 'vs_sdpa', prof, 'x')}; "
                f"FLOPs = 4*B*H*N^2*D{' x 2.5' if name == 'bwd' else ''}, halved when causal; every "
-               f"timed output checked{perf.note}")
+               f"timed output checked{perf.note}", undecided=tally.undecided())
 
 
 @pytest.mark.check("flash_backward.forward_speed")
@@ -56,21 +56,23 @@ def test_backward_speed(student, rng, gpu, credit, workers, later):
 
 @pytest.mark.check("flash_backward.causal_skips_blocks")
 def test_causal_skips_blocks(student, rng, gpu, credit, workers, later):
-    from grader.judge import verdicts
+    from grader.judge import timing, verdicts
 
     perf = measure(student, rng, gpu, workers)
     perf.failure(["fwd", "bwd"])
     later(perf.verified(["fwd", "bwd"]))
-    fractions, lines = [], []
+    tally, lines = verdicts.Tally("flash_backward", gpu.profile), []
     N = PERF_N[-1]
     for name, fn in (("fwd", "flash_fwd"), ("bwd", "flash_bwd")):
-        ratio = perf.ms[(name, N, True)] / perf.ms[(name, N, False)]
-        fractions.append(verdicts.credit("flash_backward", "causal_half", ratio, gpu.profile))
+        causal, full = perf.ms[(name, N, True)], perf.ms[(name, N, False)]
+        ratio = causal / full
+        tally.add("causal_half", ratio, *timing.ratio_span(timing.span(causal), timing.span(full)))
         lines.append(f"{fn} N={N}: causal {perf.ms[(name, N, True)]:.3f} ms / non-causal "
                      f"{perf.ms[(name, N, False)]:.3f} ms = {ratio:.2f}")
-    credit.set(sum(fractions) / len(fractions),
+    credit.set(tally.fraction,
                "; ".join(lines) + f". Causal attention does half the work: of the non-causal "
-               f"time, {verdicts.terms('flash_backward', 'causal_half', gpu.profile)}")
+               f"time, {verdicts.terms('flash_backward', 'causal_half', gpu.profile)}",
+               undecided=tally.undecided())
 
 
 @pytest.mark.check("flash_backward.memory_linear")

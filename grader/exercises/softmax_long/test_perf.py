@@ -23,7 +23,7 @@ def _torch_softmax(x):
 @pytest.mark.check("softmax_long.bandwidth")
 def test_bandwidth(student, rng, gpu, credit, workers, later):
     from grader.judge import gpu as g
-    from grader.judge import timing
+    from grader.judge import timing, verdicts
 
     sub = student()
     inputs = []
@@ -45,23 +45,24 @@ def test_bandwidth(student, rng, gpu, credit, workers, later):
           f"softmax(x) on {x.shape[0]} x {x.shape[1]} float16") for marker, x, _ in inputs],
         "float16", _torch_softmax, lambda i: g.softmax_reference(i[0]), gated=gated,
         later=later)
-    results = [_credit(t, x, band, gpu) for t, (_, x, band) in zip(timed, inputs)]
-    score = sum(s for s, _ in results) / len(results)
-    credit.set(score, "; ".join(n for _, n in results) + " (bytes = 2 x rows x cols x 2; every "
-               "timed call's output checked)")
+    tally = verdicts.Tally("softmax_long", gpu.profile)
+    notes = [_credit(tally, t, x, band, gpu) for t, (_, x, band) in zip(timed, inputs)]
+    credit.set(tally.fraction, "; ".join(notes) + " (bytes = 2 x rows x cols x 2; every "
+               "timed call's output checked)", undecided=tally.undecided())
 
 
-def _credit(t, x, band: str, gpu) -> tuple[float, str]:
-    """(credit, note) of one width, its GB/s on `band`: the student's time and torch.softmax's,
-    less the harness's refill and checksum, which both pay (grader.judge.timing.timed_against)."""
-    from grader.judge import verdicts
+def _credit(tally, t, x, band: str, gpu) -> str:
+    """One width's credit, into `tally`, and its note: its GB/s on `band` and its time against
+    torch.softmax's, both less the harness's refill and checksum, which both pay
+    (grader.judge.timing.timed_against)."""
+    from grader.judge import timing, verdicts
 
     cols = x.shape[1]
     ratio = t.mine / t.base
     p = gpu.profile
-    score = (0.5 * verdicts.credit("softmax_long", band, t.fraction, p)
-             + 0.5 * verdicts.credit("softmax_long", "vs_torch", ratio, p))
-    return score, (f"{cols} columns: {t.mine:.3f} ms = {t.gbs:.0f} GB/s, {t.fraction:.0%} of copy "
-                   f"({t.copy:.0f} GB/s; {verdicts.terms('softmax_long', band, p)}), "
-                   f"{ratio:.2f}x torch.softmax's time ({t.base:.3f} ms; "
-                   f"{verdicts.terms('softmax_long', 'vs_torch', p, 'x')}){t.note}")
+    tally.add(band, t.fraction, *t.fraction_span(), weight=0.5)
+    tally.add("vs_torch", ratio, *timing.ratio_span(t.mine_span, t.base_span), weight=0.5)
+    return (f"{cols} columns: {t.mine:.3f} ms = {t.gbs:.0f} GB/s, {t.fraction:.0%} of copy "
+            f"({t.copy:.0f} GB/s; {verdicts.terms('softmax_long', band, p)}), "
+            f"{ratio:.2f}x torch.softmax's time ({t.base:.3f} ms; "
+            f"{verdicts.terms('softmax_long', 'vs_torch', p, 'x')}){t.note}")

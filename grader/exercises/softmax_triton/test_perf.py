@@ -46,11 +46,13 @@ def test_bandwidth(student, rng, gpu, credit, workers, later):
                               gated=gated, later=later)
     speedup = t.base / t.mine
     p = gpu.profile
-    score = (0.5 * verdicts.credit("softmax_triton", "bandwidth", t.fraction, p)
-             + 0.5 * verdicts.credit("softmax_triton", "vs_eager", speedup, p))
-    credit.set(score, f"softmax on {rows} x {cols} float16: {t.mine:.3f} ms = {t.gbs:.0f} GB/s "
+    tally = verdicts.Tally("softmax_triton", p)
+    tally.add("bandwidth", t.fraction, *t.fraction_span(), weight=0.5)
+    tally.add("vs_eager", speedup, *timing.ratio_span(t.base_span, t.mine_span), weight=0.5)
+    credit.set(tally.fraction, f"softmax on {rows} x {cols} float16: {t.mine:.3f} ms = {t.gbs:.0f} GB/s "
                f"(bytes = 2 x rows x cols x 2), {t.fraction:.0%} of the copy bandwidth measured in "
                f"this run ({t.copy:.0f} GB/s; {verdicts.terms('softmax_triton', 'bandwidth', p)}); "
                f"{speedup:.1f}x faster than softmax_eager ({t.base:.3f} ms; "
                f"{verdicts.terms('softmax_triton', 'vs_eager', p, 'x')}); every timed call's output checked "
-               f"(per call, {t.harness:.3f} ms of refill and checksum taken out){t.note}")
+               f"(per call, {t.harness:.3f} ms of refill and checksum taken out){t.note}",
+               undecided=tally.undecided())

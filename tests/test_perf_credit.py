@@ -1,0 +1,208 @@
+"""Every perf check's credit from its readings, on the CPU: the check's own body runs with its
+GPU work replaced (inputs, baselines and the student's requests are fakes that report chosen
+times), so what is tested is how each check turns readings into credit (grader.judge.verdicts):
+a kernel well inside full marks takes three samples and is decided; one whose readings span
+the band takes more, up to timing.SAMPLES_MAX, and its report says the credit was not decided.
+"""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from grader.judge import timing
+from grader.results import Credit
+from tests.helpers import Rng
+
+SPREAD = (0.8, 1.25, 1.0, 0.85, 1.2, 0.9, 1.1)   # the middle three of all seven: 0.9 .. 1.1
+
+
+class FakeRequest:
+    """A student's timed requests that report their own time (per_call_ms accepts a float):
+    the warm-up and probe at 1 ms a call, then sample k at `speeds[k]` ms a call."""
+
+    def __init__(self, speeds: list[float]):
+        self.speeds, self.made = list(speeds), 0
+
+    def __call__(self, repeat: int) -> float:
+        self.made += 1
+        k = (self.made - 4) // 2
+        return float(1 + repeat) if self.made <= 3 else self.speeds[k] * (1 + repeat)
+
+    @property
+    def samples(self) -> int:
+        return (self.made - 3) // 2
+
+    def checked(self):
+        return lambda: None
+
+
+class FakeGpu:
+    profile = tile_profile = target = None
+    info = {"total_memory_gb": 80}
+
+    def __init__(self, copy_gbs: float = 1000.0):
+        self.copy_gbs = copy_gbs
+
+    def ceiling(self, name: str) -> float:
+        return {"copy_gbs": self.copy_gbs, "matmul_tflops": 1e6}[name]
+
+
+class Tensorish:
+    """What a check reads of an input it only sizes: numel, element_size, shape."""
+
+    def __init__(self, rows: int, cols: int):
+        self.shape = (rows, cols)
+
+    def numel(self) -> int:
+        return self.shape[0] * self.shape[1]
+
+    def element_size(self) -> int:
+        return 2
+
+
+def _requests(monkeypatch, module, name: str, speeds_of):
+    """module.<name> (the check's request maker) gives FakeRequests; speeds_of(i) -> the i-th's
+    speeds. Returns the list of requests made."""
+    made = []
+
+    def make(*args, **kwargs):
+        made.append(FakeRequest(speeds_of(len(made))))
+        return made[-1]
+
+    monkeypatch.setattr(module, name, make)
+    return made
+
+
+def _run(check, **fixtures) -> Credit:
+    credit = Credit()
+    check(student=lambda: types.SimpleNamespace(), rng=Rng(3), credit=credit,
+          workers=None, later=lambda work: None, **fixtures)
+    return credit
+
+
+def _flash_triton(monkeypatch, speeds):
+    from grader.exercises.flash_triton import test_perf as m
+    from grader.judge import gpu as g
+    from grader.judge import quiet
+
+    monkeypatch.setattr(quiet, "quiet_gpu", lambda workers, what: "")
+    monkeypatch.setattr(g, "seeded_inputs", lambda rng, shape, dtype: ([], []))
+    monkeypatch.setattr(m, "_sdpa_ms", lambda *a: (1.0, "CUDNN_ATTENTION"))
+    monkeypatch.setattr(m, "_fastest_tiles", lambda *a: ("its default tiles", {},
+                                                         {"its default tiles": (1.0, {})}))
+    # SDPA at 1 ms: full marks at 3x its time or less, none at 6x
+    made = _requests(monkeypatch, m, "_flash_requests", lambda i: speeds)
+    return _run(m.test_speed_vs_sdpa, gpu=FakeGpu()), made
+
+
+def _flash_decode_bandwidth(monkeypatch, speeds):
+    from grader.exercises.flash_decode import test_perf as m
+
+    monkeypatch.setattr(m, "perf_cases", lambda total: [(8, 32768)])
+    monkeypatch.setattr(m, "_decode_inputs", lambda *a: ([], None))
+    monkeypatch.setattr(m, "_checked_once", lambda *a, **k: (lambda: None))
+    monkeypatch.setattr(m, "_harness_ms", lambda workers, rng, what: (0.0, ""))
+    nbytes = 2 * m.PERF_B * 8 * 32768 * m.PERF_D * 2
+    # the copy bandwidth such that 1 ms reads K and V at 0.375 of it: full marks at 0.6,
+    # none at 0.15 (and the floor at 0.3 ms)
+    gpu = FakeGpu(copy_gbs=nbytes / (1.0 * 1e6) / 0.375)
+    made = _requests(monkeypatch, m, "_decode_requests", lambda i: speeds)
+    return _run(m.test_bandwidth, gpu=gpu), made
+
+
+def _flash_decode_splits(monkeypatch, speeds):
+    from grader.exercises.flash_decode import test_perf as m
+
+    monkeypatch.setattr(m, "_decode_inputs", lambda *a: ([], None))
+    monkeypatch.setattr(m, "_checked_once", lambda *a, **k: (lambda: None))
+    monkeypatch.setattr(m, "_harness_ms", lambda workers, rng, what: (0.0, ""))
+    # num_splits=None at 1 ms, num_splits=1 at `speeds`: full marks at 4x, none at 1x (no
+    # copy bandwidth: no floor to judge against)
+    made = _requests(monkeypatch, m, "_decode_requests",
+                     lambda i: [1.0] * 7 if i == 0 else speeds)
+    return _run(m.test_splits_speedup, gpu=FakeGpu(copy_gbs=float("nan"))), made
+
+
+def _flash_backward(monkeypatch, speeds):
+    from grader.exercises.flash_backward import measure
+    from grader.exercises.flash_backward import test_perf as m
+
+    perf = measure.Perf()
+    made = []
+    for N in measure.PERF_N:
+        for causal in (False, True):
+            for name in ("fwd", "bwd"):
+                request = FakeRequest(speeds)
+                perf.ms[(name, N, causal)] = timing.per_call_ms(request)
+                made.append(request)
+            perf.base[(N, causal)] = {"fwd": (1.0, "CUDNN_ATTENTION"),
+                                      "bwd": (1.0, "CUDNN_ATTENTION")}
+    monkeypatch.setattr(m, "measure", lambda *a: perf)
+    return _run(m.test_forward_speed, gpu=FakeGpu()), made
+
+
+def _softmax(monkeypatch, module_name, speeds):
+    import importlib
+
+    from grader.judge import gpu as g
+
+    m = importlib.import_module(f"grader.exercises.{module_name}.test_perf")
+    monkeypatch.setattr(g, "seeded_inputs",
+                        lambda rng, shape, dtype, count: ([None], [Tensorish(*shape)]))
+    made = []
+
+    def timed_against(sub, rng, gpu, workers, name, cases, *args, **kwargs):
+        out = []
+        for _, x, moved, _ in cases:
+            # the baseline at 1 ms, the student's at `speeds`; the copy bandwidth such
+            # that 1 ms is 0.375 of it
+            mine = FakeRequest(speeds)
+            made.append(mine)
+            out.append(timing.Timed(timing.per_call_ms(mine), timing.Reading.of([1.0] * 3), 0.0,
+                                    moved, moved / 1e6 / 0.375, ""))
+        return out
+
+    monkeypatch.setattr(timing, "timed_against", timed_against)
+    return _run(m.test_bandwidth, gpu=FakeGpu()), made
+
+
+# each check: (how to run it with given speeds, the factor on SPREAD of a kernel well inside
+# full marks, of one whose median earns about half the credit)
+CHECKS = {
+    "flash_triton.speed_vs_sdpa": (_flash_triton, 1.0, 4.5),
+    "flash_decode.bandwidth": (_flash_decode_bandwidth, 0.4, 1.0),
+    "flash_decode.splits_speedup": (_flash_decode_splits, 5.0, 2.5),
+    "flash_backward.forward_speed": (_flash_backward, 1.0, 4.5),
+    "softmax_triton.bandwidth": (lambda mp, s: _softmax(mp, "softmax_triton", s), 0.3, 1.0),
+    "softmax_long.bandwidth": (lambda mp, s: _softmax(mp, "softmax_long", s), 0.3, 1.0),
+}
+
+
+@pytest.mark.parametrize("check", sorted(CHECKS))
+def test_well_inside_the_band_is_decided_in_three_samples(check, monkeypatch):
+    run, fast, _ = CHECKS[check]
+    credit, made = run(monkeypatch, [s * fast for s in SPREAD])   # never out of full marks
+    assert credit.fraction == 1.0 and not credit.undecided, credit.note
+    assert "not decided" not in credit.note.lower()
+    assert made and all(r.samples == 3 for r in made), [r.samples for r in made]
+
+
+@pytest.mark.parametrize("check", sorted(CHECKS))
+def test_readings_across_the_band_take_more_samples_and_say_so(check, monkeypatch):
+    run, _, middle = CHECKS[check]
+    credit, made = run(monkeypatch, [s * middle for s in SPREAD])
+    assert 0.0 < credit.fraction < 1.0, credit.note
+    assert credit.undecided and "Not decided in this run" in credit.note, credit.note
+    settles = check in ("flash_triton.speed_vs_sdpa", "flash_decode.bandwidth",
+                        "flash_decode.splits_speedup")   # a baseline known before the timing
+    assert max(r.samples for r in made) == (timing.SAMPLES_MAX if settles else 3)
+
+
+@pytest.mark.parametrize("check", sorted(CHECKS))
+def test_steady_readings_in_the_band_are_decided(check, monkeypatch):
+    run, _, middle = CHECKS[check]
+    credit, made = run(monkeypatch, [s * middle for s in (1.0, 1.001, 0.999, 1.0, 1.0, 1.0, 1.0)])
+    assert 0.0 < credit.fraction < 1.0 and not credit.undecided, credit.note
+    assert all(r.samples == 3 for r in made)
