@@ -97,13 +97,13 @@ def _flash_triton(monkeypatch, speeds):
     return _run(m.test_speed_vs_sdpa, gpu=FakeGpu()), made
 
 
-def _flash_decode_bandwidth(monkeypatch, speeds):
+def _flash_decode_bandwidth(monkeypatch, speeds, harness=0.0):
     from grader.exercises.flash_decode import test_perf as m
 
     monkeypatch.setattr(m, "perf_cases", lambda total: [(8, 32768)])
     monkeypatch.setattr(m, "_decode_inputs", lambda *a: ([], None))
     monkeypatch.setattr(m, "_checked_once", lambda *a, **k: (lambda: None))
-    monkeypatch.setattr(m, "_harness_ms", lambda workers, rng, what: (0.0, ""))
+    monkeypatch.setattr(m, "_harness_ms", lambda workers, rng, what: (harness, ""))
     nbytes = 2 * m.PERF_B * 8 * 32768 * m.PERF_D * 2
     # the copy bandwidth such that 1 ms reads K and V at 0.375 of it: full marks at 0.6,
     # none at 0.15 (and the floor at 0.3 ms)
@@ -206,3 +206,25 @@ def test_steady_readings_in_the_band_are_decided(check, monkeypatch):
     credit, made = run(monkeypatch, [s * middle for s in (1.0, 1.001, 0.999, 1.0, 1.0, 1.0, 1.0)])
     assert 0.0 < credit.fraction < 1.0 and not credit.undecided, credit.note
     assert all(r.samples == 3 for r in made)
+
+
+def test_a_time_the_harness_outweighs_earns_no_bandwidth(monkeypatch):
+    """A reading above the floor but below the harness's own cost leaves no time for the
+    kernel: the check fails, as it did before readings had a range (never a division that the
+    range's clamp at zero would turn into full marks)."""
+    from grader.judge.compare import CheckFailed
+
+    with pytest.raises(CheckFailed, match="impossible; no bandwidth points"):
+        _flash_decode_bandwidth(monkeypatch, [1.0] * 7, harness=2.0)
+
+
+def test_nan_earns_nothing_and_a_zero_range_settles():
+    from grader.judge import verdicts
+
+    assert verdicts.linear(float("nan"), 3.0, 6.0) == 0.0
+    assert timing.span(float("nan"))[0] != timing.span(float("nan"))[0]
+    tally = verdicts.Tally("flash_triton")
+    tally.add("vs_sdpa", float("nan"), 1.0, 2.0)
+    assert tally.fraction == 0.0 and tally.undecided()     # the range ends say full marks
+    settles = verdicts.settles("flash_decode", "bandwidth", lambda t: 1.0 / t)
+    assert settles(timing.Reading.of([0.0, 0.0, 1.0]))

@@ -14,6 +14,10 @@
 #   steady      a float16 variant of flash_decode and of flash_backward, 10 grades each of the gpu
 #               layer's comparison with fresh seeds: the same full score every time (tools.gpu_repeat;
 #               not in the default list)
+#   perf_repeat the perf layer of the solutions 5 times in a row, then of a slow variant (flash_decode's
+#               decode_fp16_elementwise_qk, on its band's slope) 5 times: each check's largest
+#               difference between runs and how often its readings left the credit open
+#               (tools/perf_repeat.py; issue 20; not in the default list; two 10-minute slots)
 # The numbers in docs/gpu/ came from this script on an NVIDIA H200.
 set -u
 out=${1:-reports/gpu}
@@ -40,6 +44,10 @@ for step in $steps; do
       ( time timeout 400 make bench IMPL=solutions REPORTS="$out" ) > "$out/bench.log" 2>&1 ;;
     steady)
       ( time timeout 290 python3 tools/gpu_repeat.py --repeats 10 --jobs 5 ) > "$out/steady.log" 2>&1 ;;
+    perf_repeat)
+      ( time timeout 590 python3 tools/perf_repeat.py --out "$out/perf_repeat/solutions" ) > "$out/perf_repeat.log" 2>&1
+      ( time timeout 590 python3 tools/perf_repeat.py --variant flash_decode/decode_fp16_elementwise_qk \
+          --out "$out/perf_repeat/slow" ) >> "$out/perf_repeat.log" 2>&1 ;;
     *) echo "unknown step: $step" >&2; exit 2 ;;
   esac
 done

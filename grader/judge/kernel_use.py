@@ -156,8 +156,8 @@ def assert_in_bounds(extras: dict, names: list[str], call: str, masks: dict) -> 
     first = records[0]["access"]
     hint = masks.get(first if first in masks else "tl.load", "")
     raise CheckFailed(f"{call}: " + "; ".join(lines[:3]) + ". The grader checks every lane of "
-                      f"every access under the interpreter; those lanes were switched off, so "
-                      f"other checks do not see them.", hint=hint)
+                      "every access under the interpreter; those lanes were switched off, so "
+                      "other checks do not see them.", hint=hint)
 
 
 def allocation_of(extras: dict, numel: int) -> dict | None:

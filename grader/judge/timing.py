@@ -44,8 +44,10 @@ class Reading(float):
 
 def span(t, less: float = 0.0) -> tuple[float, float]:
     """(low, high) of a Reading's range (a plain float: itself twice), less `less` (a cost both
-    sides of a comparison pay), kept above zero so that ratios of spans stay finite."""
-    return tuple(max(getattr(t, end, t) - less, 1e-9) for end in ("low", "high"))
+    sides of a comparison pay), kept above zero so that ratios of spans stay finite; NaN stays
+    NaN (it earns no credit: verdicts.linear)."""
+    ends = (getattr(t, end, t) - less for end in ("low", "high"))
+    return tuple(x if math.isnan(x) or x > 1e-9 else 1e-9 for x in ends)
 
 
 def ratio_span(a: tuple, b: tuple) -> tuple[float, float]:

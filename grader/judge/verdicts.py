@@ -9,6 +9,8 @@ else in the grader writes a threshold of partial credit.
 
 from __future__ import annotations
 
+import math
+
 from grader.registry import EXERCISES
 from grader.schema import Band
 
@@ -24,6 +26,8 @@ def band(exercise: str, measure: str, profile=None) -> Band:
 def linear(value: float, full: float, zero: float) -> float:
     """Credit in [0, 1]: 1 at `full` or better, 0 at `zero` or worse, linear in between; works
     both ways (a time ratio, full=3, zero=6; a fraction of a ceiling, full=0.6, zero=0.15)."""
+    if math.isnan(value):
+        return 0.0
     if full == zero:
         return 1.0 if value == full else 0.0
     return min(1.0, max(0.0, (value - zero) / (full - zero)))
@@ -55,8 +59,14 @@ def decided(exercise: str, measure: str, low: float, high: float, profile=None) 
 
 def settles(exercise: str, measure: str, to_value, profile=None):
     """timing.per_call_ms's `settled` for a time whose measured value is `to_value(ms)`: true
-    when the credit is decided across the reading's range."""
-    return lambda r: decided(exercise, measure, to_value(r.low), to_value(r.high), profile)
+    when the credit is decided across the reading's range. A range that reaches zero settles
+    at once: no more samples make such a time judgeable (the check's floor judges it)."""
+    def settled(r) -> bool:
+        try:
+            return decided(exercise, measure, to_value(r.low), to_value(r.high), profile)
+        except ZeroDivisionError:
+            return True
+    return settled
 
 
 class Tally:

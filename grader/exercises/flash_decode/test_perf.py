@@ -141,7 +141,7 @@ def test_bandwidth(student, rng, gpu, credit, workers, later):
         # more samples while the credit differs across the readings (the harness's cost, a
         # small part, is measured afterwards)
         timed.append((Hkv, L, call, timing.per_call_ms(reqs, settled=verdicts.settles(
-            "flash_decode", "bandwidth", lambda ms, n=nbytes: n / ms / 1e6 / copy, gpu.profile))))
+            "flash_decode", "bandwidth", lambda t, n=nbytes: n / t / 1e6 / copy, gpu.profile))))
         later(reqs.checked())
         # the gate, after everything is timed: its profiler (CUPTI) stays attached to the
         # process it ran in and slows every later launch there
@@ -157,9 +157,11 @@ def test_bandwidth(student, rng, gpu, credit, workers, later):
         if impossible:
             raise CheckFailed(impossible)
         ms = reading - harness
+        if ms <= 0:
+            raise CheckFailed(f"{call}: {ms:.4f} ms per call, impossible; no bandwidth points")
         gbs = nbytes / ms / 1e6
-        tally.reading("bandwidth", reading,
-                      lambda t, n=nbytes: n / max(t - harness, 1e-9) / 1e6 / copy)
+        tally.add("bandwidth", gbs / copy,
+                  *(nbytes / t / 1e6 / copy for t in timing.span(reading, harness)))
         lines.append(f"Hkv={Hkv}, L={L}: {ms:.3f} ms = {gbs:.0f} GB/s = {gbs / copy:.2f} of copy")
     credit.set(tally.fraction,
                f"B={PERF_B}, Hq={PERF_HQ}, D={PERF_D}, float16: " + "; ".join(lines)
@@ -189,10 +191,11 @@ def test_splits_speedup(student, rng, gpu, credit, workers, later):
         call = f"flash_decode(q, k_cache, v_cache, seq_lens, {label}) at {case}"
         reqs = _decode_requests(sub, rng, markers, tensors, call, **kwargs)
         # num_splits=1, timed second: more samples while the speed-up's credit differs across
-        # its readings, against the first's median
-        settled = None if not measured else verdicts.settles(
-            "flash_decode", "split_speedup",
-            lambda ms, first=measured["num_splits=None"][1]: ms / first, gpu.profile)
+        # the two readings' ranges (the harness's cost, a small part, is measured afterwards)
+        settled = None if not measured else (
+            lambda r, first=measured["num_splits=None"][1]: verdicts.decided(
+                "flash_decode", "split_speedup",
+                *timing.ratio_span(timing.span(r), timing.span(first)), gpu.profile))
         measured[label] = (call, timing.per_call_ms(reqs, settled=settled))
         later(reqs.checked())
     # the gate at this very size with each split count, after the timing (its profiler slows
