@@ -56,7 +56,8 @@ class Credit:
         """`undecided`: the sentence saying the measurement did not decide the credit; it ends
         the note too."""
         self.fraction = max(0.0, min(1.0, float(fraction)))
-        self.note = f"{note}. {undecided[0].upper()}{undecided[1:]}" if undecided else note
+        said = f"{undecided[:1].upper()}{undecided[1:]}"
+        self.note = ". ".join(part for part in (note, said) if part)
         self.undecided = undecided
 
 
