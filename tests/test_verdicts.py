@@ -100,3 +100,19 @@ def test_credit_with_an_undecided_reading_keeps_its_score_and_says_so():
     assert c.note == "N=4096: 4.5x. Not decided in this run: ..."
     c.set(1.0, "N=4096: 1.7x")
     assert c.note == "N=4096: 1.7x" and c.undecided == ""
+
+
+def test_an_undecided_check_is_named_in_the_json_report():
+    """The flag a perf check's Tally raised reaches the JSON report's test (batch's gradebook
+    reads it there for its `undecided` column); a decided check carries none."""
+    from grader.registry import CHECKS
+    from grader.report.formats import to_json
+    from grader.results import GradeReport, Result
+
+    perf = [c for c in CHECKS if c.layer == "perf"][:2]
+    results = [Result(perf[0], "failed", 1.5, "4.5x. Not decided in this run: ...",
+                      undecided="not decided in this run: ..."),
+               Result(perf[1], "passed", perf[1].points, "1.7x")]
+    rep = GradeReport("sub", "GPU (test)", results, 1.0, ["perf"], {}, {"perf": 1.0})
+    tests = {t["name"]: t for t in to_json(rep)["tests"]}
+    assert tests[perf[0].id]["undecided"] and tests[perf[1].id]["undecided"] == ""
