@@ -228,3 +228,37 @@ def test_nan_earns_nothing_and_a_zero_range_settles():
     assert tally.fraction == 0.0 and tally.undecided()     # the range ends say full marks
     settles = verdicts.settles("flash_decode", "bandwidth", lambda t: 1.0 / t)
     assert settles(timing.Reading.of([0.0, 0.0, 1.0]))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_credit_is_the_one_the_medians_gave_before_readings_had_ranges(seed, monkeypatch):
+    """softmax_long and softmax_triton, the two checks made of weighted parts: the Tally gives
+    the credit of the formula they used before, to the last bit (0.5 x bandwidth + 0.5 x speed
+    per width, then the mean of the widths)."""
+    import numpy as np
+
+    from grader.exercises.softmax_long.test_perf import WIDTHS
+    from grader.judge import verdicts
+
+    speed = float(np.random.default_rng(seed).uniform(0.2, 2.0))
+
+    def timed(rows, cols):   # as the fake timed_against makes them
+        moved = 2 * rows * cols * 2
+        return timing.Timed(timing.per_call_ms(FakeRequest([speed] * 7)),
+                            timing.Reading.of([1.0] * 3), 0.0, moved, moved / 1e6 / 0.375, "")
+
+    credit, _ = _softmax(monkeypatch, "softmax_long", [speed] * 7)
+    scores = []
+    for rows, cols, band in WIDTHS:
+        t = timed(rows, cols)
+        scores.append(0.5 * verdicts.credit("softmax_long", band, t.fraction)
+                      + 0.5 * verdicts.credit("softmax_long", "vs_torch", t.mine / t.base))
+    assert credit.fraction == max(0.0, min(1.0, sum(scores) / len(scores)))
+
+    from grader.exercises.softmax_triton.test_perf import BANDWIDTH_SHAPE
+
+    credit, _ = _softmax(monkeypatch, "softmax_triton", [speed] * 7)
+    t = timed(*BANDWIDTH_SHAPE)
+    before = (0.5 * verdicts.credit("softmax_triton", "bandwidth", t.fraction)
+              + 0.5 * verdicts.credit("softmax_triton", "vs_eager", t.base / t.mine))
+    assert credit.fraction == max(0.0, min(1.0, before))

@@ -40,8 +40,9 @@ def test_every_band_a_check_asks_for_exists_and_no_check_writes_a_threshold():
     for path in sorted((ROOT / "grader" / "exercises").glob("*/test_*.py")):
         text = path.read_text()
         asked |= set(re.findall(r'verdicts\.(?:credit|band|terms|settles)\(\s*"(\w+)", "(\w+)"', text))
-        # a Tally is its file's exercise's: tally.add("measure", ...)
-        asked |= {(path.parent.name, m) for m in re.findall(r'tally\.(?:add|reading)\("(\w+)"', text)}
+        # a Tally is its file's exercise's: tally.add("measure", ...) (softmax_long's `width` too)
+        asked |= {(path.parent.name, m)
+                  for m in re.findall(r'(?:tally|width)\.(?:add|reading)\("(\w+)"', text)}
         assert not re.search(r"(?<![\w.])linear(_credit)?\(", text), f"{path}: credit outside verdicts"
     assert asked, "no perf check asks grader.judge.verdicts"
     for exercise, measure in asked:

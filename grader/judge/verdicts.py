@@ -98,6 +98,12 @@ class Tally:
         ends = [to_value(getattr(ms, end)) for end in ("low", "high") if hasattr(ms, end)]
         return self.add(measure, to_value(ms), *ends, weight=weight)
 
+    def include(self, other: "Tally", weight: float = 1.0) -> float:
+        """Another tally's credit as one measurement of this one (a check that averages parts
+        which are themselves weighted: softmax_long's widths)."""
+        self.parts.append((weight, other.fraction, other._mean(2), other._mean(3)))
+        return other.fraction
+
     def _mean(self, i: int) -> float:
         total = sum(p[0] for p in self.parts)
         return sum(p[0] * p[i] for p in self.parts) / total if total else 0.0

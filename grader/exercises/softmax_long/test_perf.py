@@ -60,8 +60,10 @@ def _credit(tally, t, x, band: str, gpu) -> str:
     cols = x.shape[1]
     ratio = t.mine / t.base
     p = gpu.profile
-    tally.add(band, t.fraction, *t.fraction_span(), weight=0.5)
-    tally.add("vs_torch", ratio, *timing.ratio_span(t.mine_span, t.base_span), weight=0.5)
+    width = verdicts.Tally("softmax_long", p)   # half bandwidth, half against torch.softmax
+    width.add(band, t.fraction, *t.fraction_span(), weight=0.5)
+    width.add("vs_torch", ratio, *timing.ratio_span(t.mine_span, t.base_span), weight=0.5)
+    tally.include(width)
     return (f"{cols} columns: {t.mine:.3f} ms = {t.gbs:.0f} GB/s, {t.fraction:.0%} of copy "
             f"({t.copy:.0f} GB/s; {verdicts.terms('softmax_long', band, p)}), "
             f"{ratio:.2f}x torch.softmax's time ({t.base:.3f} ms; "
