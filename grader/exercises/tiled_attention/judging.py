@@ -182,9 +182,9 @@ def key_tiles(res, N: int, Bc: int, what: str, case: str, seed: int) -> None:
                 f"{what} ({case}) [seed {seed}]: expected {name} to be read one block of at most "
                 f"Bc = {Bc} rows at a time, but one operation read {widest} of its {N} rows at "
                 f"once: right or not, a row of N scores is not a (Br, Bc) tile.",
-                hint=f"Tiling: the inner loop takes one key/value block at a time, k = K[j:j+Bc] "
-                     f"and v = V[j:j+Bc], and builds the (Br, Bc) score tile q @ k.T; a whole row "
-                     f"of scores (K @ q against every key) is not a tile.",
+                hint="Tiling: the inner loop takes one key/value block at a time, k = K[j:j+Bc] "
+                     "and v = V[j:j+Bc], and builds the (Br, Bc) score tile q @ k.T; a whole row "
+                     "of scores (K @ q against every key) is not a tile.",
                 follows=())
 
 
