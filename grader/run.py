@@ -192,8 +192,7 @@ def _grade(submission, exercises, layers, include_hidden, only_checks, sandbox, 
                for c in checks.values() if c.exercise in EXERCISES]
     report = GradeReport(str(_relative(submission)), env.device, results,
                          round(time.perf_counter() - start, 2), layers_run, layers_not_run,
-                         plugin.layer_seconds, notes, plugin.device_info)
-    report.timed_first = timed_first
+                         plugin.layer_seconds, notes, plugin.device_info, timed_first=timed_first)
     # the level the workers ran at
     report.isolation = (getattr(workers, "isolation", "") if here else "") or levels.get("isolation", "")
     # and what the kernel denied them (grader.worker.seccomp), per mode

@@ -11,7 +11,7 @@ import types
 
 import pytest
 
-from grader.judge import timing
+from grader.judge import baselines, timing
 from grader.results import Credit
 from tests.helpers import Rng
 
@@ -160,11 +160,11 @@ def _softmax(monkeypatch, module_name, speeds):
             # that 1 ms is 0.375 of it
             mine = FakeRequest(speeds)
             made.append(mine)
-            out.append(timing.Timed(timing.per_call_ms(mine), timing.Reading.of([1.0] * 3), 0.0,
+            out.append(baselines.Timed(timing.per_call_ms(mine), timing.Reading.of([1.0] * 3), 0.0,
                                     moved, moved / 1e6 / 0.375, ""))
         return out
 
-    monkeypatch.setattr(timing, "timed_against", timed_against)
+    monkeypatch.setattr(baselines, "timed_against", timed_against)
     return _run(m.test_bandwidth, gpu=FakeGpu()), made
 
 
@@ -244,7 +244,7 @@ def test_the_credit_is_the_one_the_medians_gave_before_readings_had_ranges(seed,
 
     def timed(rows, cols):   # as the fake timed_against makes them
         moved = 2 * rows * cols * 2
-        return timing.Timed(timing.per_call_ms(FakeRequest([speed] * 7)),
+        return baselines.Timed(timing.per_call_ms(FakeRequest([speed] * 7)),
                             timing.Reading.of([1.0] * 3), 0.0, moved, moved / 1e6 / 0.375, "")
 
     credit, _ = _softmax(monkeypatch, "softmax_long", [speed] * 7)

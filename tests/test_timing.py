@@ -17,7 +17,7 @@ import torch
 
 from grader.exercises.bench_attn.clock import Clock, Stream, log_spread
 from grader.exercises.bench_attn.judging import WORK_MS, judge_proper
-from grader.judge import compare, quiet, timing
+from grader.judge import baselines, compare, quiet, timing
 from grader.judge.inputs import seeded, torch_randn
 from grader.sandbox import launcher, proxy
 from grader.worker import probes, workloads
@@ -320,9 +320,7 @@ def test_a_timer_that_calls_torch_cuda_synchronize_gets_full_marks(tmp_path):
 def test_harness_cost_on_a_cpu_is_its_wall_clock():
     import torch
 
-    from grader.judge import timing
-
-    ms = timing.harness_gpu_ms(torch.zeros(64, 32))
+    ms = baselines.harness_gpu_ms(torch.zeros(64, 32))
     assert 0 < ms < 50
 
 
@@ -335,7 +333,7 @@ class _Gpu:
 
 @pytest.mark.parametrize("folder", ["solutions", "stubs"])
 def test_timed_against_times_the_student_before_any_baseline(folder, tmp_path, monkeypatch):
-    """timing.timed_against on CPU (softmax_triton under the interpreter): the student's
+    """baselines.timed_against on CPU (softmax_triton under the interpreter): the student's
     requests come first, verified; the baseline runs only after them, with the workers
     stopped, so a submission that fails (a stub) costs no baseline."""
     import functools
@@ -364,11 +362,11 @@ def test_timed_against_times_the_student_before_any_baseline(folder, tmp_path, m
         case = (marker, x, 2 * x.numel() * 4, "softmax(x) on 3 x 130")
         if folder == "stubs":
             with pytest.raises(errors.NotImplementedByStudent):
-                timing.timed_against(sub, Rng(8), _Gpu(), workers, "softmax", [case], "float32",
+                baselines.timed_against(sub, Rng(8), _Gpu(), workers, "softmax", [case], "float32",
                                      baseline, lambda i: torch.softmax(i[0].double(), -1))
             assert order == []
             return
-        t, = timing.timed_against(sub, Rng(8), _Gpu(), workers, "softmax", [case], "float32",
+        t, = baselines.timed_against(sub, Rng(8), _Gpu(), workers, "softmax", [case], "float32",
                                   baseline, lambda i: torch.softmax(i[0].double(), -1))
         # on a CPU a 3 x 130 softmax costs about what the harness does, so either side less
         # the harness may come out below zero by noise: the raw per-call times may not

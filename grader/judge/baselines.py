@@ -1,18 +1,26 @@
-"""The PyTorch baseline every attention speed is compared with, and the one FLOPs formula.
+"""The PyTorch baselines the student's times are compared with, timed here in the student's
+harness, and the one FLOPs formula.
 
     flops = attention_flops(B, H, N, D, causal, backward)
     best = sdpa_ms(q, k, v, causal=causal, do=do)      # {"fwd": (ms, backend), "bwd": ...}
+    ms = timing.per_call_ms(local_request(fn, [x]))    # any trusted fn(x), refilled and summed
+    t, = timed_against(sub, rng, gpu, workers, "softmax", cases, ...)   # student vs baseline
 
-Runs in the trusted process only (the bench tool, the perf layer): no student code is called.
-The baseline is the fastest SDPA backend that runs here, each backend's output checked before
-it is timed (a backend that is unavailable or wrong is left out, with the reason), timed in the
-same harness as the student's calls (grader.judge.timing: an input refilled before each call,
-a checksum of the outputs after).
+Runs in the trusted process only (the bench tool, the perf layer): no student code is called
+here but through timed_against's requests (grader.judge.timing.Requests). The attention
+baseline is the fastest SDPA backend that runs here, each backend's output checked before it is
+timed (a backend that is unavailable or wrong is left out, with the reason). Every baseline is
+timed in the same harness as the student's calls (`local_request`: an input refilled before
+each call, a checksum of the outputs after), and the harness's own cost (`harness_gpu_ms`) comes
+off both.
 """
 
 from __future__ import annotations
 
 import contextlib
+
+from grader.judge import timing
+from grader.judge.events import torch_or_default
 
 # the fused backends; MATH (the N x N one) is never the fastest and is not a fair baseline
 FASTEST_BACKENDS = ("CUDNN_ATTENTION", "FLASH_ATTENTION", "EFFICIENT_ATTENTION")
@@ -38,9 +46,7 @@ def backend_context(backend: str | None):
 def harness_ms(fn, args, target_ms: float = 150.0) -> float:
     """ms per call of trusted `fn(*args)` in the perf layer's harness (argument 0 is refilled
     before every call, so it is given a copy)."""
-    from grader.judge import timing
-
-    return timing.per_call_ms(timing.local_request(fn, [args[0].clone(), *args[1:]]),
+    return timing.per_call_ms(local_request(fn, [args[0].clone(), *args[1:]]),
                               target_ms=target_ms)
 
 
@@ -143,3 +149,123 @@ def _checked_ms(fn, args, p: str, check, timer, target_ms: float) -> float:
 
 def _first_line(e) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+# ====================================================== the harness run here, and a baseline
+
+
+def local_request(fn, args: list, arg: int = 0, std: float = 1.0, seed: int = 1):
+    """The same harness run here, on trusted code (the PyTorch baselines): before each call
+    argument `arg` is refilled, after it the output is reduced to a checksum; one synchronize.
+    Baselines and student pay the same per-call costs."""
+    torch = torch_or_default(None)
+    args = list(args)
+    state = {"seed": seed, "weights": None}
+
+    def request(repeat: int):
+        sums = []
+        for _ in range(1 + repeat):
+            state["seed"] += 1
+            timing.refill(args[arg], state["seed"], std)
+            out = fn(*args)
+            if state["weights"] is None:
+                state["weights"] = timing.checksum_weights(out, 7)
+            sums.append(timing.checksum(out, state["weights"]))
+            del out
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        return timing.to_floats(sums)
+
+    return request
+
+
+def harness_gpu_ms(t, std: float = 1.0, repeat: int = 100, passes: int = 2) -> float:
+    """What the harness adds per call to a loop the GPU is the bottleneck of: the GPU time of
+    refilling `t` and taking a checksum of an output like it, with the GPU kept busy (a sleep
+    kernel) while the CPU queues every call, so no launch overhead is counted. A wall-clock
+    measurement of the harness alone counts its Python overhead too, which in a GPU-bound loop
+    hides behind the kernels: taking that off made a decode kernel read at 1.4x the copy
+    bandwidth on the H200 (0.098 ms taken off a 0.278 ms call). On a CPU: the wall clock.
+    The smallest of `passes` measurements: a stalled one must not come off the student's time."""
+    return min(_harness_pass(t, std, repeat) for _ in range(passes))
+
+
+def _harness_pass(t, std: float, repeat: int) -> float:
+    torch = torch_or_default(None)
+    if t.device.type != "cuda":
+        return timing.per_call_ms(local_request(lambda x: x, [t], std=std))
+    weights = timing.checksum_weights(t, 7)
+    for i in range(3):                      # warm: allocator, generator, kernels
+        timing.refill(t, 1 + i, std)
+        timing.checksum(t, weights)
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(200_000_000)          # about 0.1 s: the CPU gets ahead meanwhile
+    start.record()
+    for i in range(repeat):
+        timing.refill(t, 10 + i, std)
+        timing.checksum(t, weights)
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / repeat
+
+
+def _now(work) -> None:
+    work()
+
+
+class Timed:
+    """One function of the student's timed against a PyTorch baseline on the same input
+    (`timed_against`): per-call milliseconds of each with the harness's refill and checksum
+    taken out (`harness`, what was taken), and the spans of their readings (`span`), GB/s of
+    `moved` bytes, the copy bandwidth of the run and a note for the report."""
+
+    def __init__(self, mine, base, harness: float, moved: int, copy: float, note: str):
+        self.mine, self.base = float(mine) - harness, float(base) - harness
+        self.mine_span, self.base_span = timing.span(mine, harness), timing.span(base, harness)
+        self.harness, self.copy, self.note, self.moved = harness, copy, note, moved
+        self.gbs = moved / self.mine / 1e6
+        self.fraction = self.gbs / copy
+
+    def fraction_span(self) -> tuple[float, float]:
+        """The fraction of the copy bandwidth at either end of the student's span."""
+        return tuple(self.moved / t / 1e6 / self.copy for t in self.mine_span)
+
+
+def timed_against(sub, rng, gpu, workers, name: str, cases: list, dtype: str, baseline,
+                  reference, gated=None, later=None) -> list[Timed]:
+    """`name`(x) of the submission as timed requests, every output verified, against
+    `baseline`(x) run here, for each (marker, x, moved bytes, what) of `cases`: both pay the same
+    refill and checksum per call, measured here with nothing of the student's alive and taken
+    off both. The student's requests come first (all in one worker: a submission that fails
+    costs no baseline), then, its workers stopped, the baseline and the harness cost (the
+    smaller of two measurements: harness_gpu_ms). The floor judges the student's time as
+    measured, before the harness's cost comes off. Every request's verification and `gated()`
+    (the check's gated calls, traced and profiled: the gate's profiler slows every later launch
+    in its process, so it never runs before a timing) go to `later` (the check's fixture: after
+    the check's timing); without it they run here, right after the student's requests."""
+    from grader.judge.compare import CheckFailed
+    from grader.judge.quiet import quiet_gpu
+    from grader.sandbox import calllog
+
+    later = later or _now
+    mine = []
+    for marker, x, _, what in cases:
+        reqs = timing.Requests(sub, name, [marker], rng=rng, inputs=[x], dtype=dtype,
+                        reference=reference, what=f"{name}(x)")
+        mine.append(timing.per_call_ms(reqs))
+        later(reqs.checked())
+    if gated is not None:
+        later(gated)
+    note = quiet_gpu(workers, ", ".join(c[3] for c in cases))
+    copy = gpu.ceiling("copy_gbs")
+    out = []
+    for (_, x, moved, what), ms in zip(cases, mine):
+        with calllog.span("local_baseline", what=what):
+            harness = harness_gpu_ms(x.clone())   # what it adds to a GPU-bound loop
+            base = timing.per_call_ms(local_request(baseline, [x.clone()]))
+        impossible = timing.below_floor(ms, moved / copy / 1e6, what)
+        if impossible:
+            raise CheckFailed(impossible)
+        out.append(Timed(ms, base, harness, moved, copy, note))
+    return out

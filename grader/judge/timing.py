@@ -3,10 +3,15 @@
 Two tools, both run in the trusted process:
 
     per_call_ms      milliseconds per call of a function run R times back to back in one request,
-                     from two requests that differ only in R, timed on this process's clock.
+                     from two requests that differ only in R, timed on this process's clock: a
+                     Reading, the median of its samples with their range.
     time_cuda        median ms of fn() with CUDA events, warm-up and an L2 flush: for PyTorch
                      baselines and ceilings run in this process (never for untrusted code);
                      it lives in grader.judge.events.
+
+`Requests` is the student's side (timed requests in its worker, every output verified); the
+baselines' side, the same harness run here and one function timed against a baseline, is
+grader.judge.baselines (local_request, harness_gpu_ms, timed_against).
 """
 
 from __future__ import annotations
@@ -29,17 +34,22 @@ class Reading(float):
     run's readings leave the value open: a check whose credit changes across it has not been
     decided by the measurement (grader.judge.verdicts.Tally). Arithmetic gives plain floats."""
 
-    samples: tuple = ()
+    samples: tuple = ()   # sorted
 
     @classmethod
     def of(cls, samples) -> "Reading":
         ordered = tuple(sorted(samples))
-        n = len(ordered)
-        reading = cls(ordered[n // 2])
+        reading = cls(ordered[len(ordered) // 2])
         reading.samples = ordered
-        edge = max(0, (n - 3) // 2)
-        reading.low, reading.high = ordered[edge], ordered[n - 1 - edge]
         return reading
+
+    @property
+    def low(self) -> float:
+        return self.samples[max(0, (len(self.samples) - 3) // 2)]
+
+    @property
+    def high(self) -> float:
+        return self.samples[-1 - max(0, (len(self.samples) - 3) // 2)]
 
 
 def span(t, less: float = 0.0) -> tuple[float, float]:
@@ -337,62 +347,6 @@ class Requests:
         return self.reference(inputs)
 
 
-def local_request(fn, args: list, arg: int = 0, std: float = 1.0, seed: int = 1):
-    """The same harness run here, on trusted code (the PyTorch baselines): before each call
-    argument `arg` is refilled, after it the output is reduced to a checksum; one synchronize.
-    Baselines and student pay the same per-call costs."""
-    torch = _torch(None)
-    args = list(args)
-    state = {"seed": seed, "weights": None}
-
-    def request(repeat: int):
-        sums = []
-        for _ in range(1 + repeat):
-            state["seed"] += 1
-            refill(args[arg], state["seed"], std)
-            out = fn(*args)
-            if state["weights"] is None:
-                state["weights"] = checksum_weights(out, 7)
-            sums.append(checksum(out, state["weights"]))
-            del out
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        return to_floats(sums)
-
-    return request
-
-
-def harness_gpu_ms(t, std: float = 1.0, repeat: int = 100, passes: int = 2) -> float:
-    """What the harness adds per call to a loop the GPU is the bottleneck of: the GPU time of
-    refilling `t` and taking a checksum of an output like it, with the GPU kept busy (a sleep
-    kernel) while the CPU queues every call, so no launch overhead is counted. A wall-clock
-    measurement of the harness alone counts its Python overhead too, which in a GPU-bound loop
-    hides behind the kernels: taking that off made a decode kernel read at 1.4x the copy
-    bandwidth on the H200 (0.098 ms taken off a 0.278 ms call). On a CPU: the wall clock.
-    The smallest of `passes` measurements: a stalled one must not come off the student's time."""
-    return min(_harness_pass(t, std, repeat) for _ in range(passes))
-
-
-def _harness_pass(t, std: float, repeat: int) -> float:
-    torch = _torch(None)
-    if t.device.type != "cuda":
-        return per_call_ms(local_request(lambda x: x, [t], std=std))
-    weights = checksum_weights(t, 7)
-    for i in range(3):                      # warm: allocator, generator, kernels
-        refill(t, 1 + i, std)
-        checksum(t, weights)
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda._sleep(200_000_000)          # about 0.1 s: the CPU gets ahead meanwhile
-    start.record()
-    for i in range(repeat):
-        refill(t, 10 + i, std)
-        checksum(t, weights)
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / repeat
-
-
 def below_floor(ms: float, floor_ms: float, what: str) -> str | None:
     """A time no real kernel can reach (less than the work at the measured ceiling, with 10%
     to spare): the message saying so, else None."""
@@ -401,64 +355,3 @@ def below_floor(ms: float, floor_ms: float, what: str) -> str | None:
     return (f"{what}: {ms:.4f} ms per call is below the roofline floor of {floor_ms:.4f} ms "
             f"(the work at this GPU's measured ceiling): impossible for a kernel that computes "
             f"its output, so no speed points")
-
-
-def _now(work) -> None:
-    work()
-
-
-class Timed:
-    """One function of the student's timed against a PyTorch baseline on the same input
-    (`timed_against`): per-call milliseconds of each with the harness's refill and checksum
-    taken out (`harness`, what was taken), and the spans of their readings (`span`), GB/s of
-    `moved` bytes, the copy bandwidth of the run and a note for the report."""
-
-    def __init__(self, mine, base, harness: float, moved: int, copy: float, note: str):
-        self.mine, self.base = float(mine) - harness, float(base) - harness
-        self.mine_span, self.base_span = span(mine, harness), span(base, harness)
-        self.harness, self.copy, self.note, self.moved = harness, copy, note, moved
-        self.gbs = moved / self.mine / 1e6
-        self.fraction = self.gbs / copy
-
-    def fraction_span(self) -> tuple[float, float]:
-        """The fraction of the copy bandwidth at either end of the student's span."""
-        return tuple(self.moved / t / 1e6 / self.copy for t in self.mine_span)
-
-
-def timed_against(sub, rng, gpu, workers, name: str, cases: list, dtype: str, baseline,
-                  reference, gated=None, later=None) -> list[Timed]:
-    """`name`(x) of the submission as timed requests, every output verified, against
-    `baseline`(x) run here, for each (marker, x, moved bytes, what) of `cases`: both pay the same
-    refill and checksum per call, measured here with nothing of the student's alive and taken
-    off both. The student's requests come first (all in one worker: a submission that fails
-    costs no baseline), then, its workers stopped, the baseline and the harness cost (the
-    smaller of two measurements: harness_gpu_ms). The floor judges the student's time as
-    measured, before the harness's cost comes off. Every request's verification and `gated()`
-    (the check's gated calls, traced and profiled: the gate's profiler slows every later launch
-    in its process, so it never runs before a timing) go to `later` (the check's fixture: after
-    the check's timing); without it they run here, right after the student's requests."""
-    from grader.judge.compare import CheckFailed
-    from grader.judge.quiet import quiet_gpu
-    from grader.sandbox import calllog
-
-    later = later or _now
-    mine = []
-    for marker, x, _, what in cases:
-        reqs = Requests(sub, name, [marker], rng=rng, inputs=[x], dtype=dtype,
-                        reference=reference, what=f"{name}(x)")
-        mine.append(per_call_ms(reqs))
-        later(reqs.checked())
-    if gated is not None:
-        later(gated)
-    note = quiet_gpu(workers, ", ".join(c[3] for c in cases))
-    copy = gpu.ceiling("copy_gbs")
-    out = []
-    for (_, x, moved, what), ms in zip(cases, mine):
-        with calllog.span("local_baseline", what=what):
-            harness = harness_gpu_ms(x.clone())   # what it adds to a GPU-bound loop
-            base = per_call_ms(local_request(baseline, [x.clone()]))
-        impossible = below_floor(ms, moved / copy / 1e6, what)
-        if impossible:
-            raise CheckFailed(impossible)
-        out.append(Timed(ms, base, harness, moved, copy, note))
-    return out

@@ -59,14 +59,11 @@ def decided(exercise: str, measure: str, low: float, high: float, profile=None) 
 
 def settles(exercise: str, measure: str, to_value, profile=None):
     """timing.per_call_ms's `settled` for a time whose measured value is `to_value(ms)`: true
-    when the credit is decided across the reading's range. A range that reaches zero settles
-    at once: no more samples make such a time judgeable (the check's floor judges it)."""
-    def settled(r) -> bool:
-        try:
-            return decided(exercise, measure, to_value(r.low), to_value(r.high), profile)
-        except ZeroDivisionError:
-            return True
-    return settled
+    when the credit is decided across the reading's range (timing.span: kept above zero, so a
+    range that reaches zero is a time far too fast, judged by the check's floor)."""
+    from grader.judge.timing import span
+
+    return lambda r: decided(exercise, measure, *(to_value(t) for t in span(r)), profile)
 
 
 class Tally:
@@ -94,9 +91,10 @@ class Tally:
 
     def reading(self, measure: str, ms, to_value, weight: float = 1.0) -> float:
         """One measurement made of one time, `ms` (a timing.Reading; a plain float has no
-        range): its value is `to_value(ms)`."""
-        ends = [to_value(getattr(ms, end)) for end in ("low", "high") if hasattr(ms, end)]
-        return self.add(measure, to_value(ms), *ends, weight=weight)
+        range): its value is `to_value(ms)`, its ends those of timing.span(ms)."""
+        from grader.judge.timing import span
+
+        return self.add(measure, to_value(ms), *(to_value(t) for t in span(ms)), weight=weight)
 
     def include(self, other: "Tally", weight: float = 1.0) -> float:
         """Another tally's credit as one measurement of this one (a check that averages parts

@@ -110,11 +110,11 @@ def _harness_ms(workers, rng, what) -> tuple[float, str]:
     student's timed calls; the student cannot skip it, since every timed output is verified."""
     import torch
 
-    from grader.judge import quiet, timing
+    from grader.judge import baselines, quiet
 
     note = quiet.quiet_gpu(workers, what)
     q = torch.empty((PERF_B, PERF_HQ, PERF_D), dtype=torch.float16, device="cuda")
-    harness = timing.harness_gpu_ms(q)   # its GPU time, the smaller of two measurements
+    harness = baselines.harness_gpu_ms(q)   # its GPU time, the smaller of two measurements
     if not (harness == harness and 0 <= harness < 1e3):   # fail closed: no baseline, no credit
         raise CheckFailed(f"{what}: the timing harness measured {harness} ms per call here, so "
                           f"no time can be judged; no bandwidth points")

@@ -22,8 +22,8 @@ def _torch_softmax(x):
 
 @pytest.mark.check("softmax_long.bandwidth")
 def test_bandwidth(student, rng, gpu, credit, workers, later):
+    from grader.judge import baselines, verdicts
     from grader.judge import gpu as g
-    from grader.judge import timing, verdicts
 
     sub = student()
     inputs = []
@@ -39,7 +39,7 @@ def test_bandwidth(student, rng, gpu, credit, workers, later):
             assert_close(traced.value, g.softmax_reference(x), what="softmax(x)", dtype="float16",
                          case=f"{x.shape[0]} x {x.shape[1]}", seed=rng.seed)
 
-    timed = timing.timed_against(
+    timed = baselines.timed_against(
         sub, rng, gpu, workers, "softmax",
         [(marker, x, 2 * x.numel() * x.element_size(),   # read every element once, write it once
           f"softmax(x) on {x.shape[0]} x {x.shape[1]} float16") for marker, x, _ in inputs],
@@ -54,7 +54,7 @@ def test_bandwidth(student, rng, gpu, credit, workers, later):
 def _credit(tally, t, x, band: str, gpu) -> str:
     """One width's credit, into `tally`, and its note: its GB/s on `band` and its time against
     torch.softmax's, both less the harness's refill and checksum, which both pay
-    (grader.judge.timing.timed_against)."""
+    (grader.judge.baselines.timed_against)."""
     from grader.judge import timing, verdicts
 
     cols = x.shape[1]

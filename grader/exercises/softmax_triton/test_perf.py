@@ -21,9 +21,8 @@ def _eager(x):
 
 @pytest.mark.check("softmax_triton.bandwidth")
 def test_bandwidth(student, rng, gpu, credit, workers, later):
+    from grader.judge import baselines, timing, verdicts
     from grader.judge import gpu as g
-    from grader.judge import timing
-    from grader.judge import verdicts
 
     sub = student()
     rows, cols = BANDWIDTH_SHAPE
@@ -39,8 +38,8 @@ def test_bandwidth(student, rng, gpu, credit, workers, later):
 
     # Every timed call refills x with fresh values first and reduces its output to a checksum
     # after: the same per-call costs for the student and for softmax_eager, taken off both
-    # (grader.judge.timing.timed_against)
-    t, = timing.timed_against(sub, rng, gpu, workers, "softmax",
+    # (grader.judge.baselines.timed_against)
+    t, = baselines.timed_against(sub, rng, gpu, workers, "softmax",
                               [(marker, x, moved, f"softmax(x) on {rows} x {cols} float16")],
                               "float16", _eager, lambda i: g.softmax_reference(i[0]),
                               gated=gated, later=later)
