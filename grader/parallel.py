@@ -190,23 +190,39 @@ def may_overlap() -> bool:
     return len(os.sched_getaffinity(0)) >= OVERLAP_CORES
 
 
-def timed_first(gpu_plan: dict, here: list[str], gpu_bytes: int, unified: bool = False) -> bool:
+def timed_first(gpu_plan: dict, here: list[str], layers: list[str], gpu_bytes: int,
+                unified: bool = False) -> bool:
     """Whether grader.run times first and checks after: the perf checks (and every check that
     needs the GPU alone) in its own process, with nothing else running, their timed outputs'
     verification and their gated calls held back (grader.fixtures `later`); then, with the
     GPU shared, the untimed gpu checks' and the CPU layers' grading processes, beside that
     held-back work. Not even the CPU layers go beside the timing: with four of their processes
     on a 16-core H100 box, flash_fwd's recorded calls at N = 4K read 1.07 to 1.74 ms against
-    0.84 to 0.88 alone (docs/gpu/session-12-06c). Only where the untimed gpu checks are split
-    off (`gpu_plan`), the perf layer runs here, and the GPU has memory of its own for all of it
-    (TIMED_FIRST_GPU_BYTES, not `unified` with the host's); GRADER_TIMED_FIRST=0 or 1 decides
-    instead of the memory."""
-    if not gpu_plan or "perf" not in here:
+    0.84 to 0.88 alone (docs/gpu/session-12-06c). Only where the perf layer runs here and the
+    gpu layer's untimed checks do not (split off into `gpu_plan`, or the gpu layer not among
+    the `layers` graded: a grade of the perf layer alone, whose outputs are then verified side
+    by side after the timing, not each in turn), and the GPU has memory of its own for all of
+    it (TIMED_FIRST_GPU_BYTES, not `unified` with the host's); GRADER_TIMED_FIRST=0 or 1
+    decides instead of the memory."""
+    if "perf" not in here or (not gpu_plan and GPU_SPLIT in layers):
         return False
     wanted = os.environ.get("GRADER_TIMED_FIRST", "")
     if wanted in ("0", "1"):
         return wanted == "1"
     return gpu_bytes >= TIMED_FIRST_GPU_BYTES and not unified
+
+
+def timed_first_note(gpu_jobs: int, cpu_jobs: int, gpu_plan: dict, cpu_plan: dict) -> str:
+    """The report's note on a grade that timed first: what ran after the timing, and where."""
+    held_back = "the verification of every timed output and the timed checks' gated calls"
+    after = []
+    if gpu_plan:
+        after.append(f"the gpu layer's untimed checks ran in {gpu_jobs} grading processes side by side")
+    if cpu_plan:
+        after.append(f"the CPU layers in {cpu_jobs}" if gpu_plan
+                     else f"the CPU layers ran in {cpu_jobs} grading processes")
+    then = f"{', and '.join(after)}, beside {held_back}" if after else f"{held_back}, one exercise beside another"
+    return f"The timed checks ran first, with the GPU and the CPUs alone; then {then}."
 
 
 class Background:

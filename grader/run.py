@@ -127,7 +127,7 @@ def _grade(submission, exercises, layers, include_hidden, only_checks, sandbox, 
     cpu_plan, gpu_plan = parallel.divide(split) if beside and gpu_split else (split, {})
     # on a GPU box, time first: the checks here (the timed ones) with nothing else running,
     # then the grading processes beside their held-back verification (parallel.timed_first)
-    timed_first = parallel.timed_first(gpu_plan, here, env.gpu_bytes, env.gpu_unified)
+    timed_first = parallel.timed_first(gpu_plan, here, layers_run, env.gpu_bytes, env.gpu_unified)
     cpu_jobs = parallel.beside_jobs(jobs) if gpu_plan else jobs
     gpu_requests = sum(1 for c in checks.values() if c.layer == parallel.GPU_SPLIT
                        and c.exercise in gpu_plan and (not only_checks or c.id in only_checks))
@@ -175,11 +175,8 @@ def _grade(submission, exercises, layers, include_hidden, only_checks, sandbox, 
     if cpu_plan and cpu_part.started and not timed_first:
         notes.append(f"The CPU layers ran beside the GPU layers, in {cpu_jobs} grading processes "
                      f"of their own; none of their workers can see a GPU.")
-    if timed_first:   # (only where the gpu layer is split off: parallel.timed_first)
-        notes.append(f"The timed checks ran first, with the GPU and the CPUs alone; then the gpu "
-                     f"layer's untimed checks ran in {gpu_jobs} grading "
-                     f"processes side by side, and the CPU layers in {cpu_jobs}, beside the "
-                     f"verification of every timed output and the timed checks' gated calls.")
+    if timed_first:   # (only where no untimed gpu check runs here: parallel.timed_first)
+        notes.append(parallel.timed_first_note(gpu_jobs, cpu_jobs, gpu_plan, cpu_plan))
     elif gpu_split:
         notes.append(f"The gpu layer's untimed checks ran in {gpu_jobs} "
                      f"grading processes side by side; the timed checks ran after them, with the "

@@ -85,19 +85,41 @@ def test_later_work_decides_the_check(tmp_path, deferring):
     assert failed.status == "failed" and "roofline" in failed.message
 
 
-def test_timed_first_only_where_the_gpu_part_is_split(monkeypatch):
+def test_timed_first_only_where_no_untimed_gpu_check_runs_here(monkeypatch):
     monkeypatch.delenv("GRADER_TIMED_FIRST", raising=False)
     big, small = 141 << 30, 48 << 30   # an H200; a 48 GB card (an 80 GB H100 times first too)
-    assert parallel.timed_first({"flash_triton": ["gpu"]}, ["perf", "gpu"], big)
-    assert parallel.timed_first({"flash_triton": ["gpu"]}, ["perf", "gpu"], 79 << 30)
-    assert not parallel.timed_first({"flash_triton": ["gpu"]}, ["perf", "gpu"], small)
-    assert not parallel.timed_first({"flash_triton": ["gpu"]}, ["perf"], big, unified=True)
-    assert not parallel.timed_first({}, ["perf"], big)                  # nothing split off
-    assert not parallel.timed_first({"flash_triton": ["gpu"]}, ["gpu"], big)   # no perf here
+    every = ["cpu", "adversarial", "interp", "gpu", "perf"]
+    split = {"flash_triton": ["gpu"]}
+    assert parallel.timed_first(split, ["perf", "gpu"], every, big)
+    assert parallel.timed_first(split, ["perf", "gpu"], every, 79 << 30)
+    assert not parallel.timed_first(split, ["perf", "gpu"], every, small)
+    assert not parallel.timed_first(split, ["perf"], every, big, unified=True)
+    assert not parallel.timed_first({}, ["perf", "gpu"], every, big)   # the untimed checks here
+    assert not parallel.timed_first(split, ["gpu"], every, big)        # no perf here
+    # the perf layer alone (or with CPU layers): nothing untimed on the GPU to wait for
+    assert parallel.timed_first({}, ["perf"], ["perf"], big)
+    assert parallel.timed_first({}, ["perf"], ["cpu", "perf"], big)
+    assert not parallel.timed_first({}, ["perf"], ["perf"], small)
     monkeypatch.setenv("GRADER_TIMED_FIRST", "1")
-    assert parallel.timed_first({"flash_triton": ["gpu"]}, ["perf"], small)
+    assert parallel.timed_first(split, ["perf"], every, small)
+    assert not parallel.timed_first({}, ["perf", "gpu"], every, small)   # never with them here
     monkeypatch.setenv("GRADER_TIMED_FIRST", "0")
-    assert not parallel.timed_first({"flash_triton": ["gpu"]}, ["perf"], big)
+    assert not parallel.timed_first(split, ["perf"], every, big)
+    assert not parallel.timed_first({}, ["perf"], ["perf"], big)
+
+
+def test_the_note_on_timing_first_names_what_ran_after_it():
+    both = parallel.timed_first_note(10, 6, {"flash_triton": ["gpu"]}, {"io_model": ["cpu"]})
+    assert both == ("The timed checks ran first, with the GPU and the CPUs alone; then the gpu "
+                    "layer's untimed checks ran in 10 grading processes side by side, and the CPU "
+                    "layers in 6, beside the verification of every timed output and the timed "
+                    "checks' gated calls.")
+    cpu = parallel.timed_first_note(1, 6, {}, {"io_model": ["cpu"]})
+    assert "then the CPU layers ran in 6 grading processes, beside the verification" in cpu
+    assert "gpu layer" not in cpu
+    alone = parallel.timed_first_note(1, 1, {}, {})
+    assert alone.endswith("then the verification of every timed output and the timed checks' "
+                          "gated calls, one exercise beside another.")
 
 
 def test_the_checks_say_what_they_defer():
