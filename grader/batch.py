@@ -20,8 +20,11 @@ those GPUs instead, one submission per GPU at a time (so its timed checks have t
 themselves), each grade splitting its CPU layers over its share of the cores. Each finished
 submission prints its score and the batch's progress with the time left at the rate so far.
 --shard I/N grades only the submissions I, I+N, I+2N ... (0 <= I < N) of the sorted list: one
-task of a job array; --merge joins the gradebooks of the shards. Exit status 0 when the
-gradebook was written.
+task of a job array; --merge joins the gradebooks of the shards. The gradebook is rewritten
+after each submission, so a batch stopped half way leaves the rows it finished; --again grades
+only the submissions its gradebook has no row for, or a row that failed or left a perf check
+undecided, and keeps the other rows (an interrupted batch goes on; the undecided are graded
+again, on a GPU as quiet as the first time). Exit status 0 when the gradebook was written.
 """
 
 from __future__ import annotations
@@ -70,6 +73,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--sandbox", action=argparse.BooleanOptionalAction, default=True,
                    help="grade each submission under OS isolation (default; --no-sandbox: "
                         "process isolation only, for a trusted set of submissions)")
+    p.add_argument("--again", action="store_true",
+                   help="grade only the submissions that OUT/gradebook.csv has no row for, or a "
+                        "row that failed or left a perf check undecided; keep its other rows "
+                        "(give the same --exercises and --layers as the first time)")
     p.add_argument("--merge", nargs="+", metavar="CSV", help="join these gradebooks instead of grading")
     return p
 
@@ -221,6 +228,16 @@ def grade_all(args) -> int:
         print(f"grader batch: {chosen}", file=sys.stderr)
         return 2
     gpus, jobs = chosen
+    header, book = columns(exercises), out / "gradebook.csv"
+    kept = finished_rows(book, header) if args.again else {}
+    if isinstance(kept, str):
+        print(f"grader batch: {kept}", file=sys.stderr)
+        return 2
+    kept = {sub.name: kept[sub.name] for sub in subs if sub.name in kept}
+    if args.again:
+        print(f"grader batch: --again: rows kept from {book}: {len(kept)}; submissions to "
+              f"grade: {len(subs) - len(kept)}", file=sys.stderr)
+    subs = [sub for sub in subs if sub.name not in kept]
     args.jobs = jobs              # grade_one gives each grade its share of the cores
     pin = bool(gpus)              # one GPU per job: with more jobs than GPUs, jobs wait for one
     free: queue.Queue = queue.Queue()
@@ -229,7 +246,7 @@ def grade_all(args) -> int:
     if pin:
         print(f"grader batch: GPUs {', '.join(gpus)}, one submission on each at a time",
               file=sys.stderr)
-    began, done, lock = time.perf_counter(), [0], threading.Lock()
+    began, done, rows, lock = time.perf_counter(), [0], list(kept.values()), threading.Lock()
 
     def run(sub: Path) -> dict:
         gpu = free.get() if pin else None
@@ -240,26 +257,48 @@ def grade_all(args) -> int:
             if gpu is not None:
                 free.put(gpu)
         result = row["note"] or f"{row['total']}/{row['max']}"
-        with lock:
+        with lock:   # the gradebook as it stands, so a batch stopped now keeps this row
             done[0] += 1
             progress = eta(done[0], len(subs), time.perf_counter() - began)
+            rows.append(row)
+            write_gradebook(book, header, rows)
         print(f"{sub.name}: {result} ({time.perf_counter() - start:.0f} s"
               + (f", GPU {gpu}" if gpu is not None else "") + f"); {progress}", flush=True)
         return row
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        rows = list(pool.map(run, subs))
-    write_gradebook(out / "gradebook.csv", columns(exercises), rows)
-    print(f"gradebook: {out / 'gradebook.csv'} ({len(rows)} submissions)")
+        list(pool.map(run, subs))
+    write_gradebook(book, header, rows)
+    print(f"gradebook: {book} ({len(rows)} submissions"
+          + (f", {len(kept)} of them kept from before" if kept else "") + ")")
     return 0
 
 
 def write_gradebook(path: Path, header: list[str], rows: list[dict]) -> None:
+    """The rows sorted by submission, written whole or not at all (a temporary file, then
+    os.replace): a reader never sees half a gradebook."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
+    part = path.with_name(f".{path.name}.part")
+    with open(part, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=header, lineterminator="\n")
         writer.writeheader()
         writer.writerows(sorted(rows, key=lambda r: r["submission"]))
+    os.replace(part, path)
+
+
+def finished_rows(path: Path, header: list[str]) -> dict[str, dict] | str:
+    """--again: the rows of the gradebook at `path` that stand, by submission: graded (no note)
+    with every perf check decided; or why that gradebook cannot be continued with these
+    columns. No gradebook yet: none stand."""
+    if not path.is_file():
+        return {}
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        if reader.fieldnames != header:
+            return (f"--again: {path} has columns {reader.fieldnames}, this batch {header}: "
+                    f"give the --exercises it was graded with, or another --out")
+        return {row["submission"]: row for row in reader
+                if not row.get("note") and not row.get("undecided")}
 
 
 def merge(paths: list[str], out: Path) -> int:

@@ -144,6 +144,61 @@ def test_gpus_all_grades_one_submission_per_gpu_at_a_time(tmp_path, monkeypatch,
     assert len(read(tmp_path / "out" / "gradebook.csv")) == 6
 
 
+def test_again_goes_on_from_the_gradebook_a_stopped_batch_left(tmp_path, monkeypatch, capsys):
+    """The gradebook is rewritten after each submission, so a batch stopped half way keeps the
+    rows it finished; --again grades only what has no row, a failed row or an undecided one,
+    and keeps the others as they were."""
+    import pytest
+
+    from grader import batch as b
+
+    for i in range(5):
+        (tmp_path / "subs" / f"s{i}").mkdir(parents=True)
+    out = tmp_path / "out"
+    first = {"s0": {"total": "3"},
+             "s1": {"total": "2", "undecided": "flash_decode.bandwidth"},
+             "s2": {"total": "", "note": "grading failed (exit 1: ...); grade this submission alone"}}
+    graded = []
+
+    def stopped_at_s3(sub, out, args, exercises, gpu):
+        if sub.name == "s3":
+            raise KeyboardInterrupt   # the instructor's Ctrl-C, or the machine going away
+        graded.append(sub.name)
+        return {"submission": sub.name, "online_softmax": first[sub.name]["total"],
+                "max": "19", "note": "", **first[sub.name]}
+
+    def again(sub, out, args, exercises, gpu):
+        graded.append(sub.name)
+        return {"submission": sub.name, "online_softmax": "19", "total": "19", "max": "19",
+                "note": "", "undecided": ""}
+
+    def grade(*more):
+        return b.grade_all(b.parser().parse_args(
+            [str(tmp_path / "subs"), "--out", str(out), "--exercises", "online_softmax", *more]))
+
+    monkeypatch.setattr(b, "grade_one", stopped_at_s3)
+    with pytest.raises(KeyboardInterrupt):
+        grade()
+    assert [r["submission"] for r in read(out / "gradebook.csv")] == ["s0", "s1", "s2"]
+    graded.clear()
+    monkeypatch.setattr(b, "grade_one", again)
+    assert grade("--again") == 0
+    assert graded == ["s1", "s2", "s3", "s4"]
+    rows = {r["submission"]: r for r in read(out / "gradebook.csv")}
+    assert sorted(rows) == ["s0", "s1", "s2", "s3", "s4"]
+    assert rows["s0"]["total"] == "3"                      # kept as it was
+    assert all(rows[s]["total"] == "19" and not rows[s]["undecided"] and not rows[s]["note"]
+               for s in ("s1", "s2", "s3", "s4"))
+    assert "gradebook.csv: 1; submissions to grade: 4" in capsys.readouterr().err
+    graded.clear()
+    assert grade("--again") == 0 and graded == []           # nothing left to grade
+    # another set of exercises cannot go on from this gradebook: it says so, grades nothing
+    code = b.grade_all(b.parser().parse_args(
+        [str(tmp_path / "subs"), "--out", str(out), "--exercises", "io_model", "--again"]))
+    assert code == 2 and graded == [] and "--again:" in capsys.readouterr().err
+    assert not list(out.glob(".*.part"))
+
+
 def test_gpus_asks_for_what_is_visible(monkeypatch):
     from grader import batch as b
 

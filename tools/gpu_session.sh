@@ -20,7 +20,7 @@
 #               (tools/perf_repeat.py; issue 20; not in the default list; two 10-minute slots)
 #   class       batch --gpus all over the shard SHARD (default 0/8) of tools.gpu_batch's class of 20
 #               (solutions, stubs, variants, wrong answers, mutants and cheats of tests/; every
-#               exercise), then each of its submissions graded alone: the two gradebooks side by
+#               exercise), then each of its submissions graded alone (ALONE=none: not): the two gradebooks side by
 #               side and the submissions per hour (issue 20; not in the default list; a shard of
 #               8, two or three submissions, fits a 10-minute slot on an H100: SHARD=2/8 ...)
 # The numbers in docs/gpu/ came from this script on an NVIDIA H200.
@@ -56,7 +56,7 @@ for step in $steps; do
     class)
       shard=${SHARD:-0/8}
       ( time timeout 590 python3 -m tools.gpu_batch --out "$out/class-${shard/\//-of-}" --size 20 \
-          --shard "$shard" --alone all --exercises online_softmax,tiled_attention,softmax_triton,flash_triton,bench_attn,flash_decode,attention_backward,flash_backward,io_model,softmax_long \
+          --shard "$shard" --alone "${ALONE:-all}" --exercises online_softmax,tiled_attention,softmax_triton,flash_triton,bench_attn,flash_decode,attention_backward,flash_backward,io_model,softmax_long \
       ) > "$out/class-${shard/\//-of-}.log" 2>&1 ;;
     *) echo "unknown step: $step" >&2; exit 2 ;;
   esac
