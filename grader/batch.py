@@ -45,7 +45,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from grader.options import Parser, names
+from grader.options import Parser, cpu_text, names
 from grader.registry import EXERCISES, LAYERS, ROOT
 
 SUBMISSION_TIMEOUT_S = 4 * 3600   # backstop per submission; the grader limits every call itself
@@ -107,6 +107,20 @@ def choose_gpus(args, wants_gpu: bool) -> tuple[list[str], int] | str:
     return (gpus if len(gpus) > 1 else []), jobs
 
 
+def core_shares(jobs: int) -> list[list[int]]:
+    """The cores this process may use, in `jobs` contiguous shares, one per grade running at
+    once: each grade sizes its grading processes by its own share, as a grade alone does by
+    the whole machine. One job: no share (the grade takes every core, as alone). Fewer cores
+    than jobs: one core each, shared round the jobs."""
+    cores = sorted(os.sched_getaffinity(0))
+    if jobs <= 1:
+        return []
+    if len(cores) < jobs:
+        return [[cores[i % len(cores)]] for i in range(jobs)]
+    size = len(cores) // jobs
+    return [cores[i * size:(i + 1) * size] for i in range(jobs)]
+
+
 def eta(done: int, total: int, elapsed_s: float) -> str:
     """"k/N graded, about M min left": the batch's rate so far (jobs in parallel included)
     carried over the submissions left."""
@@ -145,8 +159,10 @@ def columns(exercises: list[str]) -> list[str]:
     return ["submission", *exercises, "total", "max", "note", "undecided"]
 
 
-def grade_one(sub: Path, out: Path, args, exercises: list[str], gpu: str | None) -> dict:
-    """Grade one submission in its own grader process; its gradebook row.
+def grade_one(sub: Path, out: Path, args, exercises: list[str], gpu: str | None,
+              cpus: list[int] | None = None) -> dict:
+    """Grade one submission in its own grader process, on `cpus` (its share of the cores
+    when several grades run at once; None: every core); its gradebook row.
 
     Fail closed: the grader writes into a private folder (0700) of its own and hands over a
     completion marker holding a nonce that only this process knows (sent on the grader's
@@ -168,13 +184,13 @@ def grade_one(sub: Path, out: Path, args, exercises: list[str], gpu: str | None)
         cmd += ["--layers", ",".join(args.layers)]
     if args.no_hidden:
         cmd.append("--no-hidden")
+    if cpus:
+        cmd += ["--cpus", cpu_text(cpus)]
     env = dict(os.environ)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
     # the grader's own measurements (SDPA baselines, ceilings) once for the whole batch
     env.setdefault("GRADER_MEASUREMENTS", str(out / "measurements.json"))
-    if "GRADER_JOBS" not in env:   # each grade splits its CPU layers over its share of the cores
-        env["GRADER_JOBS"] = str(max(1, len(os.sched_getaffinity(0)) // max(1, args.jobs)))
     row = {"submission": sub.name}
     try:
         try:
@@ -238,11 +254,14 @@ def grade_all(args) -> int:
         print(f"grader batch: --again: rows kept from {book}: {len(kept)}; submissions to "
               f"grade: {len(subs) - len(kept)}", file=sys.stderr)
     subs = [sub for sub in subs if sub.name not in kept]
-    args.jobs = jobs              # grade_one gives each grade its share of the cores
+    args.jobs = jobs              # grades at once (--gpus sets it)
     pin = bool(gpus)              # one GPU per job: with more jobs than GPUs, jobs wait for one
     free: queue.Queue = queue.Queue()
     for gpu in gpus:
         free.put(gpu)
+    shares: queue.Queue = queue.Queue()   # each grade running gets a share of the cores
+    for share in core_shares(jobs):
+        shares.put(share)
     if pin:
         print(f"grader batch: GPUs {', '.join(gpus)}, one submission on each at a time",
               file=sys.stderr)
@@ -250,12 +269,15 @@ def grade_all(args) -> int:
 
     def run(sub: Path) -> dict:
         gpu = free.get() if pin else None
+        cpus = shares.get() if jobs > 1 else None
         start = time.perf_counter()
         try:
-            row = grade_one(sub, out, args, exercises, gpu)
+            row = grade_one(sub, out, args, exercises, gpu, cpus)
         finally:
             if gpu is not None:
                 free.put(gpu)
+            if cpus is not None:
+                shares.put(cpus)
         result = row["note"] or f"{row['total']}/{row['max']}"
         with lock:   # the gradebook as it stands, so a batch stopped now keeps this row
             done[0] += 1

@@ -26,7 +26,7 @@ import rich.progress  # noqa: F401
 import rich.table  # noqa: F401
 
 from grader import report
-from grader.options import Parser, names
+from grader.options import Parser, cpu_list, names
 from grader.registry import EXERCISES, LAYERS
 
 
@@ -67,6 +67,9 @@ def parser() -> argparse.ArgumentParser:
                         "(gb10: the DGX Spark), from its compiled metadata; the perf layer uses its "
                         "tile shapes (default: $GRADER_TARGET, else none)")
     p.add_argument("--quiet", action="store_true", help="no terminal report, no progress")
+    p.add_argument("--cpus", type=cpu_list, metavar="LIST",
+                   help="grade on these CPU cores only, e.g. 0-7 (batch gives each grade its "
+                        "share); the grading processes and workers it starts inherit them")
     return p
 
 
@@ -100,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     except report.ReportPathError as e:
         print(f"grader: {e}", file=sys.stderr)
         return 2
+    if args.cpus:   # before any process starts: every one of them inherits it
+        os.sched_setaffinity(0, args.cpus)
     nonce = None
     if args.completion_marker:
         nonce = sys.stdin.readline().strip()

@@ -121,16 +121,20 @@ def test_gpus_all_grades_one_submission_per_gpu_at_a_time(tmp_path, monkeypatch,
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
     for i in range(6):
         (tmp_path / "subs" / f"s{i}").mkdir(parents=True)
-    held, seen, lock = set(), [], threading.Lock()
+    held, cores, seen, lock = set(), set(), [], threading.Lock()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
 
-    def fake_grade(sub, out, args, exercises, gpu):
+    def fake_grade(sub, out, args, exercises, gpu, cpus=None):
         with lock:
             assert gpu not in held, f"GPU {gpu} given to two grades at once"
+            assert cpus and not set(cpus) & cores, f"cores {cpus} given to two grades at once"
             held.add(gpu)
+            cores.update(cpus)
             seen.append((gpu, args.jobs))
         time.sleep(0.05)
         with lock:
             held.discard(gpu)
+            cores.difference_update(cpus)
         return {"submission": sub.name, "total": "1", "max": "2", "note": ""}
 
     monkeypatch.setattr(b, "grade_one", fake_grade)
@@ -160,14 +164,14 @@ def test_again_goes_on_from_the_gradebook_a_stopped_batch_left(tmp_path, monkeyp
              "s2": {"total": "", "note": "grading failed (exit 1: ...); grade this submission alone"}}
     graded = []
 
-    def stopped_at_s3(sub, out, args, exercises, gpu):
+    def stopped_at_s3(sub, out, args, exercises, gpu, cpus=None):
         if sub.name == "s3":
             raise KeyboardInterrupt   # the instructor's Ctrl-C, or the machine going away
         graded.append(sub.name)
         return {"submission": sub.name, "online_softmax": first[sub.name]["total"],
                 "max": "19", "note": "", **first[sub.name]}
 
-    def again(sub, out, args, exercises, gpu):
+    def again(sub, out, args, exercises, gpu, cpus=None):
         graded.append(sub.name)
         return {"submission": sub.name, "online_softmax": "19", "total": "19", "max": "19",
                 "note": "", "undecided": ""}
@@ -197,6 +201,42 @@ def test_again_goes_on_from_the_gradebook_a_stopped_batch_left(tmp_path, monkeyp
         [str(tmp_path / "subs"), "--out", str(out), "--exercises", "io_model", "--again"]))
     assert code == 2 and graded == [] and "--again:" in capsys.readouterr().err
     assert not list(out.glob(".*.part"))
+
+
+def test_each_grade_at_once_gets_a_share_of_the_cores(monkeypatch):
+    """Several grades at once split the cores (each sizes its grading processes by its share,
+    as a grade alone does by the machine); one grade at a time takes them all, as alone."""
+    from grader import batch as b
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    assert b.core_shares(1) == []
+    assert b.core_shares(2) == [list(range(8)), list(range(8, 16))]
+    assert b.core_shares(3) == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11, 12, 13, 14]]
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {4, 5})
+    assert b.core_shares(3) == [[4], [5], [4]]
+
+
+def test_the_grader_runs_on_the_cores_cpus_names(tmp_path):
+    """--cpus pins the grader before it starts any process (they inherit it); a core this
+    process may not use, or no core, is a one-line error."""
+    from grader.options import cpu_list, cpu_text
+
+    assert cpu_text([0, 1, 2, 3, 8, 10, 11]) == "0-3,8,10-11"
+    assert cpu_list(cpu_text(sorted(os.sched_getaffinity(0)))) == sorted(os.sched_getaffinity(0))
+    (tmp_path / "sub").mkdir()
+    probe = ("import os, sys; from grader import run; "
+             "run.grade = lambda *a, **k: sys.exit(f'cores {sorted(os.sched_getaffinity(0))}'); "
+             "from grader.cli import main; main(sys.argv[1:])")
+    first = min(os.sched_getaffinity(0))
+    proc = subprocess.run([sys.executable, "-c", probe, "--submission", str(tmp_path / "sub"),
+                           "--quiet", "--cpus", str(first)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert f"cores [{first}]" in proc.stderr, proc.stderr
+    for bad in ("4096", "x", ""):
+        proc = subprocess.run([sys.executable, "-m", "grader", "--submission", str(tmp_path / "sub"),
+                               "--cpus", bad], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert proc.returncode == 2 and "--cpus" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_gpus_asks_for_what_is_visible(monkeypatch):
