@@ -22,9 +22,11 @@ submission prints its score and the batch's progress with the time left at the r
 --shard I/N grades only the submissions I, I+N, I+2N ... (0 <= I < N) of the sorted list: one
 task of a job array; --merge joins the gradebooks of the shards. The gradebook is rewritten
 after each submission, so a batch stopped half way leaves the rows it finished; --again grades
-only the submissions its gradebook has no row for, or a row that failed or left a perf check
-undecided, and keeps the other rows (an interrupted batch goes on; the undecided are graded
-again, on a GPU as quiet as the first time). Exit status 0 when the gradebook was written.
+only the submissions its gradebook has no whole row for, or a row that failed or left a perf
+check undecided, or whose report is gone or older than the submission's files, and keeps the
+other rows (an interrupted batch goes on; the undecided are graded again). It refuses a
+selection (--exercises, --layers, --no-hidden, --sandbox) other than the batch's own, which
+selection.json keeps. Exit status 0 when the gradebook was written.
 """
 
 from __future__ import annotations
@@ -74,9 +76,10 @@ def parser() -> argparse.ArgumentParser:
                    help="grade each submission under OS isolation (default; --no-sandbox: "
                         "process isolation only, for a trusted set of submissions)")
     p.add_argument("--again", action="store_true",
-                   help="grade only the submissions that OUT/gradebook.csv has no row for, or a "
-                        "row that failed or left a perf check undecided; keep its other rows "
-                        "(give the same --exercises and --layers as the first time)")
+                   help="go on from OUT: grade only the submissions its gradebook has no row "
+                        "for, or a row that failed, left a perf check undecided or whose report "
+                        "is gone or older than the submission; keep the other rows (the same "
+                        "--exercises and --layers as the first time)")
     p.add_argument("--merge", nargs="+", metavar="CSV", help="join these gradebooks instead of grading")
     return p
 
@@ -245,14 +248,18 @@ def grade_all(args) -> int:
         return 2
     gpus, jobs = chosen
     header, book = columns(exercises), out / "gradebook.csv"
-    kept = finished_rows(book, header) if args.again else {}
-    if isinstance(kept, str):
-        print(f"grader batch: {kept}", file=sys.stderr)
-        return 2
-    kept = {sub.name: kept[sub.name] for sub in subs if sub.name in kept}
+    kept, others = {}, {}
     if args.again:
+        found = rows_that_stand(book, header, out, selection(args, exercises), directory, subs)
+        if isinstance(found, str):
+            print(f"grader batch: --again: {found}", file=sys.stderr)
+            return 2
+        kept, others = found
         print(f"grader batch: --again: rows kept from {book}: {len(kept)}; submissions to "
-              f"grade: {len(subs) - len(kept)}", file=sys.stderr)
+              f"grade: {len(subs) - len(kept)}"
+              + (f"; rows of submissions outside --shard, as they were: {len(others)}"
+                 if others else ""), file=sys.stderr)
+    write_selection(out, selection(args, exercises))
     subs = [sub for sub in subs if sub.name not in kept]
     args.jobs = jobs              # grades at once (--gpus sets it)
     pin = bool(gpus)              # one GPU per job: with more jobs than GPUs, jobs wait for one
@@ -265,7 +272,8 @@ def grade_all(args) -> int:
     if pin:
         print(f"grader batch: GPUs {', '.join(gpus)}, one submission on each at a time",
               file=sys.stderr)
-    began, done, rows, lock = time.perf_counter(), [0], list(kept.values()), threading.Lock()
+    began, done, lock = time.perf_counter(), [0], threading.Lock()
+    rows = [*others.values(), *kept.values()]
 
     def run(sub: Path) -> dict:
         gpu = free.get() if pin else None
@@ -297,30 +305,65 @@ def grade_all(args) -> int:
 
 
 def write_gradebook(path: Path, header: list[str], rows: list[dict]) -> None:
-    """The rows sorted by submission, written whole or not at all (a temporary file, then
-    os.replace): a reader never sees half a gradebook."""
+    """The rows sorted by submission, written whole or not at all (a temporary file of its own,
+    then os.replace): a reader never sees half a gradebook."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    part = path.with_name(f".{path.name}.part")
-    with open(part, "w", newline="") as f:
+    with tempfile.NamedTemporaryFile("w", newline="", dir=path.parent, prefix=f".{path.name}.",
+                                     delete=False) as f:
         writer = csv.DictWriter(f, fieldnames=header, lineterminator="\n")
         writer.writeheader()
         writer.writerows(sorted(rows, key=lambda r: r["submission"]))
-    os.replace(part, path)
+    os.replace(f.name, path)
 
 
-def finished_rows(path: Path, header: list[str]) -> dict[str, dict] | str:
-    """--again: the rows of the gradebook at `path` that stand, by submission: graded (no note)
-    with every perf check decided; or why that gradebook cannot be continued with these
-    columns. No gradebook yet: none stand."""
-    if not path.is_file():
-        return {}
-    with open(path, newline="") as f:
+def selection(args, exercises: list[str]) -> dict:
+    """What a batch graded besides the submissions: --again goes on only with the same."""
+    return {"exercises": exercises, "layers": args.layers, "hidden": not args.no_hidden,
+            "sandbox": args.sandbox}
+
+
+def write_selection(out: Path, chosen: dict) -> None:
+    (out / "selection.json").write_text(json.dumps(chosen, indent=1) + "\n")
+
+
+def rows_that_stand(book: Path, header: list[str], out: Path, chosen: dict, directory: Path,
+                    subs: list[Path]) -> tuple[dict[str, dict], dict[str, dict]] | str:
+    """--again: (the rows of `book` for `subs` that stand, the rows of the other submissions
+    of `directory`, outside --shard, carried as they were), by submission; or why the batch in
+    `out` cannot go on with this selection. A row stands when it is whole, graded (no note),
+    with every perf check decided, and its report is in out/reports, says the same total and
+    maximum, and is newer than every file of its submission."""
+    if not book.is_file():
+        return {}, {}
+    earlier = out / "selection.json"
+    if earlier.is_file() and json.loads(earlier.read_text()) != chosen:
+        return (f"{out} was graded with {earlier.read_text().strip()}, not {json.dumps(chosen)}: "
+                f"give the same --exercises, --layers, --no-hidden and --sandbox, or another --out")
+    with open(book, newline="") as f:
         reader = csv.DictReader(f)
         if reader.fieldnames != header:
-            return (f"--again: {path} has columns {reader.fieldnames}, this batch {header}: "
-                    f"give the --exercises it was graded with, or another --out")
-        return {row["submission"]: row for row in reader
-                if not row.get("note") and not row.get("undecided")}
+            return (f"{book} has columns {reader.fieldnames}, this batch {header}: give the "
+                    f"--exercises it was graded with, or another --out")
+        old = {row["submission"]: row for row in reader}
+    mine = {sub.name: sub for sub in subs}
+    everyone = {sub.name for sub in find_submissions(directory, None)}
+    others = {name: row for name, row in old.items() if name in everyone and name not in mine}
+    kept = {name: row for name, row in old.items()
+            if name in mine and stands(row, out / "reports" / f"{name}.json", mine[name])}
+    return kept, others
+
+
+def stands(row: dict, report: Path, sub: Path) -> bool:
+    """Whether --again keeps this gradebook row of `sub` (rows_that_stand)."""
+    if None in row or None in row.values() or row["note"] or row["undecided"]:
+        return False   # a line cut short or too long, a failed grade, an undecided perf check
+    try:
+        graded = json.loads(report.read_text())
+        newest = max((p.stat().st_mtime for p in sub.rglob("*") if p.is_file()), default=0.0)
+        return (report.stat().st_mtime >= newest and _fmt(graded["score"]) == row["total"]
+                and _fmt(graded["max_score"]) == row["max"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
 
 
 def merge(paths: list[str], out: Path) -> int:

@@ -191,7 +191,7 @@ def may_overlap() -> bool:
 
 
 def timed_first(gpu_plan: dict, here: list[str], layers: list[str], gpu_bytes: int,
-                unified: bool = False) -> bool:
+                unified: bool = False, target=None) -> bool:
     """Whether grader.run times first and checks after: the perf checks (and every check that
     needs the GPU alone) in its own process, with nothing else running, their timed outputs'
     verification and their gated calls held back (grader.fixtures `later`); then, with the
@@ -203,8 +203,13 @@ def timed_first(gpu_plan: dict, here: list[str], layers: list[str], gpu_bytes: i
     the `layers` graded: a grade of the perf layer alone, whose outputs are then verified side
     by side after the timing, not each in turn), and the GPU has memory of its own for all of
     it (TIMED_FIRST_GPU_BYTES, not `unified` with the host's); GRADER_TIMED_FIRST=0 or 1
-    decides instead of the memory."""
+    decides instead of the memory. A perf-layer grade with nothing split off keeps checking
+    each check in turn where memory keeps one exercise's workers alive at a time (the held-back
+    work would start them again beside another's) or a grading `target` gathers evidence (its
+    record is written by one check at a time)."""
     if "perf" not in here or (not gpu_plan and GPU_SPLIT in layers):
+        return False
+    if not gpu_plan and (target is not None or budget.one_exercise_at_a_time()):
         return False
     wanted = os.environ.get("GRADER_TIMED_FIRST", "")
     if wanted in ("0", "1"):
@@ -221,8 +226,11 @@ def timed_first_note(gpu_jobs: int, cpu_jobs: int, gpu_plan: dict, cpu_plan: dic
     if cpu_plan:
         after.append(f"the CPU layers in {cpu_jobs}" if gpu_plan
                      else f"the CPU layers ran in {cpu_jobs} grading processes")
-    then = f"{', and '.join(after)}, beside {held_back}" if after else f"{held_back}, one exercise beside another"
-    return f"The timed checks ran first, with the GPU and the CPUs alone; then {then}."
+    if not after:
+        return (f"The timed checks ran first, with the GPU and the CPUs alone; {held_back} came "
+                f"after all of them.")
+    return (f"The timed checks ran first, with the GPU and the CPUs alone; then "
+            f"{', and '.join(after)}, beside {held_back}.")
 
 
 class Background:

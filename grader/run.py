@@ -127,7 +127,8 @@ def _grade(submission, exercises, layers, include_hidden, only_checks, sandbox, 
     cpu_plan, gpu_plan = parallel.divide(split) if beside and gpu_split else (split, {})
     # on a GPU box, time first: the checks here (the timed ones) with nothing else running,
     # then the grading processes beside their held-back verification (parallel.timed_first)
-    timed_first = parallel.timed_first(gpu_plan, here, layers_run, env.gpu_bytes, env.gpu_unified)
+    timed_first = parallel.timed_first(gpu_plan, here, layers_run, env.gpu_bytes, env.gpu_unified,
+                                         target_profile)
     cpu_jobs = parallel.beside_jobs(jobs) if gpu_plan else jobs
     gpu_requests = sum(1 for c in checks.values() if c.layer == parallel.GPU_SPLIT
                        and c.exercise in gpu_plan and (not only_checks or c.id in only_checks))

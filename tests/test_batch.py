@@ -148,59 +148,86 @@ def test_gpus_all_grades_one_submission_per_gpu_at_a_time(tmp_path, monkeypatch,
     assert len(read(tmp_path / "out" / "gradebook.csv")) == 6
 
 
+STOPPED_BATCH = """
+import json, os, sys
+from pathlib import Path
+from grader import batch as b
+
+def fake(sub, out, args, exercises, gpu, cpus=None):
+    what = {"s0": {"total": "3"}, "s1": {"undecided": "flash_decode.bandwidth"},
+            "s2": {"total": "", "note": "grading failed (exit 1); grade this submission alone"},
+            }.get(sub.name, {})
+    if sub.name == "s3":
+        os._exit(3)   # the machine goes away half way
+    row = {"submission": sub.name, "online_softmax": "19", "total": "19", "max": "19", "note": "",
+           "undecided": "", **what}
+    if not row["note"]:
+        (out / "reports" / f"{sub.name}.json").write_text(json.dumps(
+            {"score": float(row["total"]), "max_score": 19.0}))
+    return row
+
+b.grade_one = fake
+sys.exit(b.main(sys.argv[1:]))
+"""
+
+
 def test_again_goes_on_from_the_gradebook_a_stopped_batch_left(tmp_path, monkeypatch, capsys):
     """The gradebook is rewritten after each submission, so a batch stopped half way keeps the
-    rows it finished; --again grades only what has no row, a failed row or an undecided one,
-    and keeps the others as they were."""
-    import pytest
+    rows it finished; --again grades only what has no row, a failed, undecided or cut-short
+    row, or a row whose report is gone or older than its submission, keeps the other rows,
+    carries those outside --shard as they were, and refuses another selection."""
+    import json
+    import time
 
     from grader import batch as b
 
-    for i in range(5):
+    for i in range(6):
         (tmp_path / "subs" / f"s{i}").mkdir(parents=True)
-    out = tmp_path / "out"
-    first = {"s0": {"total": "3"},
-             "s1": {"total": "2", "undecided": "flash_decode.bandwidth"},
-             "s2": {"total": "", "note": "grading failed (exit 1: ...); grade this submission alone"}}
+        (tmp_path / "subs" / f"s{i}" / "online_softmax.py").write_text("")
+    out, book = tmp_path / "out", tmp_path / "out" / "gradebook.csv"
+    flags = ["--out", str(out), "--exercises", "online_softmax"]
+    proc = subprocess.run([sys.executable, "-c", STOPPED_BATCH, str(tmp_path / "subs"), *flags],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 3, proc.stderr
+    assert [r["submission"] for r in read(book)] == ["s0", "s1", "s2"]
     graded = []
-
-    def stopped_at_s3(sub, out, args, exercises, gpu, cpus=None):
-        if sub.name == "s3":
-            raise KeyboardInterrupt   # the instructor's Ctrl-C, or the machine going away
-        graded.append(sub.name)
-        return {"submission": sub.name, "online_softmax": first[sub.name]["total"],
-                "max": "19", "note": "", **first[sub.name]}
 
     def again(sub, out, args, exercises, gpu, cpus=None):
         graded.append(sub.name)
+        (out / "reports" / f"{sub.name}.json").write_text(json.dumps({"score": 19.0, "max_score": 19.0}))
         return {"submission": sub.name, "online_softmax": "19", "total": "19", "max": "19",
                 "note": "", "undecided": ""}
 
     def grade(*more):
-        return b.grade_all(b.parser().parse_args(
-            [str(tmp_path / "subs"), "--out", str(out), "--exercises", "online_softmax", *more]))
+        graded.clear()
+        return b.grade_all(b.parser().parse_args([str(tmp_path / "subs"), *flags, *more]))
 
-    monkeypatch.setattr(b, "grade_one", stopped_at_s3)
-    with pytest.raises(KeyboardInterrupt):
-        grade()
-    assert [r["submission"] for r in read(out / "gradebook.csv")] == ["s0", "s1", "s2"]
-    graded.clear()
     monkeypatch.setattr(b, "grade_one", again)
-    assert grade("--again") == 0
-    assert graded == ["s1", "s2", "s3", "s4"]
-    rows = {r["submission"]: r for r in read(out / "gradebook.csv")}
-    assert sorted(rows) == ["s0", "s1", "s2", "s3", "s4"]
-    assert rows["s0"]["total"] == "3"                      # kept as it was
-    assert all(rows[s]["total"] == "19" and not rows[s]["undecided"] and not rows[s]["note"]
-               for s in ("s1", "s2", "s3", "s4"))
-    assert "gradebook.csv: 1; submissions to grade: 4" in capsys.readouterr().err
-    graded.clear()
-    assert grade("--again") == 0 and graded == []           # nothing left to grade
-    # another set of exercises cannot go on from this gradebook: it says so, grades nothing
+    assert grade("--again") == 0 and graded == ["s1", "s2", "s3", "s4", "s5"]
+    rows = {r["submission"]: r for r in read(book)}
+    assert rows["s0"]["total"] == "3" and all(rows[f"s{i}"]["total"] == "19" for i in range(1, 6))
+    assert "gradebook.csv: 1; submissions to grade: 5" in capsys.readouterr().err
+    assert grade("--again") == 0 and graded == []             # nothing left to grade
+    # a submission changed since its report, a report gone, a line cut short: graded again
+    earlier = time.time() - 100   # s0's report older than its file: changed since
+    os.utime(out / "reports" / "s0.json", (earlier, earlier))
+    (out / "reports" / "s4.json").unlink()
+    book.write_text("\n".join(line if not line.startswith("s5,") else "s5,19"
+                              for line in book.read_text().splitlines()) + "\n")
+    assert grade("--again") == 0 and graded == ["s0", "s4", "s5"]
+    assert len(read(book)) == 6
+    # --shard: its own submissions only; the others' rows carried as they were
+    assert grade("--again", "--shard", "0/2") == 0 and graded == []
+    assert [r["submission"] for r in read(book)] == [f"s{i}" for i in range(6)]
+    # another selection cannot go on from this batch: it says so and grades nothing
+    capsys.readouterr()
+    assert grade("--again", "--layers", "cpu") == 2 and graded == []
+    assert "give the same --exercises, --layers" in capsys.readouterr().err
     code = b.grade_all(b.parser().parse_args(
         [str(tmp_path / "subs"), "--out", str(out), "--exercises", "io_model", "--again"]))
     assert code == 2 and graded == [] and "--again:" in capsys.readouterr().err
-    assert not list(out.glob(".*.part"))
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []   # no temporary left
 
 
 def test_each_grade_at_once_gets_a_share_of_the_cores(monkeypatch):

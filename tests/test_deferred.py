@@ -100,6 +100,12 @@ def test_timed_first_only_where_no_untimed_gpu_check_runs_here(monkeypatch):
     assert parallel.timed_first({}, ["perf"], ["perf"], big)
     assert parallel.timed_first({}, ["perf"], ["cpu", "perf"], big)
     assert not parallel.timed_first({}, ["perf"], ["perf"], small)
+    assert not parallel.timed_first({}, ["perf"], ["perf"], big, target=object())   # its record
+    monkeypatch.setattr(parallel.budget, "one_exercise_at_a_time", lambda: True)
+    assert not parallel.timed_first({}, ["perf"], ["perf"], big)       # one exercise's workers
+    assert parallel.timed_first(split, ["perf", "gpu"], every, big)
+    monkeypatch.undo()
+    monkeypatch.delenv("GRADER_TIMED_FIRST", raising=False)
     monkeypatch.setenv("GRADER_TIMED_FIRST", "1")
     assert parallel.timed_first(split, ["perf"], every, small)
     assert not parallel.timed_first({}, ["perf", "gpu"], every, small)   # never with them here
@@ -118,8 +124,8 @@ def test_the_note_on_timing_first_names_what_ran_after_it():
     assert "then the CPU layers ran in 6 grading processes, beside the verification" in cpu
     assert "gpu layer" not in cpu
     alone = parallel.timed_first_note(1, 1, {}, {})
-    assert alone.endswith("then the verification of every timed output and the timed checks' "
-                          "gated calls, one exercise beside another.")
+    assert alone.endswith("alone; the verification of every timed output and the timed checks' "
+                          "gated calls came after all of them.")
 
 
 def test_the_checks_say_what_they_defer():
