@@ -305,15 +305,16 @@ def grade_all(args) -> int:
 
 
 def write_gradebook(path: Path, header: list[str], rows: list[dict]) -> None:
-    """The rows sorted by submission, written whole or not at all (a temporary file of its own,
-    then os.replace): a reader never sees half a gradebook."""
+    """The rows sorted by submission, written whole or not at all (a temporary file of this
+    process's, then os.replace): a reader never sees half a gradebook. (Its mode is the umask's,
+    as a file the batch writes directly.)"""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", newline="", dir=path.parent, prefix=f".{path.name}.",
-                                     delete=False) as f:
+    part = path.with_name(f".{path.name}.{os.getpid()}.part")
+    with open(part, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=header, lineterminator="\n")
         writer.writeheader()
         writer.writerows(sorted(rows, key=lambda r: r["submission"]))
-    os.replace(f.name, path)
+    os.replace(part, path)
 
 
 def selection(args, exercises: list[str]) -> dict:
