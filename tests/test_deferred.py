@@ -137,3 +137,42 @@ def test_the_checks_say_what_they_defer():
         assert "later" in text, path
     measure = (ROOT / "grader" / "exercises" / "flash_backward" / "measure.py").read_text()
     assert ".verify()" not in measure
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("layers, timed_first", [
+    (["perf"], True),                            # the perf layer alone: nothing untimed on the GPU
+    (["cpu", "perf"], True),
+    (["cpu", "adversarial", "interp", "gpu", "perf"], None),   # decided by the split (below)
+    (None, None),                                # every layer: the command names none
+])
+def test_grade_asks_whether_to_time_first_with_the_layers_it_runs(monkeypatch, layers, timed_first):
+    """grader.run hands parallel.timed_first the layers it runs (not the command's, which may
+    be None), what stays in its own process, and the GPU's memory: on a CPU machine faked to
+    have an 80 GB GPU, a perf-only grade times first; every layer times first only with the
+    untimed gpu checks split off."""
+    from grader import run
+    from grader.environment import Environment
+
+    big = Environment(have={"numpy", "torch", "triton", "cuda"}, device="fake", cuda_probed=True,
+                      gpu_bytes=80 << 30)
+    monkeypatch.setattr(run, "detect", lambda want_cuda=True: big)
+    monkeypatch.delenv("GRADER_TIMED_FIRST", raising=False)
+    seen = {}
+    real = parallel.timed_first
+
+    def spy(gpu_plan, here, layers_run, gpu_bytes, unified=False, target=None):
+        seen.update(gpu_plan=gpu_plan, here=here, layers=layers_run,
+                    answer=real(gpu_plan, here, layers_run, gpu_bytes, unified, target))
+        raise _Stop   # before any check runs: this machine has no GPU
+
+    monkeypatch.setattr(parallel, "timed_first", spy)
+    with pytest.raises(_Stop):
+        run.grade(ROOT / "solutions", ["flash_decode", "softmax_triton"], layers)
+    assert seen["layers"] == (layers or ["cpu", "adversarial", "interp", "gpu", "perf"])
+    assert "perf" in seen["here"]
+    expected = bool(seen["gpu_plan"]) if timed_first is None else timed_first
+    assert seen["answer"] is expected
