@@ -81,11 +81,18 @@ def jobs_for(exercises: list[str], layers: list[str]) -> int:
         return max(1, min(int(wanted), len(exercises)))
     if budget.one_exercise_at_a_time():
         return 1
+    return max(1, min(usable_cores(), MAX_JOBS, len(exercises)))
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity: batch's --cpus, Slurm's allotment),
+    no more than its cgroup's CPU limit, which the affinity mask does not show (Gradescope:
+    0.5); at least 1."""
     cores = len(os.sched_getaffinity(0))
-    quota = cpu_quota()   # a container's CPU limit is not in the affinity mask (Gradescope: 0.5)
+    quota = cpu_quota()
     if quota is not None:
         cores = min(cores, max(1, int(quota)))
-    return max(1, min(cores, MAX_JOBS, len(exercises)))
+    return max(1, cores)
 
 
 def cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> float | None:
@@ -123,7 +130,7 @@ def gpu_jobs(requests: int, cpu_jobs: int) -> int:
     wanted = os.environ.get("GRADER_JOBS", "")
     if wanted.isdigit():
         return max(1, min(requests, int(wanted)))
-    cores = len(os.sched_getaffinity(0))
+    cores = usable_cores()
     return max(1, min(requests, cores - cpu_jobs, MAX_GPU_JOBS))
 
 
@@ -133,7 +140,7 @@ def after_timing_jobs(cpu_jobs: int, gpu_jobs: int) -> int:
     most MAX_JOBS, never fewer than `cpu_jobs` (GRADER_JOBS: `cpu_jobs`)."""
     if os.environ.get("GRADER_JOBS", "").isdigit():
         return cpu_jobs
-    cores = len(os.sched_getaffinity(0))
+    cores = usable_cores()
     return max(cpu_jobs, min(MAX_JOBS, cores - gpu_jobs))
 
 
@@ -144,7 +151,7 @@ def beside_jobs(gpu_jobs: int) -> int:
     wanted = os.environ.get("GRADER_JOBS", "")
     if wanted.isdigit():
         return max(1, int(wanted))
-    return max(1, min(4, len(os.sched_getaffinity(0)) // 4, gpu_jobs))
+    return max(1, min(4, usable_cores() // 4, gpu_jobs))
 
 
 class Gathered:
@@ -187,7 +194,7 @@ def may_overlap() -> bool:
     wanted = os.environ.get("GRADER_OVERLAP", "")
     if wanted in ("0", "1"):
         return wanted == "1"
-    return len(os.sched_getaffinity(0)) >= OVERLAP_CORES
+    return usable_cores() >= OVERLAP_CORES
 
 
 def timed_first(gpu_plan: dict, here: list[str], layers: list[str], gpu_bytes: int,

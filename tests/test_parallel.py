@@ -217,3 +217,18 @@ def test_by_layer_one_request_per_layer(tmp_path, monkeypatch):
                                   by_layer=by_layer)
         sent = [json.loads(line) for line in log.read_text().splitlines()]
         assert {(r["exercise"], tuple(r["layers"])) for r in sent} == want
+
+
+def test_every_count_of_processes_keeps_to_the_cgroups_cpu_limit(monkeypatch):
+    """A container's CPU limit is not in the affinity mask: the processes for the CPU layers,
+    for the untimed gpu checks, after the timing and beside it, and whether to overlap at all,
+    are all counted from the cores the limit leaves."""
+    monkeypatch.delenv("GRADER_JOBS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    for quota, cores in ((None, 16), (4.0, 4), (0.5, 1)):
+        monkeypatch.setattr(parallel, "cpu_quota", lambda q=quota: q)
+        assert parallel.usable_cores() == cores
+        assert parallel.gpu_jobs(40, 1) == min(cores - 1 or 1, parallel.MAX_GPU_JOBS)
+        assert parallel.after_timing_jobs(1, 1) == max(1, min(parallel.MAX_JOBS, cores - 1))
+        assert parallel.beside_jobs(10) == max(1, min(4, cores // 4))
+        assert parallel.may_overlap() is (cores >= parallel.OVERLAP_CORES)
