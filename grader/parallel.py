@@ -214,9 +214,10 @@ def timed_first(gpu_plan: dict, here: list[str], layers: list[str], gpu_bytes: i
     each check in turn where memory keeps one exercise's workers alive at a time (the held-back
     work would start them again beside another's) or a grading `target` gathers evidence (its
     record is written by one check at a time)."""
-    if "perf" not in here or (not gpu_plan and GPU_SPLIT in layers):
+    if "perf" not in here:
         return False
-    if not gpu_plan and (target is not None or budget.one_exercise_at_a_time()):
+    if not gpu_plan and (GPU_SPLIT in layers or target is not None
+                         or budget.one_exercise_at_a_time()):
         return False
     wanted = os.environ.get("GRADER_TIMED_FIRST", "")
     if wanted in ("0", "1"):

@@ -92,6 +92,22 @@ def test_a_reading_settles_when_its_range_gives_one_credit():
     assert tally.fraction == pytest.approx(0.5) and "from 42% to 58%" in tally.undecided()
 
 
+def test_a_ratio_of_two_readings_less_a_cost_is_judged_across_both_ranges():
+    from grader.judge import timing
+
+    top, bottom = timing.Reading.of([4.0, 4.6, 5.2]), timing.Reading.of([1.1, 1.2, 1.3])
+    tally, by_hand = verdicts.Tally("flash_triton"), verdicts.Tally("flash_triton")
+    tally.ratio("vs_sdpa", top, bottom, less=0.1)
+    by_hand.add("vs_sdpa", (4.6 - 0.1) / (1.2 - 0.1),
+                *timing.ratio_span(timing.span(top, 0.1), timing.span(bottom, 0.1)))
+    assert tally.parts == by_hand.parts and tally.undecided()
+    # one reading less a cost: its value and ends through the same function
+    one = verdicts.Tally("flash_triton")
+    one.reading("vs_sdpa", top, lambda ms: ms / 1.1, less=0.1)
+    assert one.parts == [(1.0, *(verdicts.credit("flash_triton", "vs_sdpa", v)
+                                  for v in ((4.6 - 0.1) / 1.1, (5.2 - 0.1) / 1.1, (4.0 - 0.1) / 1.1)))]
+
+
 def test_credit_with_an_undecided_reading_keeps_its_score_and_says_so():
     from grader.results import Credit
 

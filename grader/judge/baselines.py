@@ -216,20 +216,21 @@ def _now(work) -> None:
 
 class Timed:
     """One function of the student's timed against a PyTorch baseline on the same input
-    (`timed_against`): per-call milliseconds of each with the harness's refill and checksum
-    taken out (`harness`, what was taken), and the spans of their readings (`span`), GB/s of
-    `moved` bytes, the copy bandwidth of the run and a note for the report."""
+    (`timed_against`): the readings as measured (`mine_ms`, `base_ms`: timing.Readings), and
+    per-call milliseconds of each with the harness's refill and checksum taken out (`harness`,
+    what was taken); GB/s of `moved` bytes, the copy bandwidth of the run and a note for the
+    report."""
 
     def __init__(self, mine, base, harness: float, moved: int, copy: float, note: str):
+        self.mine_ms, self.base_ms = mine, base
         self.mine, self.base = float(mine) - harness, float(base) - harness
-        self.mine_span, self.base_span = timing.span(mine, harness), timing.span(base, harness)
         self.harness, self.copy, self.note, self.moved = harness, copy, note, moved
         self.gbs = moved / self.mine / 1e6
-        self.fraction = self.gbs / copy
+        self.fraction = self.of_copy(self.mine)
 
-    def fraction_span(self) -> tuple[float, float]:
-        """The fraction of the copy bandwidth at either end of the student's span."""
-        return tuple(self.moved / t / 1e6 / self.copy for t in self.mine_span)
+    def of_copy(self, ms: float) -> float:
+        """The fraction of the copy bandwidth that moving `moved` bytes in `ms` reaches."""
+        return self.moved / ms / 1e6 / self.copy
 
 
 def timed_against(sub, rng, gpu, workers, name: str, cases: list, dtype: str, baseline,

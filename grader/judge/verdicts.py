@@ -89,12 +89,22 @@ class Tally:
         self.parts.append((weight, got, min(ends + [got]), max(ends + [got])))
         return got
 
-    def reading(self, measure: str, ms, to_value, weight: float = 1.0) -> float:
+    def reading(self, measure: str, ms, to_value, weight: float = 1.0, less: float = 0.0) -> float:
         """One measurement made of one time, `ms` (a timing.Reading; a plain float has no
-        range): its value is `to_value(ms)`, its ends those of timing.span(ms)."""
+        range) less `less` (the harness's cost): its value is `to_value(ms - less)`, its ends
+        those of timing.span(ms, less)."""
         from grader.judge.timing import span
 
-        return self.add(measure, to_value(ms), *(to_value(t) for t in span(ms)), weight=weight)
+        return self.add(measure, to_value(float(ms) - less), *(to_value(t) for t in span(ms, less)),
+                        weight=weight)
+
+    def ratio(self, measure: str, top, bottom, less: float = 0.0, weight: float = 1.0) -> float:
+        """One measurement that is the ratio of two times (timing.Readings, or plain floats),
+        each less `less`: its ends the smallest and largest ratio across both ranges."""
+        from grader.judge.timing import ratio_span, span
+
+        return self.add(measure, (float(top) - less) / (float(bottom) - less),
+                        *ratio_span(span(top, less), span(bottom, less)), weight=weight)
 
     def include(self, other: "Tally", weight: float = 1.0) -> float:
         """Another tally's credit as one measurement of this one (a check that averages parts

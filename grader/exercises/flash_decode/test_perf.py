@@ -121,6 +121,12 @@ def _harness_ms(workers, rng, what) -> tuple[float, str]:
     return harness, note
 
 
+def _of_copy(nbytes: int, copy: float):
+    """A time per call in ms -> the fraction of the copy bandwidth that reading `nbytes` in it
+    reaches."""
+    return lambda ms: nbytes / ms / 1e6 / copy
+
+
 @pytest.mark.check("flash_decode.bandwidth")
 def test_bandwidth(student, rng, gpu, credit, workers, later):
     from grader.judge import timing
@@ -140,8 +146,9 @@ def test_bandwidth(student, rng, gpu, credit, workers, later):
         nbytes = 2 * PERF_B * Hkv * L * PERF_D * 2       # K and V, fp16, each read once
         # more samples while the credit differs across the readings (the harness's cost, a
         # small part, is measured afterwards)
-        timed.append((Hkv, L, call, timing.per_call_ms(reqs, settled=verdicts.settles(
-            "flash_decode", "bandwidth", lambda t, n=nbytes: n / t / 1e6 / copy, gpu.profile))))
+        of_copy = _of_copy(nbytes, copy)
+        timed.append((Hkv, L, call, nbytes, of_copy, timing.per_call_ms(
+            reqs, settled=verdicts.settles("flash_decode", "bandwidth", of_copy, gpu.profile))))
         later(reqs.checked())
         # the gate, after everything is timed: its profiler (CUPTI) stays attached to the
         # process it ran in and slows every later launch there
@@ -149,8 +156,7 @@ def test_bandwidth(student, rng, gpu, credit, workers, later):
                             "flash_decode(q, k_cache, v_cache, seq_lens)", case))
     harness, note = _harness_ms(workers, rng, what)
     tally, lines = verdicts.Tally("flash_decode", gpu.profile), []
-    for Hkv, L, call, reading in timed:
-        nbytes = 2 * PERF_B * Hkv * L * PERF_D * 2       # K and V, fp16, each read once
+    for Hkv, L, call, nbytes, of_copy, reading in timed:
         # the floor judges the time as measured: the harness's cost is an estimate, and taking
         # it off first once put a correct kernel below the floor (0.172 ms against 0.203)
         impossible = timing.below_floor(reading, nbytes / (READ_OVER_COPY * copy) / 1e6, call)
@@ -160,8 +166,7 @@ def test_bandwidth(student, rng, gpu, credit, workers, later):
         if ms <= 0:
             raise CheckFailed(f"{call}: {ms:.4f} ms per call, impossible; no bandwidth points")
         gbs = nbytes / ms / 1e6
-        tally.add("bandwidth", gbs / copy,
-                  *(nbytes / t / 1e6 / copy for t in timing.span(reading, harness)))
+        tally.reading("bandwidth", reading, of_copy, less=harness)
         lines.append(f"Hkv={Hkv}, L={L}: {ms:.3f} ms = {gbs:.0f} GB/s = {gbs / copy:.2f} of copy")
     credit.set(tally.fraction,
                f"B={PERF_B}, Hq={PERF_HQ}, D={PERF_D}, float16: " + "; ".join(lines)
@@ -184,7 +189,7 @@ def test_splits_speedup(student, rng, gpu, credit, workers, later):
     L = speedup_length(copy)
     case = f"B={B}, Hq={Hq}, Hkv={Hkv}, L={L}, D={D}, float16"
     markers, tensors = _decode_inputs(rng, B, Hq, Hkv, L, D)
-    times, ranges = {}, {}
+    times = {}
     splits = (("num_splits=None", {}), ("num_splits=1", {"num_splits": 1}))
     measured = {}
     for label, kwargs in splits:
@@ -210,16 +215,15 @@ def test_splits_speedup(student, rng, gpu, credit, workers, later):
             impossible = timing.below_floor(ms, nbytes / (READ_OVER_COPY * copy) / 1e6, call)
             if impossible:
                 raise CheckFailed(impossible)
-        ranges[label] = timing.span(ms, harness)
-        ms -= harness
-        if ms <= 0:
-            raise CheckFailed(f"{call}: {ms:.4f} ms per call, impossible; no speed-up points")
-        times[label] = ms
+        if ms - harness <= 0:
+            raise CheckFailed(f"{call}: {ms - harness:.4f} ms per call, impossible; no speed-up "
+                              f"points")
+        times[label] = ms - harness
     split, one = times["num_splits=None"], times["num_splits=1"]
     speedup = one / split
     tally = verdicts.Tally("flash_decode", gpu.profile)
-    tally.add("split_speedup", speedup,
-              *timing.ratio_span(ranges["num_splits=1"], ranges["num_splits=None"]))
+    tally.ratio("split_speedup", measured["num_splits=1"][1], measured["num_splits=None"][1],
+                less=harness)
     credit.set(tally.fraction,
                f"{case}: num_splits=None {split:.3f} ms, num_splits=1 {one:.3f} ms: {speedup:.1f}x "
                f"({verdicts.terms('flash_decode', 'split_speedup', gpu.profile, 'x')}); every timed call's output checked (per "

@@ -55,14 +55,14 @@ def _credit(tally, t, x, band: str, gpu) -> str:
     """One width's credit, into `tally`, and its note: its GB/s on `band` and its time against
     torch.softmax's, both less the harness's refill and checksum, which both pay
     (grader.judge.baselines.timed_against)."""
-    from grader.judge import timing, verdicts
+    from grader.judge import verdicts
 
     cols = x.shape[1]
     ratio = t.mine / t.base
     p = gpu.profile
     width = verdicts.Tally("softmax_long", p)   # half bandwidth, half against torch.softmax
-    width.add(band, t.fraction, *t.fraction_span(), weight=0.5)
-    width.add("vs_torch", ratio, *timing.ratio_span(t.mine_span, t.base_span), weight=0.5)
+    width.reading(band, t.mine_ms, t.of_copy, less=t.harness, weight=0.5)
+    width.ratio("vs_torch", t.mine_ms, t.base_ms, less=t.harness, weight=0.5)
     tally.include(width)
     return (f"{cols} columns: {t.mine:.3f} ms = {t.gbs:.0f} GB/s, {t.fraction:.0%} of copy "
             f"({t.copy:.0f} GB/s; {verdicts.terms('softmax_long', band, p)}), "
