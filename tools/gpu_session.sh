@@ -18,11 +18,12 @@
 #               decode_fp16_elementwise_qk, on its band's slope) 5 times: each check's largest
 #               difference between runs and how often its readings left the credit open
 #               (tools/perf_repeat.py; issue 20; not in the default list; two 10-minute slots)
-#   class       batch --gpus all over the shard SHARD (default 0/8) of tools.gpu_batch's class of 20
+#   class       batch --gpus all over each shard in SHARD (default 0/8; "6/8 7/8": one after the other) of tools.gpu_batch's class of 20
 #               (solutions, stubs, variants, wrong answers, mutants and cheats of tests/; every
 #               exercise), then each of its submissions graded alone (ALONE=none: not): the two gradebooks side by
 #               side and the submissions per hour (issue 20; not in the default list; a shard of
-#               8, two or three submissions, fits a 10-minute slot on an H100: SHARD=2/8 ...)
+#               8, two or three submissions, fits a 10-minute slot on an H100: SHARD=2/8 ...; with
+#               ALONE=none two eighths do: SHARD="6/8 7/8" ALONE=none, 407 s in session-12-06e)
 # The numbers in docs/gpu/ came from this script on an NVIDIA H200.
 set -u
 out=${1:-reports/gpu}
@@ -54,10 +55,11 @@ for step in $steps; do
       ( time timeout 590 python3 tools/perf_repeat.py --variant flash_decode/decode_fp16_elementwise_qk \
           --out "$out/perf_repeat/slow" ) >> "$out/perf_repeat.log" 2>&1 ;;
     class)
-      shard=${SHARD:-0/8}
-      ( time timeout 590 python3 -m tools.gpu_batch --out "$out/class-${shard/\//-of-}" --size 20 \
-          --shard "$shard" --alone "${ALONE:-all}" --exercises online_softmax,tiled_attention,softmax_triton,flash_triton,bench_attn,flash_decode,attention_backward,flash_backward,io_model,softmax_long \
-      ) > "$out/class-${shard/\//-of-}.log" 2>&1 ;;
+      for shard in ${SHARD:-0/8}; do
+        ( time timeout 590 python3 -m tools.gpu_batch --out "$out/class-${shard/\//-of-}" --size 20 \
+            --shard "$shard" --alone "${ALONE:-all}" --exercises online_softmax,tiled_attention,softmax_triton,flash_triton,bench_attn,flash_decode,attention_backward,flash_backward,io_model,softmax_long \
+        ) > "$out/class-${shard/\//-of-}.log" 2>&1
+      done ;;
     *) echo "unknown step: $step" >&2; exit 2 ;;
   esac
 done
