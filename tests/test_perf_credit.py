@@ -22,6 +22,8 @@ class FakeRequest:
     """A student's timed requests that report their own time (per_call_ms accepts a float):
     the warm-up and probe at 1 ms a call, then sample k at `speeds[k]` ms a call."""
 
+    what, peak_bytes = "the fake's calls", 0   # what a check prints of them, memory at peak
+
     def __init__(self, speeds: list[float]):
         self.speeds, self.made = list(speeds), 0
 
@@ -143,6 +145,21 @@ def _flash_backward(monkeypatch, speeds):
     return _run(m.test_forward_speed, gpu=FakeGpu()), made
 
 
+def _flash_backward_causal(monkeypatch, speeds):
+    """flash_backward's timing itself (measure._time), non-causal at 1 ms a call and causal at
+    `speeds`, then causal_skips_blocks on what it measured."""
+    from grader.exercises.flash_backward import measure
+    from grader.exercises.flash_backward import test_perf as m
+
+    perf = measure.Perf()
+    made = _requests(monkeypatch, measure, "_requests", lambda i: [1.0] * 7 if i < 2 else speeds)
+    configs = [(N, c) for N in measure.PERF_N for c in (False, True)]
+    measure._time(perf, None, Rng(3), FakeGpu(), {N: (None, None) for N in measure.PERF_N},
+                  configs, {})
+    monkeypatch.setattr(m, "measure", lambda *a: perf)
+    return _run(m.test_causal_skips_blocks, gpu=FakeGpu()), made
+
+
 def _softmax(monkeypatch, module_name, speeds):
     import importlib
 
@@ -175,6 +192,8 @@ CHECKS = {
     "flash_decode.bandwidth": (_flash_decode_bandwidth, 0.4, 1.0),
     "flash_decode.splits_speedup": (_flash_decode_splits, 5.0, 2.5),
     "flash_backward.forward_speed": (_flash_backward, 1.0, 4.5),
+    # of the non-causal time: full marks at 0.8 or less, none at 0.95
+    "flash_backward.causal_skips_blocks": (_flash_backward_causal, 0.5, 0.875),
     "softmax_triton.bandwidth": (lambda mp, s: _softmax(mp, "softmax_triton", s), 0.3, 1.0),
     "softmax_long.bandwidth": (lambda mp, s: _softmax(mp, "softmax_long", s), 0.3, 1.0),
 }
@@ -196,7 +215,8 @@ def test_readings_across_the_band_take_more_samples_and_say_so(check, monkeypatc
     assert 0.0 < credit.fraction < 1.0, credit.note
     assert credit.undecided and "Not decided in this run" in credit.note, credit.note
     settles = check in ("flash_triton.speed_vs_sdpa", "flash_decode.bandwidth",
-                        "flash_decode.splits_speedup")   # a baseline known before the timing
+                        "flash_decode.splits_speedup",   # a baseline known before the timing
+                        "flash_backward.causal_skips_blocks")   # the non-causal time, timed first
     assert max(r.samples for r in made) == (timing.SAMPLES_MAX if settles else 3)
 
 

@@ -37,12 +37,13 @@ def test_bands_are_the_exercises_and_a_device_may_have_its_own():
 
 def test_every_band_a_check_asks_for_exists_and_no_check_writes_a_threshold():
     asked = set()
-    for path in sorted((ROOT / "grader" / "exercises").glob("*/test_*.py")):
+    for path in sorted((ROOT / "grader" / "exercises").glob("*/*.py")):
         text = path.read_text()
-        asked |= set(re.findall(r'verdicts\.(?:credit|band|terms|settles)\(\s*"(\w+)", "(\w+)"', text))
+        asked |= set(re.findall(r'verdicts\.(?:credit|band|terms|settles|settles_over)\(\s*"(\w+)", '
+                                r'"(\w+)"', text))
         # a Tally is its file's exercise's: tally.add("measure", ...) (softmax_long's `width` too)
         asked |= {(path.parent.name, m)
-                  for m in re.findall(r'(?:tally|width)\.(?:add|reading)\("(\w+)"', text)}
+                  for m in re.findall(r'(?:tally|width)\.(?:add|reading|ratio)\("(\w+)"', text)}
         assert not re.search(r"(?<![\w.])linear(_credit)?\(", text), f"{path}: credit outside verdicts"
     assert asked, "no perf check asks grader.judge.verdicts"
     for exercise, measure in asked:

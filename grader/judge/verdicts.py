@@ -66,6 +66,15 @@ def settles(exercise: str, measure: str, to_value, profile=None):
     return lambda r: decided(exercise, measure, *(to_value(t) for t in span(r)), profile)
 
 
+def settles_over(exercise: str, measure: str, bottom, profile=None):
+    """timing.per_call_ms's `settled` for a time judged as its ratio to `bottom`, a reading
+    taken before it (Tally.ratio's measurement): true when the credit is decided across both
+    readings' ranges."""
+    from grader.judge.timing import ratio_span, span
+
+    return lambda r: decided(exercise, measure, *ratio_span(span(r), span(bottom)), profile)
+
+
 class Tally:
     """The credit of a check made of several measurements, a weighted mean of each one's, and
     how far this run's readings leave it open: each measurement's credit at either end of its

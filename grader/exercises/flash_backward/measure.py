@@ -144,7 +144,7 @@ def _time(perf: Perf, sub, rng, gpu, inputs, configs, given) -> None:
                 continue
             try:
                 reqs = _requests(sub, rng, name, N, causal, markers, tensors, given)
-                ms = timing.per_call_ms(reqs)
+                ms = timing.per_call_ms(reqs, settled=_settled(perf, gpu, name, N, causal))
                 perf.checks[name].append(reqs.checked())
                 work = attention_flops(B_PERF, H_PERF, N, D_PERF, causal, name == "bwd")
                 impossible = timing.below_floor(ms, work / gpu.ceiling("matmul_tflops") / 1e9,
@@ -157,6 +157,18 @@ def _time(perf: Perf, sub, rng, gpu, inputs, configs, given) -> None:
             except (CheckFailed, errors.StudentProblem) as e:
                 perf.failed[name] = e
         torch.cuda.empty_cache()
+
+
+def _settled(perf: Perf, gpu, name: str, N: int, causal: bool):
+    """The causal time that causal_skips_blocks judges (at the largest N, over the non-causal
+    time timed just before it): more samples while that credit differs across the two readings'
+    ranges. The others are judged against SDPA, timed afterwards: three samples each."""
+    from grader.judge import verdicts
+
+    full = perf.ms.get((name, N, False))
+    if not causal or N != PERF_N[-1] or full is None:
+        return None
+    return verdicts.settles_over("flash_backward", "causal_half", full, gpu.profile)
 
 
 def compare_fwd(out, expected, case, what):

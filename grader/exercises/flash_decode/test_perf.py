@@ -197,10 +197,8 @@ def test_splits_speedup(student, rng, gpu, credit, workers, later):
         reqs = _decode_requests(sub, rng, markers, tensors, call, **kwargs)
         # num_splits=1, timed second: more samples while the speed-up's credit differs across
         # the two readings' ranges (the harness's cost, a small part, is measured afterwards)
-        settled = None if not measured else (
-            lambda r, first=measured["num_splits=None"][1]: verdicts.decided(
-                "flash_decode", "split_speedup",
-                *timing.ratio_span(timing.span(r), timing.span(first)), gpu.profile))
+        settled = None if not measured else verdicts.settles_over(
+            "flash_decode", "split_speedup", measured["num_splits=None"][1], gpu.profile)
         measured[label] = (call, timing.per_call_ms(reqs, settled=settled))
         later(reqs.checked())
     # the gate at this very size with each split count, after the timing (its profiler slows
