@@ -267,7 +267,8 @@ def grade_all(args) -> int:
     for gpu in gpus:
         free.put(gpu)
     shares: queue.Queue = queue.Queue()   # each grade running gets a share of the cores
-    for share in core_shares(jobs):
+    sharing = core_shares(jobs)           # (none with one grade at a time: it takes them all)
+    for share in sharing:
         shares.put(share)
     if pin:
         print(f"grader batch: GPUs {', '.join(gpus)}, one submission on each at a time",
@@ -277,7 +278,7 @@ def grade_all(args) -> int:
 
     def run(sub: Path) -> dict:
         gpu = free.get() if pin else None
-        cpus = shares.get() if jobs > 1 else None
+        cpus = shares.get() if sharing else None
         start = time.perf_counter()
         try:
             row = grade_one(sub, out, args, exercises, gpu, cpus)

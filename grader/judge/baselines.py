@@ -21,6 +21,7 @@ import contextlib
 
 from grader.judge import timing
 from grader.judge.events import torch_or_default
+from grader.wire.checksum import checksum, checksum_weights, refill, to_floats
 
 # the fused backends; MATH (the N x N one) is never the fastest and is not a fair baseline
 FASTEST_BACKENDS = ("CUDNN_ATTENTION", "FLASH_ATTENTION", "EFFICIENT_ATTENTION")
@@ -166,15 +167,15 @@ def local_request(fn, args: list, arg: int = 0, std: float = 1.0, seed: int = 1)
         sums = []
         for _ in range(1 + repeat):
             state["seed"] += 1
-            timing.refill(args[arg], state["seed"], std)
+            refill(args[arg], state["seed"], std)
             out = fn(*args)
             if state["weights"] is None:
-                state["weights"] = timing.checksum_weights(out, 7)
-            sums.append(timing.checksum(out, state["weights"]))
+                state["weights"] = checksum_weights(out, 7)
+            sums.append(checksum(out, state["weights"]))
             del out
         if torch.cuda.is_available():
             torch.cuda.synchronize()
-        return timing.to_floats(sums)
+        return to_floats(sums)
 
     return request
 
@@ -194,17 +195,17 @@ def _harness_pass(t, std: float, repeat: int) -> float:
     torch = torch_or_default(None)
     if t.device.type != "cuda":
         return timing.per_call_ms(local_request(lambda x: x, [t], std=std))
-    weights = timing.checksum_weights(t, 7)
+    weights = checksum_weights(t, 7)
     for i in range(3):                      # warm: allocator, generator, kernels
-        timing.refill(t, 1 + i, std)
-        timing.checksum(t, weights)
+        refill(t, 1 + i, std)
+        checksum(t, weights)
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda._sleep(200_000_000)          # about 0.1 s: the CPU gets ahead meanwhile
     start.record()
     for i in range(repeat):
-        timing.refill(t, 10 + i, std)
-        timing.checksum(t, weights)
+        refill(t, 10 + i, std)
+        checksum(t, weights)
     end.record()
     torch.cuda.synchronize()
     return start.elapsed_time(end) / repeat
@@ -226,11 +227,14 @@ class Timed:
         self.mine, self.base = float(mine) - harness, float(base) - harness
         self.harness, self.copy, self.note, self.moved = harness, copy, note, moved
         self.gbs = moved / self.mine / 1e6
+        self.of_copy = of_copy(moved, copy)
         self.fraction = self.of_copy(self.mine)
 
-    def of_copy(self, ms: float) -> float:
-        """The fraction of the copy bandwidth that moving `moved` bytes in `ms` reaches."""
-        return self.moved / ms / 1e6 / self.copy
+
+def of_copy(nbytes: int, copy: float):
+    """A time per call in ms -> the fraction of the copy bandwidth (`copy` GB/s) that moving
+    `nbytes` in it reaches: the one bytes-to-fraction formula of the bandwidth checks."""
+    return lambda ms: nbytes / ms / 1e6 / copy
 
 
 def timed_against(sub, rng, gpu, workers, name: str, cases: list, dtype: str, baseline,

@@ -121,16 +121,9 @@ def _harness_ms(workers, rng, what) -> tuple[float, str]:
     return harness, note
 
 
-def _of_copy(nbytes: int, copy: float):
-    """A time per call in ms -> the fraction of the copy bandwidth that reading `nbytes` in it
-    reaches."""
-    return lambda ms: nbytes / ms / 1e6 / copy
-
-
 @pytest.mark.check("flash_decode.bandwidth")
 def test_bandwidth(student, rng, gpu, credit, workers, later):
-    from grader.judge import timing
-    from grader.judge import verdicts
+    from grader.judge import baselines, timing, verdicts
 
     what = "flash_decode.bandwidth"
     copy = gpu.ceiling("copy_gbs")   # measured once per run, with no student process alive
@@ -146,7 +139,7 @@ def test_bandwidth(student, rng, gpu, credit, workers, later):
         nbytes = 2 * PERF_B * Hkv * L * PERF_D * 2       # K and V, fp16, each read once
         # more samples while the credit differs across the readings (the harness's cost, a
         # small part, is measured afterwards)
-        of_copy = _of_copy(nbytes, copy)
+        of_copy = baselines.of_copy(nbytes, copy)
         timed.append((Hkv, L, call, nbytes, of_copy, timing.per_call_ms(
             reqs, settled=verdicts.settles("flash_decode", "bandwidth", of_copy, gpu.profile))))
         later(reqs.checked())
