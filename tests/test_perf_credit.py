@@ -145,14 +145,24 @@ def _flash_backward(monkeypatch, speeds):
     return _run(m.test_forward_speed, gpu=FakeGpu()), made
 
 
-def _flash_backward_causal(monkeypatch, speeds):
+def _flash_backward_causal(monkeypatch, speeds, again=None):
     """flash_backward's timing itself (measure._time), non-causal at 1 ms a call and causal at
-    `speeds`, then causal_skips_blocks on what it measured."""
+    `speeds` (a second timing of the causal time: at `again`, when given), then
+    causal_skips_blocks on what it measured."""
     from grader.exercises.flash_backward import measure
     from grader.exercises.flash_backward import test_perf as m
 
     perf = measure.Perf()
-    made = _requests(monkeypatch, measure, "_requests", lambda i: [1.0] * 7 if i < 2 else speeds)
+    made = []
+
+    def make(sub, rng, name, N, causal, *rest):
+        timed_before = any(r.causal == causal and r.name == name for r in made)
+        made.append(FakeRequest(speeds if causal and not (timed_before and again) else
+                                again if causal else [1.0] * 7))
+        made[-1].name, made[-1].causal = name, causal
+        return made[-1]
+
+    monkeypatch.setattr(measure, "_requests", make)
     configs = [(N, c) for N in measure.PERF_N for c in (False, True)]
     measure._time(perf, None, Rng(3), FakeGpu(), {N: (None, None) for N in measure.PERF_N},
                   configs, {})
@@ -226,6 +236,20 @@ def test_steady_readings_in_the_band_are_decided(check, monkeypatch):
     credit, made = run(monkeypatch, [s * middle for s in (1.0, 1.001, 0.999, 1.0, 1.0, 1.0, 1.0)])
     assert 0.0 < credit.fraction < 1.0 and not credit.undecided, credit.note
     assert all(r.samples == 3 for r in made)
+
+
+def test_an_open_causal_reading_is_timed_again_and_the_faster_kept(monkeypatch):
+    """flash_backward's causal time still across causal_skips_blocks' band after its samples
+    (a disturbance through the whole reading) is timed once more with the non-causal time
+    before it; each keeps its faster reading, and the report says so. A decided one is not."""
+    credit, made = _flash_backward_causal(monkeypatch, [s * 0.875 for s in SPREAD],
+                                          again=[s * 0.5 for s in SPREAD])
+    assert credit.fraction == 1.0 and not credit.undecided, credit.note
+    assert "taken twice" in credit.note and "flash_fwd and flash_bwd" in credit.note
+    assert [(r.name, r.causal) for r in made[4:]] == [("fwd", False), ("fwd", True),
+                                                     ("bwd", False), ("bwd", True)]
+    credit, made = _flash_backward_causal(monkeypatch, [s * 0.5 for s in SPREAD])
+    assert len(made) == 4 and "twice" not in credit.note
 
 
 def test_a_time_the_harness_outweighs_earns_no_bandwidth(monkeypatch):

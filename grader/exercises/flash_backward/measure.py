@@ -8,7 +8,10 @@ B = 1, H = 32, D = 128, float16, N = 8K, causal and not:
      Every timed call is recorded, and one per pass and size, drawn after the calls, is
      replayed from the student's kernels alone: its checksum must be the call's to the last bit
      (the exercise's timed_replay; the kernel-use gate on that call), so no profiled call
-     comes first;
+     comes first. The causal time, which causal_skips_blocks judges against the non-causal
+     one, takes more samples while that credit is open; still open after them, the pair is
+     timed once more at the end and each keeps its faster reading (a disturbance that lasts
+     through a whole reading rarely lasts through the other passes' timing as well);
   2. then, the worker stopped, the fastest SDPA backend's forward and backward
      (torch.autograd.grad on its graph), timed here with nothing of the student's alive (not
      at all when both passes failed in 1: a stub costs no baseline).
@@ -42,6 +45,7 @@ class Perf:
     def __init__(self):
         self.ms, self.base, self.peak, self.failed = {}, {}, {}, {}
         self.note = ""
+        self.again: list[str] = []     # passes whose causal pair was timed twice (_time)
         self.checks: dict[str, list] = {"fwd": [], "bwd": []}   # each pass's verifications
 
     def failure(self, passes) -> None:
@@ -132,31 +136,47 @@ def _requests(sub, rng, name, N, causal, markers, inputs, given):
 
 
 def _time(perf: Perf, sub, rng, gpu, inputs, configs, given) -> None:
-    """1. the student's calls, timed in one worker."""
+    """1. the student's calls, timed in one worker; then, for a pass whose causal_skips_blocks
+    credit its readings still leave open, its pair at the largest N timed once more (`again`)."""
     import torch
 
+    for N, causal in configs:
+        for name in ("fwd", "bwd"):
+            _time_one(perf, sub, rng, gpu, inputs, given, name, N, causal)
+        torch.cuda.empty_cache()
+    N = PERF_N[-1]
+    for name in ("fwd", "bwd"):
+        causal = perf.ms.get((name, N, True))
+        if causal is None or _settled(perf, gpu, name, N, True)(causal):
+            continue
+        perf.again.append(name)
+        for c in (False, True):
+            _time_one(perf, sub, rng, gpu, inputs, given, name, N, c)
+        torch.cuda.empty_cache()
+
+
+def _time_one(perf: Perf, sub, rng, gpu, inputs, given, name: str, N: int, causal: bool) -> None:
+    """One pass at (N, causal): its time, peak and verification, or its failure. Timed a second
+    time, it keeps the faster reading (a disturbance only ever adds time) and the larger peak."""
     from grader.judge import timing
 
-    for N, causal in configs:
-        markers, tensors = inputs[N]
-        for name in ("fwd", "bwd"):
-            if name in perf.failed:
-                continue
-            try:
-                reqs = _requests(sub, rng, name, N, causal, markers, tensors, given)
-                ms = timing.per_call_ms(reqs, settled=_settled(perf, gpu, name, N, causal))
-                perf.checks[name].append(reqs.checked())
-                work = attention_flops(B_PERF, H_PERF, N, D_PERF, causal, name == "bwd")
-                impossible = timing.below_floor(ms, work / gpu.ceiling("matmul_tflops") / 1e9,
-                                                reqs.what)
-                if impossible:
-                    raise CheckFailed(impossible)
-                perf.ms[(name, N, causal)] = ms
-                perf.peak[(name, N, causal)] = reqs.peak_bytes
-                del reqs
-            except (CheckFailed, errors.StudentProblem) as e:
-                perf.failed[name] = e
-        torch.cuda.empty_cache()
+    if name in perf.failed:
+        return
+    markers, tensors = inputs[N]
+    key = (name, N, causal)
+    try:
+        reqs = _requests(sub, rng, name, N, causal, markers, tensors, given)
+        ms = timing.per_call_ms(reqs, settled=_settled(perf, gpu, name, N, causal))
+        perf.checks[name].append(reqs.checked())
+        work = attention_flops(B_PERF, H_PERF, N, D_PERF, causal, name == "bwd")
+        impossible = timing.below_floor(ms, work / gpu.ceiling("matmul_tflops") / 1e9, reqs.what)
+        if impossible:
+            raise CheckFailed(impossible)
+        perf.ms[key] = min(ms, perf.ms.get(key, ms))
+        perf.peak[key] = max(reqs.peak_bytes, perf.peak.get(key, 0))
+        del reqs
+    except (CheckFailed, errors.StudentProblem) as e:
+        perf.failed[name] = e
 
 
 def _settled(perf: Perf, gpu, name: str, N: int, causal: bool):

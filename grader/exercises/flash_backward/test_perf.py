@@ -69,9 +69,12 @@ def test_causal_skips_blocks(student, rng, gpu, credit, workers, later):
         tally.ratio("causal_half", causal, full)
         lines.append(f"{fn} N={N}: causal {perf.ms[(name, N, True)]:.3f} ms / non-causal "
                      f"{perf.ms[(name, N, False)]:.3f} ms = {ratio:.2f}")
+    again = " and ".join(dict(fwd="flash_fwd", bwd="flash_bwd")[p] for p in perf.again)
     credit.set(tally.fraction,
                "; ".join(lines) + f". Causal attention does half the work: of the non-causal "
-               f"time, {verdicts.terms('flash_backward', 'causal_half', gpu.profile)}",
+               f"time, {verdicts.terms('flash_backward', 'causal_half', gpu.profile)}"
+               + (f". The first readings of {again} left this open: both times taken twice, "
+                  f"the faster of each kept" if again else ""),
                undecided=tally.undecided())
 
 
