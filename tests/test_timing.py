@@ -539,6 +539,30 @@ def _fake_request(per_call: list[float]):
     return request, state
 
 
+def test_per_call_ms_times_a_slow_kernel_with_few_calls():
+    """The difference of two requests spans about target_ms: a kernel whose 10 probe calls
+    already span several times that is sampled with fewer (one, and no warm calls before it,
+    when one call spans the target alone); a fast one, or one near the target, as before."""
+    def timed(ms_per_call, fixed=40.0):
+        repeats = []
+
+        def request(repeat: int) -> float:
+            repeats.append(repeat)
+            return fixed + ms_per_call * (1 + repeat)
+
+        got = timing.per_call_ms(request, target_ms=150.0)
+        return got, repeats[3:]          # after the warm-up, the base and the probe
+
+    got, sampled = timed(700.0)          # flash_fwd with 3 programs at N = 16K
+    assert got == pytest.approx(700.0) and sampled == [0, 1] * 3
+    got, sampled = timed(40.0)           # 10 calls span 400 ms: 4 more calls span 160
+    assert got == pytest.approx(40.0) and sampled == [2, 6] * 3
+    got, sampled = timed(20.0)           # 10 calls span 200 ms: near the target, as before
+    assert got == pytest.approx(20.0) and sampled == [2, 12] * 3
+    got, sampled = timed(0.5)            # a fast kernel: more calls until they span 150 ms
+    assert got == pytest.approx(0.5) and sampled[:2] == [2, 2 + 301]
+
+
 def test_per_call_ms_samples_more_only_while_the_check_is_not_settled():
     """Three samples by default; with `settled`, two more at a time while it says no, up to
     SAMPLES_MAX, the median kept."""

@@ -75,9 +75,11 @@ def per_call_ms(request, first: int = 2, more: int = 10, target_ms: float = 150.
     request(repeat) runs the function 1 + repeat times back to back and synchronizes. The
     fixed costs (IPC, launch of the first call, the final synchronize) cancel in the difference
     between two repeat counts; `more` grows until the difference spans about `target_ms`, up to
-    `max_more`. Three samples, the median kept (a Reading); while `settled(reading)` (the
-    check's: would the credit be the same anywhere in the reading's range?) says no, two more,
-    up to SAMPLES_MAX. Without `settled`, always three."""
+    `max_more`, or shrinks as far as one call when `more` calls span several times that (a slow
+    kernel; then `first` goes to none as well: every sample costs 3 calls, not 3 + 3 + 10).
+    Three samples, the median kept (a Reading); while `settled(reading)` (the check's: would
+    the credit be the same anywhere in the reading's range?) says no, two more, up to
+    SAMPLES_MAX. Without `settled`, always three."""
     def wall(repeat: int) -> float:
         start = time.perf_counter()
         got = request(repeat)      # a request may time itself (float ms) to leave out its checks
@@ -92,6 +94,9 @@ def per_call_ms(request, first: int = 2, more: int = 10, target_ms: float = 150.
         extra = max(1.0, wall(first + more) - base)
     if extra < target_ms:
         more = min(max_more, int(more * target_ms / extra) + 1)
+    elif extra > 2 * target_ms:     # sized on `more` calls' time: a fixed cost's jitter can't
+        more = max(1, math.ceil(more * target_ms / extra))    # make a fast kernel look slow
+        first = 0 if more == 1 else first
 
     def sample() -> float:
         base = wall(first)
