@@ -92,3 +92,33 @@ def test_receive_refuses_oversized_messages():
     a.send_bytes(b"x" * 100)
     with pytest.raises(codec.CodecError, match="larger than"):
         codec.recv(b, max_bytes=64)
+
+
+def test_a_kept_array_crosses_once_and_later_markers_name_it():
+    """A timed request's array argument (codec.TensorArg.kept): the first marker carries the
+    values and the worker keeps them; a marker with the key alone is built from them, as a copy
+    of its own (a call that writes into its input changes no later request's); a key the worker
+    does not hold is the grader's error, not a tensor of anything."""
+    import torch
+
+    from grader.worker import probes
+
+    values = np.arange(12, dtype=np.float32).reshape(3, 4)
+    first = codec.TensorArg(values, "float16", "cpu", guard=2, kept="t-1")
+    later = codec.TensorArg(None, "float16", "cpu", guard=2, kept="t-1")
+    parts = codec.encode([first, later])
+    assert len(parts) == 2                       # one buffer: the array crosses once
+    sent = codec.decode(codec.encode(later))
+    assert sent.array is None and sent.seed is None and sent.kept == "t-1"
+    a, b = codec.decode(parts, build=probes.build_marker)
+    assert torch.equal(a, b) and a.dtype == torch.float16 and a.data_ptr() != b.data_ptr()
+    a.add_(1)
+    c = codec.decode(codec.encode(later), build=probes.build_marker)
+    assert torch.equal(c, b)
+    probes.forget_inputs()
+    for k in range(probes.KEPT_MAX):             # the oldest key goes first
+        codec.decode(codec.encode(codec.TensorArg(values, "float32", kept=f"t-{k + 2}")),
+                     build=probes.build_marker)
+    with pytest.raises(codec.CodecError, match="no input kept"):   # the worker: grader_error
+        codec.decode(codec.encode(later), build=probes.build_marker)
+    probes.forget_inputs()

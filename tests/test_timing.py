@@ -266,6 +266,39 @@ def test_runs_request_through_a_real_worker(tmp_path):
         workers.close()
 
 
+def test_an_array_argument_crosses_with_the_first_request_only(tmp_path):
+    """Through a real worker on CPU: an array marker (flash_bwd's given o) is sent whole once,
+    later requests name the values the worker kept, and every request's outputs verify; the
+    replay's arguments (Requests.args) keep the array."""
+    from grader.judge.inputs import tensor
+
+    workers = proxy.Workers(SOLUTIONS, tmp_path)
+    sent = []
+    try:
+        sub = workers.get("softmax_triton", "interp")
+        call = sub.call
+
+        def recorded(fn, *args, **kwargs):
+            sent.append(args)
+            return call(fn, *args, **kwargs)
+
+        sub.call = recorded
+        x = torch_randn((3, 130), "float32", "cpu", 11)
+        reqs = timing.Requests(sub, "softmax", [tensor(x.numpy(), "float32", "cpu", guard=4)],
+                               rng=Rng(8), inputs=[x], dtype="float32", what="softmax(x)",
+                               full_share=1.0, cuda_peak=False,
+                               reference=lambda i: torch.softmax(i[0].double(), -1))
+        for repeat in (1, 3, 2):
+            reqs(repeat)
+        assert reqs.verify() >= 3
+    finally:
+        workers.close()
+    markers = [args[0] for args in sent if args]
+    assert markers[0].array is not None and markers[0].kept
+    assert all(m.array is None and m.kept == markers[0].kept for m in markers[1:])
+    assert reqs.args[0].array is not None
+
+
 def test_a_kernel_that_skips_timed_calls_is_caught(tmp_path):
     """tools/gpu_mutants.py's skipper (it computes only on calls that do not look timed),
     through a real worker on CPU: its requests fail verification."""

@@ -66,6 +66,10 @@ class TensorArg:
     # 2-D only: each row is followed by `pad_cols` poison elements, so the tensor is a column
     # slice of a wider one (x.stride(0) = cols + pad_cols), like x[:, :500] of a (rows, 781)
     pad_cols: int = 0
+    # with `array`: the worker keeps the values under this key (grader.worker.probes), and a
+    # marker with the same key and no array, nor seed, is built from them: a timed request's
+    # array crosses once per grader.judge.timing.Requests, not once per request
+    kept: str = ""
 
 
 @dataclass
@@ -159,7 +163,10 @@ def _enc(v: Any, bufs: list[bytes], depth: int) -> Any:
         return {"__ndarray__": len(bufs) - 1, "dtype": v.dtype.name, "shape": list(v.shape)}
     if isinstance(v, TensorArg):
         common = {"dtype": v.dtype, "device": v.device, "guard": int(v.guard),
-                  "poison": _enc(float(v.poison), bufs, depth + 1), "pad_cols": int(v.pad_cols)}
+                  "poison": _enc(float(v.poison), bufs, depth + 1), "pad_cols": int(v.pad_cols),
+                  "kept": str(v.kept)}
+        if v.array is None and v.seed is None and v.kept:
+            return {"__tensorarg__": -2, **common}
         if v.array is None:
             return {"__tensorarg__": -1, "shape": [int(n) for n in v.shape], "seed": int(v.seed),
                     "scale": float(v.scale), "absolute": bool(v.absolute), **common}
@@ -249,14 +256,17 @@ def _dec(h: Any, bufs: list[bytes], build, depth: int) -> Any:
         return "torch." + str(h["__torchdtype__"])
     if "__tensorarg__" in h:
         poison = _dec(h["poison"], bufs, None, 0)
-        if h["__tensorarg__"] == -1:
+        kept = str(h.get("kept", ""))[:64]
+        if h["__tensorarg__"] == -2:
+            marker = TensorArg(None, h["dtype"], h["device"], h["guard"], poison)
+        elif h["__tensorarg__"] == -1:
             marker = TensorArg(None, h["dtype"], h["device"], h["guard"], poison,
                                tuple(h["shape"]), int(h["seed"]), float(h["scale"]),
                                bool(h.get("absolute", False)))
         else:
             arr = _array(bufs[h["__tensorarg__"]], h["array_dtype"], h["shape"])
             marker = TensorArg(arr, h["dtype"], h["device"], h["guard"], poison)
-        marker.pad_cols = int(h.get("pad_cols", 0))
+        marker.pad_cols, marker.kept = int(h.get("pad_cols", 0)), kept
         return build(marker) if build else marker
     if "__trusted__" in h:
         marker = Trusted(h["__trusted__"], h["key"], h["attr"], _dec(h["params"], bufs, None, 0))
