@@ -268,7 +268,8 @@ def test_runs_request_through_a_real_worker(tmp_path):
 
 def test_an_array_argument_crosses_with_the_first_request_only(tmp_path):
     """Through a real worker on CPU: an array marker (flash_bwd's given o) is sent whole once,
-    later requests name the values the worker kept, and every request's outputs verify; the
+    later requests name the values the worker kept, and every request's outputs verify; a
+    worker started afresh (the last one died between two requests) gets the array again; the
     replay's arguments (Requests.args) keep the array."""
     from grader.judge.inputs import tensor
 
@@ -290,12 +291,16 @@ def test_an_array_argument_crosses_with_the_first_request_only(tmp_path):
                                reference=lambda i: torch.softmax(i[0].double(), -1))
         for repeat in (1, 3, 2):
             reqs(repeat)
-        assert reqs.verify() >= 3
+        sub._kill()            # a worker that died between two requests: a fresh one keeps nothing
+        reqs(2)
+        reqs(1)
+        assert reqs.verify() >= 5
     finally:
         workers.close()
     markers = [args[0] for args in sent if args]
     assert markers[0].array is not None and markers[0].kept
-    assert all(m.array is None and m.kept == markers[0].kept for m in markers[1:])
+    assert [m.array is None for m in markers] == [False, True, True, True, False, True]
+    assert {m.kept for m in markers} == {markers[0].kept}
     assert reqs.args[0].array is not None
 
 

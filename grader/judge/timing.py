@@ -178,7 +178,8 @@ class Requests:
         # jitter of tens of ms in every request's time) crosses with the first request only;
         # later requests name the values the worker kept (codec.TensorArg.kept). self.args,
         # whole, is what a replay of a timed call is built from
-        self.sent = [_kept(a) for a in self.args]
+        self.whole = [_kept(a) for a in self.args]
+        self.sent = self.whole
         self.rng, self.reference = rng, reference
         self.inputs = inputs if callable(inputs) else list(inputs)
         self.dtype, self.what, self.arg, self.std = dtype, what, arg, std
@@ -218,9 +219,8 @@ class Requests:
     def call(self, count: int):
         spec = runs_spec(self.rng, count, self.arg, self.std)
         start = time.perf_counter()
-        result = self.sub.call(self.fn, *self.sent, opts={"runs": spec, **self.opts},
-                               **self.kwargs)
-        self.sent = [_by_key(a) for a in self.sent]   # the worker keeps them now
+        result = self._runs(spec)
+        self.sent = [_by_key(a) for a in self.whole]   # the worker keeps them now
         self.last_ms = (time.perf_counter() - start) * 1e3
         extras = getattr(result, "extras", None) or {}
         self.peak_bytes = max(self.peak_bytes, int(extras.get("cuda_peak_bytes", 0) or 0))
@@ -237,6 +237,20 @@ class Requests:
             traced = self._traced(count)
         self.done.append((spec, result, out, traced))
         return result
+
+    def _runs(self, spec: dict):
+        from grader.errors import GraderError
+
+        try:
+            return self.sub.call(self.fn, *self.sent, opts={"runs": spec, **self.opts},
+                                 **self.kwargs)
+        except GraderError as e:
+            # a worker started afresh since the arrays crossed (the last one died between two
+            # requests) keeps nothing: they cross again, as before a worker kept any
+            if self.sent is self.whole or "no input kept" not in str(e):
+                raise
+            self.sent = self.whole
+            return self._runs(spec)
 
     def _traced(self, count: int) -> tuple:
         """(j, trace) of call j of the last request, j drawn now, after the request."""
