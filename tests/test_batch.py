@@ -4,10 +4,13 @@ same isolation as a single run, reports per submission, shards and merged gradeb
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import subprocess
 import sys
+
+import pytest
 
 from grader.batch import find_submissions, visible_gpus
 from grader.registry import all_checks
@@ -316,3 +319,42 @@ def test_gpu_batch_class_of_twenty_takes_the_next_case_of_each_kind(tmp_path):
     halves = [in_shard(made, tmp_path, (i, 2)) for i in (0, 1)]
     assert sorted([*halves[0], *halves[1]]) == sorted(plan) and len(halves[0]) == 10
     assert "a_solutions" in halves[0] and "b_stubs" in halves[1]   # batch sorts by name too
+
+
+def test_gpu_batch_writes_the_batchs_summary_before_any_grade_alone(tmp_path, monkeypatch):
+    """A device call's limit that stops tools/gpu_batch.py during the grades alone (session-12-06f
+    lost the eighth 3/8's summary so) leaves the batch's rows, judged, in summary.json; each
+    grade alone then fills its row in."""
+    from tools import gpu_batch
+    from tools.gpu_batch import FEWER, FULL
+
+    out = tmp_path / "out"
+    plan = {"a_solutions": {"expect": FULL, "cases": {}},
+            "d_wrong": {"expect": FEWER, "cases": {"softmax_triton": "x"}}}
+    monkeypatch.setattr(gpu_batch, "make_class", lambda klass, *a, **k: klass.mkdir(parents=True)
+                        or plan)
+
+    def batch(cmd, **kwargs):
+        (out / "gradebook.csv").write_text("submission,softmax_triton,total,max,note\n"
+                                           "a_solutions,10,10,10,\nd_wrong,4,4,10,\n")
+        return subprocess.CompletedProcess(cmd, 0, "a_solutions: 10/10 (7 s, GPU 0)\n"
+                                           "d_wrong: 4/10 (5 s, GPU 0)\n", "")
+
+    monkeypatch.setattr(gpu_batch.subprocess, "run", batch)
+    graded = []
+
+    def alone(sub, path, exercises, selection):
+        if graded:
+            raise KeyboardInterrupt          # the call's limit, during the second grade alone
+        graded.append(sub.name)
+        return {"softmax_triton": 10.0, "total": 10.0, "max": 10.0}, 9.0, ""
+
+    monkeypatch.setattr(gpu_batch, "grade_alone", alone)
+    with pytest.raises(KeyboardInterrupt):
+        gpu_batch.main(["--out", str(out), "--exercises", "softmax_triton", "--size", "6"])
+    summary = json.loads((out / "summary.json").read_text())
+    rows = {r["submission"]: r for r in summary["rows"]}
+    assert set(rows) == set(plan) and summary["submissions"] == 2
+    assert rows["a_solutions"]["alone"]["total"] == 10.0 and rows["a_solutions"]["largest_difference"] == 0
+    assert rows["d_wrong"]["alone"] is None and rows["d_wrong"]["batch"]["total"] == "4"
+    assert not any(r["problem"] for r in rows.values()) and rows["d_wrong"]["batch_s"] == 5

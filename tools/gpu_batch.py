@@ -154,8 +154,8 @@ def judge(expect: str, row: dict, report: Path) -> str:
 
 def write_summary(out: Path, exercises: list[str], spread: list[str], plan: dict,
                   batch_s: float, rows: list[dict]) -> None:
-    """summary.json and summary.md from the rows so far (rewritten after every grade alone, so
-    a run stopped early keeps what it measured)."""
+    """summary.json and summary.md from the rows so far (written when the batch ends, then again
+    after every grade alone, so a run stopped early keeps what it measured)."""
     per_hour = 3600 * len(plan) / batch_s
     summary = {"exercises": exercises, "batch_s": round(batch_s, 1),
                "submissions": len(plan), "per_hour": round(per_hour, 1), "rows": rows}
@@ -215,25 +215,33 @@ def main(argv=None) -> int:
     names = list(plan) if args.alone == "all" else [] if args.alone == "none" \
         else args.alone.split(",")
     (out / "alone").mkdir(exist_ok=True)
-    rows, failed = [], 0
+    # the batch's rows first, each judged against its expectation, written before any grade
+    # alone: a run stopped during those keeps the batch's summary
+    rows = []
     for sub, want in plan.items():
         row = book.get(sub, {"note": "no row in the gradebook"})
-        problem = judge(want["expect"], row, out / "reports" / f"{sub}.json")
-        alone, seconds, why = (grade_alone(klass / sub, out / "alone" / f"{sub}.json", exercises,
-                                           selection)
-                               if sub in names else (None, 0.0, ""))
-        diff = None
-        if alone is not None and not row.get("note"):
-            diff = max(abs(float(row[ex]) - alone[ex]) for ex in exercises)
-            if diff > args.tolerance:
-                problem = problem or f"batch and alone differ by {diff:g} points"
-        problem = problem or why
-        failed += bool(problem)
         rows.append({"submission": sub, "cases": want["cases"], "expect": want["expect"],
                      "batch": {k: row.get(k) for k in (*exercises, "total", "max", "note")},
-                     "batch_s": int(took.get(sub, 0)), "alone": alone, "alone_s": round(seconds, 1),
-                     "largest_difference": diff, "problem": problem})
+                     "batch_s": int(took.get(sub, 0)), "alone": None, "alone_s": 0.0,
+                     "largest_difference": None,
+                     "problem": judge(want["expect"], row, out / "reports" / f"{sub}.json")})
+    write_summary(out, exercises, spread, plan, batch_s, rows)
+    for r in rows:
+        if r["submission"] not in names:
+            continue
+        sub = r["submission"]
+        alone, seconds, why = grade_alone(klass / sub, out / "alone" / f"{sub}.json", exercises,
+                                          selection)
+        r["alone"], r["alone_s"] = alone, round(seconds, 1)
+        if alone is not None and not r["batch"]["note"]:
+            r["largest_difference"] = max(abs(float(r["batch"][ex]) - alone[ex])
+                                          for ex in exercises)
+            if r["largest_difference"] > args.tolerance:
+                r["problem"] = r["problem"] or (f"batch and alone differ by "
+                                                f"{r['largest_difference']:g} points")
+        r["problem"] = r["problem"] or why
         write_summary(out, exercises, spread, plan, batch_s, rows)
+    failed = sum(bool(r["problem"]) for r in rows)
     print((out / "summary.md").read_text())
     return 1 if failed else 0
 
