@@ -248,9 +248,9 @@ def grade_all(args) -> int:
         return 2
     gpus, jobs = chosen
     header, book = columns(exercises), out / "gradebook.csv"
-    kept, others, chosen = {}, {}, selection(args, exercises)
+    kept, others, selected = {}, {}, selection(args, exercises)
     if args.again:
-        found = rows_that_stand(book, header, out, chosen, directory, subs)
+        found = rows_that_stand(book, header, out, selected, directory, subs)
         if isinstance(found, str):
             print(f"grader batch: --again: {found}", file=sys.stderr)
             return 2
@@ -259,7 +259,7 @@ def grade_all(args) -> int:
               f"grade: {len(subs) - len(kept)}"
               + (f"; rows of submissions outside --shard, as they were: {len(others)}"
                  if others else ""), file=sys.stderr)
-    write_selection(out, chosen)
+    write_selection(out, selected)
     subs = [sub for sub in subs if sub.name not in kept]
     args.jobs = jobs              # grades at once (--gpus sets it)
     pin = bool(gpus)              # one GPU per job: with more jobs than GPUs, jobs wait for one

@@ -179,7 +179,8 @@ class Requests:
         # later requests name the values the worker kept (codec.TensorArg.kept). self.args,
         # whole, is what a replay of a timed call is built from
         self.whole = [_kept(a) for a in self.args]
-        self.sent = self.whole
+        self.named = [_by_key(a) for a in self.whole]
+        self.held = False        # whether the worker holds the arrays (after a request)
         self.rng, self.reference = rng, reference
         self.inputs = inputs if callable(inputs) else list(inputs)
         self.dtype, self.what, self.arg, self.std = dtype, what, arg, std
@@ -220,7 +221,7 @@ class Requests:
         spec = runs_spec(self.rng, count, self.arg, self.std)
         start = time.perf_counter()
         result = self._runs(spec)
-        self.sent = [_by_key(a) for a in self.whole]   # the worker keeps them now
+        self.held = True
         self.last_ms = (time.perf_counter() - start) * 1e3
         extras = getattr(result, "extras", None) or {}
         self.peak_bytes = max(self.peak_bytes, int(extras.get("cuda_peak_bytes", 0) or 0))
@@ -241,16 +242,15 @@ class Requests:
     def _runs(self, spec: dict):
         from grader.errors import GraderError
 
-        try:
-            return self.sub.call(self.fn, *self.sent, opts={"runs": spec, **self.opts},
-                                 **self.kwargs)
-        except GraderError as e:
-            # a worker started afresh since the arrays crossed (the last one died between two
-            # requests) keeps nothing: they cross again, as before a worker kept any
-            if self.sent is self.whole or "no input kept" not in str(e):
-                raise
-            self.sent = self.whole
-            return self._runs(spec)
+        opts = {"runs": spec, **self.opts}
+        if self.held:
+            try:
+                return self.sub.call(self.fn, *self.named, opts=opts, **self.kwargs)
+            except GraderError:
+                # a worker started afresh since the arrays crossed (the last one died between
+                # two requests) holds none: they cross again, as before a worker kept any
+                self.held = False
+        return self.sub.call(self.fn, *self.whole, opts=opts, **self.kwargs)
 
     def _traced(self, count: int) -> tuple:
         """(j, trace) of call j of the last request, j drawn now, after the request."""

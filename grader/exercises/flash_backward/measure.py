@@ -34,6 +34,7 @@ from grader.judge.baselines import attention_flops
 from grader.judge.compare import CheckFailed, assert_close
 
 PERF_N = (8192,)
+FUNCTIONS = {"fwd": "flash_fwd", "bwd": "flash_bwd"}   # each pass's function, as reports name it
 B_PERF, H_PERF, D_PERF = 1, 32, 128
 GRAD_SLACK = 8.0                       # checksum tolerance of the gradients (timing.Requests)
 

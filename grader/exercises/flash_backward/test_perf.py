@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from grader.exercises.flash_backward.measure import (B_PERF, D_PERF, H_PERF, PERF_N, Perf,
-                                                     measure)
+from grader.exercises.flash_backward.measure import (B_PERF, D_PERF, FUNCTIONS, H_PERF, PERF_N,
+                                                     Perf, measure)
 from grader.judge.baselines import attention_flops
 from grader.judge.compare import CheckFailed
 
@@ -35,7 +35,7 @@ def _speed(perf: Perf, name: str, credit, gpu, later) -> None:
             tflops = attention_flops(B_PERF, H_PERF, N, D_PERF, causal, name == "bwd") / ms / 1e9
             lines.append(f"N={N}{' causal' if causal else ''}: {ms:.3f} ms ({tflops:.0f} TFLOP/s) "
                          f"vs SDPA {backend} {base_ms:.3f} ms = {ratio:.2f}x")
-    fn = "flash_fwd" if name == "fwd" else "flash_bwd"
+    fn = FUNCTIONS[name]
     credit.set(tally.fraction,
                f"{fn}, B={B_PERF}, H={H_PERF}, D={D_PERF}, float16: " + "; ".join(lines)
                + f". Against the fastest SDPA backend's "
@@ -63,13 +63,13 @@ def test_causal_skips_blocks(student, rng, gpu, credit, workers, later):
     later(perf.verified(["fwd", "bwd"]))
     tally, lines = verdicts.Tally("flash_backward", gpu.profile), []
     N = PERF_N[-1]
-    for name, fn in (("fwd", "flash_fwd"), ("bwd", "flash_bwd")):
+    for name, fn in FUNCTIONS.items():
         causal, full = perf.ms[(name, N, True)], perf.ms[(name, N, False)]
         ratio = causal / full
         tally.ratio("causal_half", causal, full)
         lines.append(f"{fn} N={N}: causal {perf.ms[(name, N, True)]:.3f} ms / non-causal "
                      f"{perf.ms[(name, N, False)]:.3f} ms = {ratio:.2f}")
-    again = " and ".join(dict(fwd="flash_fwd", bwd="flash_bwd")[p] for p in perf.again)
+    again = " and ".join(FUNCTIONS[p] for p in perf.again)
     credit.set(tally.fraction,
                "; ".join(lines) + f". Causal attention does half the work: of the non-causal "
                f"time, {verdicts.terms('flash_backward', 'causal_half', gpu.profile)}"
@@ -90,7 +90,7 @@ def test_memory_linear(student, rng, gpu, credit, workers, later):
         q_bytes = B_PERF * H_PERF * N * D_PERF * 2
         outputs = {"fwd": q_bytes + B_PERF * H_PERF * N * 4, "bwd": 3 * q_bytes}
         allowed = EXTRA_COPIES * q_bytes + EXTRA_MIB * g.MIB
-        for name, fn in (("fwd", "flash_fwd"), ("bwd", "flash_bwd")):
+        for name, fn in FUNCTIONS.items():
             extra = max(perf.peak[(name, N, c)] for c in (False, True)) - outputs[name]
             passed += extra <= allowed
             lines.append(f"{fn} N={N}: {extra / g.MIB:.0f} MiB beyond its outputs")
