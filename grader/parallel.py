@@ -411,8 +411,11 @@ class _Child:
     def send(self, request: dict) -> None:
         self.exercise, self.layers = request["exercise"], request["layers"]
         self.only = request["only_checks"]
-        self.proc.stdin.write(json.dumps(request) + "\n")
-        self.proc.stdin.flush()
+        try:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+        except OSError:   # it died before reading it (BrokenPipeError): its stdout's end says
+            pass          # so, and its exercise becomes the grader's failure there (_lost)
 
     def grades(self, check_id: str) -> bool:
         """Whether the request in hand grades this check."""

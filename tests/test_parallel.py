@@ -7,6 +7,8 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from grader import parallel
 from grader.registry import all_checks
 from tests.helpers import GRADER, ROOT, SOLUTIONS
@@ -82,10 +84,17 @@ def test_cpu_quota(tmp_path):
     assert parallel.cpu_quota(tmp_path) == 2.0
 
 
-def test_a_grading_process_that_dies_is_a_grader_error(tmp_path, monkeypatch):
+@pytest.mark.parametrize("dead_first", [False, True])
+def test_a_grading_process_that_dies_is_a_grader_error(tmp_path, monkeypatch, dead_first):
+    """Dead before or after its request reached it (dead_first: its stdin is a broken pipe
+    when the request is written, a race CI lost once): the grader's error, never a crash."""
     (tmp_path / "grader").mkdir()
     (tmp_path / "grader" / "part.py").write_text("import sys\nsys.stderr.write('boom')\nsys.exit(7)\n")
     monkeypatch.setattr(parallel, "ROOT", tmp_path)
+    if dead_first:
+        send = parallel._Child.send
+        monkeypatch.setattr(parallel._Child, "send",
+                            lambda self, request: (self.proc.wait(), send(self, request)))
     checks = all_checks(include_hidden=False)
     seen = []
     results, _, _, _ = parallel.grade_cpu_layers(SOLUTIONS, {"online_softmax": ["cpu"],
