@@ -48,6 +48,10 @@ class Exercise:
     # them is not timed): the perf checks are not run while all of them are still the stub
     # (grader.plugin.stubbed).
     timed: tuple = ()
+    # Seconds each CPU layer of the exercise took in a full grade of the solutions on a GPU box
+    # ({layer: seconds}): grader.parallel hands the longest request out first, so the last one
+    # to finish is not a long one begun late. A layer not given is weighed by its checks.
+    seconds: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)

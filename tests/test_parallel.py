@@ -241,3 +241,21 @@ def test_every_count_of_processes_keeps_to_the_cgroups_cpu_limit(monkeypatch):
         assert parallel.after_timing_jobs(1, 1) == max(1, min(parallel.MAX_JOBS, cores - 1))
         assert parallel.beside_jobs(10) == max(1, min(4, cores // 4))
         assert parallel.may_overlap() is (cores >= parallel.OVERLAP_CORES)
+
+
+def test_the_longest_request_goes_first():
+    """An H100 grade of the solutions (docs/gpu/session-12-06g) ended 12 s after the rest on
+    flash_decode's interp layer, begun eighth of the CPU layers' requests by their checks' count;
+    by the seconds each layer took (Exercise.seconds) it goes first, and the longest is never
+    begun after a shorter one."""
+    from grader.registry import EXERCISES
+
+    checks = all_checks()
+    plan = parallel.split_plan(list(EXERCISES), ["cpu", "adversarial", "interp"], checks, cuda=False)
+    mine = [c for c in checks.values() if c.layer in plan.get(c.exercise, ())]
+    queue = parallel.queue_for(plan, mine, by_layer=True)
+    assert queue[0][:2] == ("flash_decode", ["interp"])
+    took = [EXERCISES[e].seconds.get(layers[0], 0.0) for e, layers, _ in queue]
+    assert took == sorted(took, reverse=True)
+    by_exercise = parallel.queue_for(plan, mine)
+    assert [r[0] for r in by_exercise[:2]] == ["flash_decode", "flash_backward"]

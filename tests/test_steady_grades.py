@@ -52,3 +52,24 @@ def test_fp16_variants_score_the_same_every_draw(tmp_path, draw):
         lost += losing(report, exercise)
     assert not lost, (f"draw {draw} of {REPEATS}: {scores}; each variant is correct, so every "
                       f"draw must give full marks:\n{lines(lost)}")
+
+
+def test_a_missing_max_subtraction_loses_the_hidden_shapes_every_draw(tmp_path):
+    """The other side: a mistake's points may not move with the draw either. Without the max
+    subtraction, exp overflows only where the row's largest value passes exp's limit; the
+    hidden lengths drew their scales alone, and a batch and a grade alone of one submission
+    (docs/gpu/session-12-06g) gave online_softmax.hidden_shapes 2 and 0 points. Its first row
+    of each shape now always reaches past the limit (shifted: softmax is unchanged), so the
+    mistake loses those points in every grade; two grades, fresh seeds each."""
+    from tests.exercises.online_softmax.mutants import MUTANTS
+    from tests.helpers import SOLUTIONS
+
+    mutant = next(m for m in MUTANTS if m.name == "no_max_subtraction")
+    sub = copy_solutions(tmp_path / "sub", {
+        "online_softmax.py": mutant.apply((SOLUTIONS / "online_softmax.py").read_text())})
+    for draw in range(2):
+        report = grade(sub, "--exercises", "online_softmax", "--layers", "cpu",
+                       replay=False, json_path=tmp_path / f"{draw}.json")
+        hidden = {t["name"]: t for t in report["tests"]}["online_softmax.hidden_shapes"]
+        assert hidden["score"] == 0, (draw, hidden["message"])
+        assert "exp overflows" in hidden["message"], hidden["message"]

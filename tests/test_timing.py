@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from grader.exercises.bench_attn.clock import Clock, Stream, log_spread
-from grader.exercises.bench_attn.judging import WORK_MS, judge_proper
+from grader.exercises.bench_attn.judging import WORK_MS, fits_clock, judge_proper
 from grader.judge import baselines, compare, quiet, timing
 from grader.judge.inputs import seeded, torch_randn
 from grader.sandbox import launcher, proxy
@@ -63,6 +63,37 @@ def test_clock_bounds_an_honest_timer(tmp_path):
         judge_proper(stream, 26.0 + (end - start) * 1e3, 2, 5, start, end, "time_proper", "case")
     with pytest.raises(compare.CheckFailed, match="counted 7 calls"):
         judge_proper(stream, got, 2, 20, start, end, "time_proper", "case")
+
+
+def test_a_sweep_row_bound_holds_the_median_not_the_sum(tmp_path):
+    """fits_clock (sweep_rows, oom_recorded, backend_probe): a blocking impl timed as
+    time_proper times it (5 warm-up calls, 20 timed, one of them 20 ms slow), then a pause of
+    60 ms before the sweep's call ends, as a loaded machine or the sweep's next step makes one.
+    The median and the mean of the 20 times fit; their sum does not (the longest single
+    interval was the bound once, and a sum fitted in one grade and not in the next)."""
+    stream = Stream(blocking=True, ms=1.5)
+
+    def sweep(work):
+        for _ in range(5):
+            work()
+        times = []
+        for k in range(20):
+            t0 = time.perf_counter()
+            if k == 7:
+                time.sleep(0.02)       # a stray slow call: the mean moves, the median does not
+            work()
+            times.append((time.perf_counter() - t0) * 1e3)
+        time.sleep(0.06)
+        return times
+
+    times, start, end = _with_clock(tmp_path, stream, sweep)
+    launches = stream.launches()
+    assert len(launches) == 25
+    assert fits_clock(float(np.median(times)), stream, launches, start, end) is None
+    assert fits_clock(float(np.mean(times)), stream, launches, start, end) is None
+    low, high = fits_clock(sum(times), stream, launches, start, end)
+    assert 1.5 <= low <= high < sum(times) / 4
+    assert fits_clock(1.0, stream, launches, start, end) == (low, high)   # shorter than the work
 
 
 def test_clock_sees_a_missing_sync(tmp_path):

@@ -1,19 +1,34 @@
 """Hidden checks for online_softmax: lengths, scales and dtypes the public checks do not use,
 each shape twice with fresh values (an answer hard-coded for the public lengths, or cached by
-shape or call count, fails here), and the input unchanged after every call."""
+shape or call count, fails here), the first of the two shifted so that exp of its largest value
+overflows, and the input unchanged after every call."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from grader.exercises.online_softmax.judging import assert_state
 from grader.judge import reference
 from grader.judge.compare import Cases, CheckFailed, assert_close, state_rtol
-from grader.judge.inputs import randn
+from grader.judge.inputs import randn, round_to
 from hidden_tests.common import assert_untouched
 
 LENGTHS = (2, 333, 2049, 5003)
 FUNCTIONS = ("softmax_safe", "softmax_online")
+
+
+def _exp_limit(dtype: str) -> float:
+    """The largest x whose exp is finite in `dtype`: 88.7 in float32, 709.8 in float64."""
+    return float(np.log(np.finfo(dtype).max))
+
+
+def _overflowing_shift(rng, x, dtype: str) -> float:
+    """A shift that puts the row's largest value past exp's limit in `dtype`: softmax does not
+    change (it is shift-invariant), an unshifted exp overflows every time. Drawn scales alone
+    overflowed float32 in some grades only, so a missing max subtraction lost this check's
+    points in one grade and kept them in the next."""
+    return float(np.ceil(_exp_limit(dtype) - x.max() + rng.uniform(1.0, 20.0)))
 
 
 def _second_call_hint(call: int, e: CheckFailed) -> CheckFailed:
@@ -34,7 +49,12 @@ def test_hidden_shapes(student, rng, credit):
             for call in (1, 2):
                 scale = float(rng.uniform(0.5, 30))
                 x = randn(rng, n, dtype, scale)
-                case = f"n={n}, {dtype}, randn * {scale:.2f}, call {call} of 2 with this shape"
+                shift = _overflowing_shift(rng, x, dtype) if call == 1 else 0.0
+                x = round_to(x + shift, dtype)
+                case = (f"n={n}, {dtype}, randn * {scale:.2f}"
+                        + (f" + {shift:.2f} (exp overflows {dtype} above {_exp_limit(dtype):.1f})"
+                           if shift else "")
+                        + f", call {call} of 2 with this shape")
                 with cases.case(case, seed=rng.seed):
                     try:
                         for fn in FUNCTIONS:
