@@ -4,7 +4,7 @@ A grade is a pytest session in one trusted process (grader.run), and most of its
 waiting on one worker at a time: the interpreter running a Triton kernel, a worker importing
 torch. On a laptop's cores the exercises can go side by side. `grade_cpu_layers` starts `jobs`
 grading processes (`python -I grader/part.py`, the same grader, trusted like this one), hands
-each an exercise as soon as it is free, heaviest first, and gathers their results. Each grades
+each an exercise as soon as it is free, longest first, and gathers their results. Each grades
 its exercise with the ordinary `grader.run.grade`: its own workers, its own sandbox, the same
 checks; student code still runs only in workers. Timed work is never split: the perf layer, and
 every gpu check that needs the GPU to itself (Check.gpu_alone), run in grader.run's process
