@@ -54,22 +54,36 @@ def test_fp16_variants_score_the_same_every_draw(tmp_path, draw):
                       f"draw must give full marks:\n{lines(lost)}")
 
 
-def test_a_missing_max_subtraction_loses_the_hidden_shapes_every_draw(tmp_path):
-    """The other side: a mistake's points may not move with the draw either. Without the max
-    subtraction, exp overflows only where the row's largest value passes exp's limit; the
-    hidden lengths drew their scales alone, and a batch and a grade alone of one submission
-    (docs/gpu/session-12-06g) gave online_softmax.hidden_shapes 2 and 0 points. Its first row
-    of each shape now always reaches past the limit (shifted: softmax is unchanged), so the
-    mistake loses those points in every grade; two grades, fresh seeds each."""
-    from tests.exercises.online_softmax.mutants import MUTANTS
+
+# (exercise, mutant, check, its score in every draw): checks whose loss for a known mistake once
+# depended on the draw, found in a batch and a grade alone of one submission, and in three
+# grades of every mutant on the CPU layers with the hidden checks (docs/gpu/session-12-06g).
+# Each now draws inputs that show the mistake every time (0), or, where the mistake is another
+# check's idea, never (full marks: softmax_long's test_adversarial._max_in_first_block).
+DRAW_DEPENDENT = [
+    ("online_softmax", "no_max_subtraction", "online_softmax.hidden_shapes", 0.0),
+    ("flash_decode", "merge_empty_nan", "flash_decode.hidden_merge", 0.0),
+    ("flash_decode", "kernel_merge_no_guard", "flash_decode.hidden_shapes", 0.0),
+    ("softmax_long", "no_rescale", "softmax_long.all_negative_rows", 2.0),
+    ("flash_triton", "no_max_subtraction", "flash_triton.matches_reference", 5.0),
+    ("softmax_long", "last_block_mask_off_by_one", "softmax_long.matches_float64", 3.0),
+    ("softmax_long", "last_block_mask_off_by_one", "softmax_long.hidden_shapes", 2.0),
+]
+
+
+@pytest.mark.parametrize("exercise,name,check,score", DRAW_DEPENDENT,
+                         ids=[f"{m}-{c}" for _, m, c, _ in DRAW_DEPENDENT])
+def test_a_mistake_scores_the_same_every_draw(tmp_path, exercise, name, check, score):
+    """The other side of the variants above: a mistake's points may not move with the draw
+    either. Two grades of the mutant's one check, fresh seeds each."""
+    from tests.cases import mutants
     from tests.helpers import SOLUTIONS
 
-    mutant = next(m for m in MUTANTS if m.name == "no_max_subtraction")
+    mutant = next(m for m in mutants() if m.exercise == exercise and m.name == name)
     sub = copy_solutions(tmp_path / "sub", {
-        "online_softmax.py": mutant.apply((SOLUTIONS / "online_softmax.py").read_text())})
+        f"{exercise}.py": mutant.apply((SOLUTIONS / f"{exercise}.py").read_text())})
     for draw in range(2):
-        report = grade(sub, "--exercises", "online_softmax", "--layers", "cpu",
+        report = grade(sub, "--exercises", exercise, "--checks", check,
                        replay=False, json_path=tmp_path / f"{draw}.json")
-        hidden = {t["name"]: t for t in report["tests"]}["online_softmax.hidden_shapes"]
-        assert hidden["score"] == 0, (draw, hidden["message"])
-        assert "exp overflows" in hidden["message"], hidden["message"]
+        got = {t["name"]: t for t in report["tests"]}[check]
+        assert got["score"] == score, (draw, got["message"])
