@@ -64,10 +64,13 @@ DRAW_DEPENDENT = [
     ("online_softmax", "no_max_subtraction", "online_softmax.hidden_shapes", 0.0),
     ("flash_decode", "merge_empty_nan", "flash_decode.hidden_merge", 0.0),
     ("flash_decode", "kernel_merge_no_guard", "flash_decode.hidden_shapes", 0.0),
+    ("flash_decode", "no_scale", "flash_decode.large_scores", 2.0),
     ("softmax_long", "no_rescale", "softmax_long.all_negative_rows", 2.0),
     ("flash_triton", "no_max_subtraction", "flash_triton.matches_reference", 5.0),
     ("softmax_long", "last_block_mask_off_by_one", "softmax_long.matches_float64", 3.0),
     ("softmax_long", "last_block_mask_off_by_one", "softmax_long.hidden_shapes", 2.0),
+    ("softmax_long", "last_block_mask_off_by_one", "softmax_long.uses_kernel", 1.0),
+    ("softmax_long", "last_block_mask_off_by_one", "softmax_long.output_written", 1.0),
 ]
 
 

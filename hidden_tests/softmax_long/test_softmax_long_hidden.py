@@ -46,7 +46,7 @@ def test_hidden_shapes(student, rng, credit):
 def test_output_written(student, rng):
     sub = student()
     for shape, block in (((2, 70), 32), ((9, 3), None)):
-        x = randn(rng, shape, "float16")
+        x = round_to(past_row_weightless(randn(rng, shape, "float16")), "float16")
         r, what = _softmax(sub, x, "float16", block, "new tensors filled with NaN", rng.seed)
         expected = reference.softmax(x, axis=1)
         assert_written(r.value, expected, what, rng.seed, r.extras)
