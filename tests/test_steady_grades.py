@@ -59,7 +59,7 @@ def test_fp16_variants_score_the_same_every_draw(tmp_path, draw):
 # depended on the draw, found in a batch and a grade alone of one submission, and in three
 # grades of every mutant on the CPU layers with the hidden checks (docs/gpu/session-12-06g).
 # Each now draws inputs that show the mistake every time (0), or, where the mistake is another
-# check's idea, never (full marks: softmax_long's test_adversarial._max_in_first_block).
+# check's idea, never (full marks: softmax_long's judging.max_in_first_block).
 DRAW_DEPENDENT = [
     ("online_softmax", "no_max_subtraction", "online_softmax.hidden_shapes", 0.0),
     ("flash_decode", "merge_empty_nan", "flash_decode.hidden_merge", 0.0),
@@ -71,6 +71,9 @@ DRAW_DEPENDENT = [
     ("softmax_long", "last_block_mask_off_by_one", "softmax_long.hidden_shapes", 2.0),
     ("softmax_long", "last_block_mask_off_by_one", "softmax_long.uses_kernel", 1.0),
     ("softmax_long", "last_block_mask_off_by_one", "softmax_long.output_written", 1.0),
+    ("softmax_long", "last_block_mask_off_by_one", "softmax_long.all_negative_rows", 2.0),
+    ("softmax_long", "no_rescale", "softmax_long.output_written", 1.0),
+    ("io_model", "elements_instead_of_bytes", "io_model.hidden_shapes", 0.0),
 ]
 
 

@@ -21,6 +21,23 @@ def guard_of(n_cols: int) -> int:
     return 1 << max(n_cols - 1, 0).bit_length()
 
 
+def max_in_first_block(x: np.ndarray, block: int) -> np.ndarray:
+    """x with every row's later finite entries capped 1 below the max of its first block that
+    holds a finite one: the running max never moves after that block, so a sum that is not
+    rescaled when it moves (max_in_last_block's idea) cannot show in a check of another idea,
+    whatever the draw."""
+    x = np.array(x, dtype=np.float64)
+    for row in x:
+        finite = np.flatnonzero(np.isfinite(row))
+        if finite.size == 0:
+            continue
+        start = finite[0] // block * block
+        top = row[start:start + block][np.isfinite(row[start:start + block])].max()
+        later = row[start + block:]
+        np.minimum(later, top - 1.0, out=later, where=np.isfinite(later))
+    return x
+
+
 def past_row_weightless(x: np.ndarray) -> np.ndarray:
     """x with each row's first entry (after the first row) 20 or more below the max of the row
     before it: a pass that reads one lane past the end of its row (a mask off by one,
