@@ -134,3 +134,23 @@ def test_pytorch_only_on_cuda_earns_nothing_there(tmp_path):
     report = grade(sub, "--exercises", "flash_triton", "--layers", "gpu,perf")
     gpu = [t for t in checks_of(report, "flash_triton") if t["layer"] in ("gpu", "perf")]
     assert gpu and all(t["score"] == 0 for t in gpu), lines(gpu)
+
+
+def test_a_cheat_earns_nothing_beside_other_exercises(tmp_path):
+    """peak_reset graded as `make grade` grades it, its CPU layers in parallel with other
+    exercises' (two cheats of Triton exercises beside it, run by the interpreter): ragged_sizes'
+    memory gate once let its N x N scores through there (3 grades of 3 in one run, 1 of 3 in
+    another), with 0.1-1.2 MB to spare at N = 1000, d = 64 (docs/gpu/session-12-06g); alone it
+    earned nothing."""
+    files = {}
+    for exercise, name in (("tiled_attention", "peak_reset"),
+                           ("flash_triton", "sdpa_with_dummy_launch"),
+                           ("softmax_triton", "numpy_return")):
+        files.update(folder_files(case("cheats", name)))
+    sub = copy_solutions(tmp_path / "sub", files)
+    for draw in range(3):   # the old gate let it through in about one grade of three here
+        report = grade(sub, "--exercises", "tiled_attention,flash_triton,softmax_triton",
+                       "--layers", "cpu,adversarial,interp", json_path=tmp_path / f"{draw}.json")
+        ran = checks_of(report, "tiled_attention")
+        earned = [t for t in ran if t["score"] > 0]
+        assert ran and earned == [], (draw, lines(earned))
