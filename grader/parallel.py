@@ -28,16 +28,13 @@ import sys
 import threading
 from pathlib import Path
 
-from grader.registry import EXERCISES, ROOT, Check
+from grader.registry import ROOT, Check
 from grader.results import Result
 from grader.sandbox import budget, bytecode, kernel_cache
+from grader.schedule import GPU_SPLIT, queue_for
 from grader.wire.threads import ONE_THREAD
 
 CPU_LAYERS = ("cpu", "adversarial", "interp")
-GPU_SPLIT = "gpu"   # the untimed GPU layer, split only on a CUDA machine with cores to spare
-# longest request first: the seconds an exercise's layer took (Exercise.seconds), else these
-# per check: interp is slow, a gpu check compiles kernels for real sizes
-CHECK_SECONDS = {"cpu": 0.3, "adversarial": 1.0, "interp": 3.0, "gpu": 20.0}
 MAX_JOBS = 8
 MAX_GPU_JOBS = 12   # the lab's untimed gpu checks that may share the GPU: 10 today
 OVERLAP_CORES = 8   # below this the CPU layers wait for the GPU layers to finish
@@ -272,29 +269,6 @@ class Background:
         if self._error is not None:
             raise self._error
         return self._value
-
-
-def queue_for(plan: dict[str, list[str]], mine: list[Check], by_layer: bool = False) -> list:
-    """The requests for `plan`'s grading processes, longest first: (exercise, layers, the check
-    ids it grades or None for all of them). One per exercise for its CPU layers (a process
-    grades one exercise at once: each has its own workers), or, `by_layer`, one per layer; one
-    per gpu check. How long: the seconds its exercise's layers took (Exercise.seconds), else
-    CHECK_SECONDS per check; the longest begun last would finish last (LPT scheduling)."""
-    def cost(request: tuple) -> float:
-        exercise, layers, ids = request
-        measured = getattr(EXERCISES.get(exercise), "seconds", {}) if ids is None else {}
-        return sum(measured[layer] if layer in measured else
-                   sum(CHECK_SECONDS.get(c.layer, 1.0) for c in mine if c.exercise == exercise
-                       and c.layer == layer and (ids is None or c.id in ids))
-                   for layer in layers)
-
-    queue = [(e, cpu, None) for e, ls in plan.items()
-             if (cpu := [x for x in ls if x != GPU_SPLIT])]
-    if by_layer:
-        queue = [(e, [layer], None) for e, layers, _ in queue for layer in layers]
-    queue += [(e, [GPU_SPLIT], [c.id]) for e, ls in plan.items() if GPU_SPLIT in ls
-              for c in mine if c.exercise == e and c.layer == GPU_SPLIT]
-    return sorted(queue, key=lambda r: -cost(r))
 
 
 def grade_cpu_layers(submission: Path, plan: dict[str, list[str]], jobs: int,

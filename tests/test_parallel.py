@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from grader import parallel
+from grader import parallel, schedule
 from grader.registry import all_checks
 from tests.helpers import GRADER, ROOT, SOLUTIONS
 
@@ -253,9 +253,9 @@ def test_the_longest_request_goes_first():
     checks = all_checks()
     plan = parallel.split_plan(list(EXERCISES), ["cpu", "adversarial", "interp"], checks, cuda=False)
     mine = [c for c in checks.values() if c.layer in plan.get(c.exercise, ())]
-    queue = parallel.queue_for(plan, mine, by_layer=True)
+    queue = schedule.queue_for(plan, mine, by_layer=True)
     assert queue[0][:2] == ("flash_decode", ["interp"])
     took = [EXERCISES[e].seconds.get(layers[0], 0.0) for e, layers, _ in queue]
     assert took == sorted(took, reverse=True)
-    by_exercise = parallel.queue_for(plan, mine)
+    by_exercise = schedule.queue_for(plan, mine)
     assert [r[0] for r in by_exercise[:2]] == ["flash_decode", "flash_backward"]

@@ -6,7 +6,7 @@ from grader.schema import Check as _C, Exercise
 EXERCISE = Exercise(
     "attention_backward", "Causal attention, the logsumexp and the backward pass (NumPy)",
     frozenset({"numpy"}), "cpu", track="extension",
-    seconds={"cpu": 3, "adversarial": 0.4},   # its CPU layers in a grade on an H100 box (parallel.py)
+    seconds={"cpu": 3, "adversarial": 0.4},   # its CPU layers in a grade on an H100 box (schedule.py)
     order=7)
 
 CHECKS = [

@@ -5,7 +5,7 @@ from grader.schema import Check as _C, Exercise
 
 EXERCISE = Exercise(
     "bench_attn", "Benchmarking attention", frozenset({"torch"}), "cpu",
-    seconds={"cpu": 3, "adversarial": 4},   # its CPU layers in a grade on an H100 box (parallel.py)
+    seconds={"cpu": 3, "adversarial": 4},   # its CPU layers in a grade on an H100 box (schedule.py)
     order=5)
 
 CHECKS = [

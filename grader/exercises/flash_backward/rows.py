@@ -19,7 +19,7 @@ EXERCISE = Exercise(
                             "the attention and its gradients"),
     },
     audit="triton",
-    seconds={"adversarial": 14, "interp": 25},   # its CPU layers in a grade on an H100 box (parallel.py)
+    seconds={"adversarial": 14, "interp": 25},   # its CPU layers in a grade on an H100 box (schedule.py)
     order=8,
     bands={"vs_sdpa": Band(3.0, 6.0, "time / the fastest SDPA backend's time, forward and backward"),
            # causal attention does half the work; at 8K cuDNN's own ratio is about 0.56-0.62.

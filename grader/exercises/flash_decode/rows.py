@@ -16,7 +16,7 @@ EXERCISE = Exercise(
                               "_decode_split[grid](...) and _decode_merge[grid](...)",
                               "the attention and the merge")},
     extra_ops=SIZE_OPS, audit="mixed",
-    seconds={"cpu": 2, "adversarial": 19, "interp": 29},   # its CPU layers in a grade on an H100 box (parallel.py)
+    seconds={"cpu": 2, "adversarial": 19, "interp": 29},   # its CPU layers in a grade on an H100 box (schedule.py)
     order=6,
     bands={"bandwidth": Band(0.6, 0.15, "GB/s of the cache read / the copy bandwidth measured in this run"),
            "split_speedup": Band(4.0, 1.0, "time with num_splits=1 / time with its own split count")})

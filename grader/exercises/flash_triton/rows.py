@@ -8,7 +8,7 @@ EXERCISE = Exercise(
     timed_replay=True,
     kernels={"flash_fwd": ("flash_fwd(q, k, v)", "_flash_fwd[grid](...)", "the attention")},
     audit="triton",
-    seconds={"adversarial": 13, "interp": 20},   # its CPU layers in a grade on an H100 box (parallel.py)
+    seconds={"adversarial": 13, "interp": 20},   # its CPU layers in a grade on an H100 box (schedule.py)
     order=4,
     # the lesson: "within 1.5 to 3x of a production backend is a good result"
     bands={"vs_sdpa": Band(3.0, 6.0, "flash_fwd time / the fastest SDPA backend's time")})

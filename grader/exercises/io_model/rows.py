@@ -7,7 +7,7 @@ from grader.schema import Check as _C, Exercise
 EXERCISE = Exercise(
     "io_model", "Counting bytes: the IO model of attention (NumPy, plain Python)",
     frozenset({"numpy"}), "cpu", track="extension",
-    seconds={"cpu": 1, "adversarial": 0.3},   # its CPU layers in a grade on an H100 box (parallel.py)
+    seconds={"cpu": 1, "adversarial": 0.3},   # its CPU layers in a grade on an H100 box (schedule.py)
     order=9)
 
 CHECKS = [

@@ -5,7 +5,7 @@ from grader.schema import Check as _C, Exercise
 
 EXERCISE = Exercise(
     "online_softmax", "Online softmax (NumPy)", frozenset({"numpy"}), "cpu",
-    seconds={"cpu": 0.6, "adversarial": 0.3},   # its CPU layers in a grade on an H100 box (parallel.py)
+    seconds={"cpu": 0.6, "adversarial": 0.3},   # its CPU layers in a grade on an H100 box (schedule.py)
     order=1)
 
 CHECKS = [

@@ -8,7 +8,7 @@ EXERCISE = Exercise(
     kernels={"softmax": ("softmax(x)", "softmax_kernel[(n_rows,)](...)",
                          "the max, exp, sum and divide")},
     audit="triton",
-    seconds={"adversarial": 10, "interp": 12},   # its CPU layers in a grade on an H100 box (parallel.py)
+    seconds={"adversarial": 10, "interp": 12},   # its CPU layers in a grade on an H100 box (schedule.py)
     order=3,
     # counting passes gives about 4x over softmax_eager (eager reads 5 MN and writes 3 MN
     # elements, fused reads MN and writes MN)

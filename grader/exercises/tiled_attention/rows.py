@@ -5,7 +5,7 @@ from grader.schema import Check as _C, Exercise
 
 EXERCISE = Exercise(
     "tiled_attention", "Tiled attention (NumPy)", frozenset({"numpy"}), "cpu",
-    seconds={"cpu": 4, "adversarial": 1},   # its CPU layers in a grade on an H100 box (parallel.py)
+    seconds={"cpu": 4, "adversarial": 1},   # its CPU layers in a grade on an H100 box (schedule.py)
     order=2)
 
 CHECKS = [
