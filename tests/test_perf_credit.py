@@ -93,7 +93,7 @@ def _flash_triton(monkeypatch, speeds):
     monkeypatch.setattr(g, "seeded_inputs", lambda rng, shape, dtype: ([], []))
     monkeypatch.setattr(m, "_sdpa_ms", lambda *a: (1.0, "CUDNN_ATTENTION"))
     monkeypatch.setattr(m, "_fastest_tiles", lambda *a: ("its default tiles", {},
-                                                         {"its default tiles": (1.0, {})}))
+                                                         {"its default tiles": (1.0, {})}, ""))
     # SDPA at 1 ms: full marks at 3x its time or less, none at 6x
     made = _requests(monkeypatch, m, "_flash_requests", lambda i: speeds)
     return _run(m.test_speed_vs_sdpa, gpu=FakeGpu()), made
@@ -306,3 +306,26 @@ def test_the_credit_is_the_one_the_medians_gave_before_readings_had_ranges(seed,
     before = (0.5 * verdicts.credit("softmax_triton", "bandwidth", t.fraction)
               + 0.5 * verdicts.credit("softmax_triton", "vs_eager", t.base / t.mine))
     assert credit.fraction == max(0.0, min(1.0, before))
+
+
+@pytest.mark.parametrize("ratios, timed, says", [
+    ((100, 95, 90, 85), 1, "stopped there: at 100x"),    # hopeless: no shape could earn a point
+    ((40, 30, 20, 2), 4, ""),       # 40x could still reach 6x with a better shape: on to 2x
+    ((5, 2, 1, 1), 2, ""),          # well inside full marks at the second shape
+])
+def test_the_tile_sweep_stops_where_no_shape_could_change_the_credit(ratios, timed, says,
+                                                                     monkeypatch):
+    """flash_triton's sweep over tile shapes (SDPA at 1 ms, full marks at 3x, none at 6x): the
+    student's defaults first, then each shape until one is well inside full marks, or until the
+    fastest so far is more than TILE_SPREAD times past no credit."""
+    from grader.exercises.flash_triton import test_perf as m
+    from grader.judge.devices import HOPPER
+
+    assert len(HOPPER.flash_configs) > 4
+    gpu = types.SimpleNamespace(tile_profile=HOPPER, target=None)
+    made = _requests(monkeypatch, m, "_flash_requests", lambda i: [ratios[i]] * 7)
+    monkeypatch.setattr(timing, "per_call_ms", lambda reqs, **k: reqs.speeds[0])
+    chosen, blocks, tried, stopped = m._fastest_tiles(None, Rng(3), gpu, [], [], 1.0, lambda w: 0)
+    assert len(made) == len(tried) == timed, tried
+    assert min(ms for ms, _ in tried.values()) == min(ratios[:timed])
+    assert (says in stopped) if says else stopped == "", stopped

@@ -1,14 +1,19 @@
-"""Mistakes that lose the same points every grade (issue 20): every known mistake (the mutants of
-tests/exercises/*/mutants.py) graded REPEATS times on the CPU layers with the hidden checks, each
-grade with fresh seeds; prints every check whose score moved between the grades. A check that
-shows a mistake in some draws and not in others makes a batch and a grade alone disagree
+"""Grades that hold still (issue 20): every known case of tests/exercises graded REPEATS times on
+the CPU layers with the hidden checks, each grade with fresh seeds; prints every check whose score
+moved between the grades, and every grade in which a cheat earned a point. A check that shows a
+mistake in some draws and not in others makes a batch and a grade alone disagree
 (docs/gpu/session-12-06g). Runs on any machine, about a minute a round on two cores:
 
-    python3 tools/mutant_repeat.py [--repeats 3] [--exercises NAMES]
+    python3 tools/mutant_repeat.py [--repeats 3] [--exercises NAMES] [--kinds mutants,wrong,...]
 
-Mutants of different exercises share a grade (one per exercise a round, as tests.packs packs
-them), without the provenance replay. Exit 1 when a check moved. tests/test_steady_grades.py
-keeps the cases found so far from coming back.
+The kinds (tests/cases.py): mutants (the default: the mistakes of each mutants.py), wrong,
+variants (correct work must not move either) and cheats (those graded on the CPU; the ones marked
+without_audit with the static audit off). Cases of different exercises share a grade, one per
+exercise a round, as tests.packs packs them: a cheat's points may depend on its neighbours (the
+CPU layers of a grade run in parallel: tiled_attention's peak_reset, mended in 083c644). A case
+of several files, or of bench_attn (its sweep imports flash_triton), is graded alone. Mutants are graded without the provenance replay, the other
+kinds with it. Exit 1 when a check moved or a cheat earned. tests/test_steady_grades.py keeps
+the cases found so far from coming back.
 """
 
 from __future__ import annotations
@@ -18,50 +23,106 @@ import collections
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.cases import mutants  # noqa: E402
+from tests import cases  # noqa: E402
 from tests.corpus import SOLUTIONS  # noqa: E402
 from tests.helpers import copy_solutions, grade  # noqa: E402
+from tests.packs import ALONE  # noqa: E402
+
+KINDS = ("mutants", "wrong", "variants", "cheats")
+LAYERS = "cpu,adversarial,interp"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    exercise: str
+    files: dict            # {file name: text} put into a copy of solutions/
+    audit: bool = True
+    replay: bool = True
+    zero_on: str | tuple = ()   # a cheat's checks that must score 0 ("all": every one)
+
+
+def collect(kinds, wanted) -> list[Case]:
+    """The cases of the given kinds, of the wanted exercises (None: all)."""
+    found = []
+    if "mutants" in kinds:
+        found += [Case(m.name, m.exercise,
+                       {f"{m.exercise}.py": m.apply((SOLUTIONS / f"{m.exercise}.py").read_text())},
+                       replay=False) for m in cases.mutants()]
+    for kind in ("wrong", "variants"):
+        if kind in kinds:
+            found += [Case(f.name, cases.exercise_of(f), cases.folder_files(f))
+                      for f in cases.cases(kind)]
+    if "cheats" in kinds:
+        found += [Case(c.name, c.exercise, cases.folder_files(c.folder), audit=not c.without_audit,
+                       zero_on=c.zero_on) for c in cases.cheats() if c.cpu]
+    return [c for c in found if wanted is None or c.exercise in wanted]
+
+
+def grades(found: list[Case]) -> list[list[Case]]:
+    """The grades to run: one case per exercise each, among cases graded the same way; a case
+    of several files, or of an exercise that imports another (tests.packs.ALONE), alone."""
+    out, classes = [], collections.defaultdict(lambda: collections.defaultdict(list))
+    for c in found:
+        if len(c.files) > 1 or c.exercise in ALONE:
+            out.append([c])
+        else:
+            classes[(c.audit, c.replay)][c.exercise].append(c)
+    for by_exercise in classes.values():
+        rounds = max(len(v) for v in by_exercise.values())
+        out += [[v[r] for v in by_exercise.values() if r < len(v)] for r in range(rounds)]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--exercises", help="comma-separated (default: every exercise with mutants)")
+    ap.add_argument("--exercises", help="comma-separated (default: every exercise with cases)")
+    ap.add_argument("--kinds", default="mutants", help=f"comma-separated, of {','.join(KINDS)}")
     args = ap.parse_args(argv)
+    kinds = args.kinds.split(",")
+    unknown = sorted(set(kinds) - set(KINDS))
+    if unknown:
+        ap.error(f"unknown kinds {unknown}: choose from {','.join(KINDS)}")
     wanted = set(args.exercises.split(",")) if args.exercises else None
-    by_exercise = collections.defaultdict(list)
-    for m in mutants():
-        if wanted is None or m.exercise in wanted:
-            by_exercise[m.exercise].append(m)
-    rounds = max((len(v) for v in by_exercise.values()), default=0)
-    moved = 0
-    for r in range(rounds):
-        pick = {e: v[r] for e, v in by_exercise.items() if r < len(v)}
-        files = {f"{e}.py": m.apply((SOLUTIONS / f"{e}.py").read_text()) for e, m in pick.items()}
+    plan = grades(collect(kinds, wanted))
+    moved = earned = 0
+    for r, pick in enumerate(plan):
+        files = {name: text for c in pick for name, text in c.files.items()}
         sub = copy_solutions(Path(tempfile.mkdtemp(prefix="mutant-repeat-")) / "sub", files)
+        exercises = sorted({c.exercise for c in pick})
+        owner = {e: c for c in pick for e in [c.exercise]}
         scores, start = collections.defaultdict(list), time.time()
         for _ in range(args.repeats):
-            report = grade(sub, "--exercises", ",".join(pick), "--layers",
-                           "cpu,adversarial,interp", replay=False)
+            report = grade(sub, "--exercises", ",".join(exercises), "--layers", LAYERS,
+                           audit=pick[0].audit, replay=pick[0].replay)
             for t in report["tests"]:
                 if t["status"] != "not_run":
                     scores[t["name"]].append((t["score"], t["message"][:200]))
         for name, got in sorted(scores.items()):
+            case = owner.get(name.split(".")[0])
+            if case is None:
+                continue
             if max(s for s, _ in got) - min(s for s, _ in got) > 1e-9:
                 moved += 1
-                mutant = pick[name.split(".")[0]].name
-                print(f"moved: {mutant} {name} {[s for s, _ in got]}")
+                print(f"moved: {case.name} {name} {[s for s, _ in got]}")
                 for s, message in got:
                     print(f"    {s:g}: {message or '(passed)'}")
-        print(f"round {r + 1}/{rounds}: {', '.join(sorted(m.name for m in pick.values()))} "
+            if case.zero_on and (case.zero_on == "all" or name in case.zero_on) \
+                    and max(s for s, _ in got) > 0:
+                earned += 1
+                print(f"earned: cheat {case.name} {name} {[s for s, _ in got]}")
+        print(f"grade {r + 1}/{len(plan)}: {', '.join(sorted(c.name for c in pick))} "
               f"({time.time() - start:.0f} s)", flush=True)
-    print(f"{moved} check(s) moved in {args.repeats} grades of each mistake")
-    return 1 if moved else 0
+    print(f"{moved} check(s) moved in {args.repeats} grades of each case"
+          + (f"; cheats earned on {earned} check(s)" if "cheats" in kinds else ""))
+    return 1 if moved or earned else 0
 
 
 if __name__ == "__main__":
