@@ -632,6 +632,30 @@ def test_per_call_ms_times_a_slow_kernel_with_few_calls():
     assert got == pytest.approx(0.5) and sampled[:2] == [2, 2 + 301]
 
 
+def test_per_call_ms_probes_a_slow_kernel_with_few_calls():
+    """A base (the warm calls' second run) that spans twice the target probes with as few calls
+    as it says span the target: one at 700 ms a call, not ten. A base that only a fixed cost's
+    jitter made slow (a fast kernel) gets the full probe after all, and the same samples."""
+    def timed(ms_per_call, fixed=40.0, jitter=0.0):
+        repeats = []
+
+        def request(repeat: int) -> float:
+            repeats.append(repeat)
+            return fixed + ms_per_call * (1 + repeat) + (jitter if len(repeats) == 2 else 0.0)
+
+        got = timing.per_call_ms(request, target_ms=150.0)
+        return got, repeats
+
+    got, repeats = timed(700.0)
+    assert got == pytest.approx(700.0) and repeats == [2, 2, 3] + [0, 1] * 3
+    got, repeats = timed(220.0)          # flash_fwd with 3 programs at N = 8K: two calls
+    assert got == pytest.approx(220.0) and repeats == [2, 2, 4] + [0, 1] * 3
+    got, repeats = timed(0.5, jitter=1000.0)
+    assert got == pytest.approx(0.5)
+    assert repeats[:4] == [2, 2, 3, 12] and repeats[4:6] == [2, 2 + 1501]   # as with no probe cut
+    assert timed(40.0)[1][:3] == [2, 2, 12]   # a base under twice the target: the full probe
+
+
 def test_per_call_ms_samples_more_only_while_the_check_is_not_settled():
     """Three samples by default; with `settled`, two more at a time while it says no, up to
     SAMPLES_MAX, the median kept."""

@@ -79,7 +79,8 @@ def per_call_ms(request, first: int = 2, more: int = 10, target_ms: float = 150.
     fixed costs (IPC, launch of the first call, the final synchronize) cancel in the difference
     between two repeat counts; `more` grows until the difference spans about `target_ms`, up to
     `max_more`, or shrinks as far as one call when `more` calls span several times that (a slow
-    kernel; then `first` goes to none as well: every sample costs 3 calls, not 3 + 3 + 10).
+    kernel; then `first` goes to none as well: every sample costs 3 calls, not 3 + 3 + 10, and
+    the probe that sizes `more` takes as few calls as the base's time says span the target).
     Three samples, the median kept (a Reading); while `settled(reading)` (the check's: would
     the credit be the same anywhere in the reading's range?) says no, two more, up to
     SAMPLES_MAX. Without `settled`, always three."""
@@ -94,7 +95,17 @@ def per_call_ms(request, first: int = 2, more: int = 10, target_ms: float = 150.
     with scored(False) if scored is not None else contextlib.nullcontext():
         wall(first)   # warm: compilation, allocator, caches
         base = wall(first)
-        extra = max(1.0, wall(first + more) - base)
+        # a base that alone spans twice the target (a slow kernel) probes with only as many
+        # calls as should span it, estimated from the base (its fixed cost in it: never too
+        # many); a probe whose calls come out far faster than the base said (the base was a
+        # fixed cost's jitter, not the kernel) is taken again in full
+        probe = more if base <= 2 * target_ms else \
+            min(more, math.ceil(2 * target_ms * (first + 1) / base))
+        extra = max(1.0, wall(first + probe) - base)
+        if probe < more and extra / probe < 0.5 * base / (first + 1):
+            probe = more
+            extra = max(1.0, wall(first + probe) - base)
+        more = probe
     if extra < target_ms:
         more = min(max_more, int(more * target_ms / extra) + 1)
     elif extra > 2 * target_ms:     # sized on `more` calls' time: a fixed cost's jitter can't
