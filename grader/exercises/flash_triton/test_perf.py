@@ -117,7 +117,8 @@ def test_speed_vs_sdpa(student, rng, gpu, credit, workers, later):
     base = {N: _sdpa_ms(*inputs[N][1]) for N in PERF_N}
 
     markers, tensors = inputs[8192]
-    chosen, blocks, tried, stopped = _fastest_tiles(sub, rng, gpu, markers, tensors, base[8192][0], later)
+    chosen, blocks, tried, stopped = _fastest_tiles(sub, rng, gpu, markers, tensors,
+                                                    base[8192][0], later)
     mine = {}
     for N in PERF_N:
         markers, tensors = inputs[N]
