@@ -2,7 +2,7 @@
 the CPU layers with the hidden checks, each grade with fresh seeds; prints every check whose score
 moved between the grades, and every grade in which a cheat earned a point. A check that shows a
 mistake in some draws and not in others makes a batch and a grade alone disagree
-(docs/gpu/session-12-06g). Runs on any machine, about a minute a round on two cores:
+(docs/gpu/session-12-06g). Runs on any machine, about half a minute a grade on two cores:
 
     python3 tools/mutant_repeat.py [--repeats 3] [--exercises NAMES] [--kinds mutants,wrong,...]
 
@@ -11,9 +11,9 @@ variants (correct work must not move either) and cheats (those graded on the CPU
 without_audit with the static audit off). Cases of different exercises share a grade, one per
 exercise a round, as tests.packs packs them: a cheat's points may depend on its neighbours (the
 CPU layers of a grade run in parallel: tiled_attention's peak_reset, mended in 083c644). A case
-of several files, or of bench_attn (its sweep imports flash_triton), is graded alone. Mutants are graded without the provenance replay, the other
-kinds with it. Exit 1 when a check moved or a cheat earned. tests/test_steady_grades.py keeps
-the cases found so far from coming back.
+of several files, or of bench_attn (its sweep imports flash_triton), is graded alone. Mutants
+are graded without the provenance replay, the other kinds with it. Exit 1 when a check moved or
+a cheat earned. tests/test_steady_grades.py keeps the cases found so far from coming back.
 """
 
 from __future__ import annotations
