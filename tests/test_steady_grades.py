@@ -74,6 +74,7 @@ DRAW_DEPENDENT = [
     ("softmax_long", "last_block_mask_off_by_one", "softmax_long.all_negative_rows", 2.0),
     ("softmax_long", "no_rescale", "softmax_long.output_written", 1.0),
     ("io_model", "elements_instead_of_bytes", "io_model.hidden_shapes", 0.0),
+    ("flash_decode", "no_max_subtraction", "flash_decode.max_in_last_split", 3.0),
 ]
 
 
