@@ -45,23 +45,30 @@ def own_part(report: dict, exercise: str) -> dict:
             "max_score": round(sum(t["max_score"] for t in tests), 6)}
 
 
+def pack(cases, *, exercise, key, packable=lambda case: True, size: int = PACK_SIZE) -> list[list]:
+    """The cases in packs: up to `size` cases of different exercises each, among cases of the
+    same `key(case)` (graded the same way), the exercises with the most cases left first; a case
+    that is not `packable`, or of an exercise in ALONE, in a pack of its own."""
+    packs, classes = [], {}
+    for case in cases:
+        if packable(case) and exercise(case) not in ALONE:
+            classes.setdefault(key(case), {}).setdefault(exercise(case), []).append(case)
+        else:
+            packs.append([case])
+    for by_exercise in classes.values():
+        while any(by_exercise.values()):
+            fullest = sorted((e for e in by_exercise if by_exercise[e]),
+                             key=lambda e: -len(by_exercise[e]))[:size]
+            packs.append([by_exercise[e].pop(0) for e in fullest])
+    return packs
+
+
 class Packs:
     def __init__(self, cases, *, name, exercise, files, layers, hidden: bool = True,
                  replay: bool = True, packable=lambda case: True, workers: int = 2):
         self.name, self.exercise, self.files, self.layers = name, exercise, files, layers
         self.hidden, self.replay, self.workers = hidden, replay, workers
-        self.packs: list[list] = []
-        classes: dict[str, dict[str, list]] = {}
-        for case in cases:
-            if packable(case) and exercise(case) not in ALONE:
-                classes.setdefault(layers(case), {}).setdefault(exercise(case), []).append(case)
-            else:
-                self.packs.append([case])
-        for by_exercise in classes.values():
-            while any(by_exercise.values()):
-                fullest = sorted((e for e in by_exercise if by_exercise[e]),
-                                 key=lambda e: -len(by_exercise[e]))[:PACK_SIZE]
-                self.packs.append([by_exercise[e].pop(0) for e in fullest])
+        self.packs = pack(cases, exercise=exercise, key=layers, packable=packable)
         self.pack_of = {name(c): i for i, pack in enumerate(self.packs) for c in pack}
         self._lock = threading.Lock()
         self._graded: dict[int, object] = {}     # pack -> Future, or the report

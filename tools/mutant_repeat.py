@@ -9,11 +9,12 @@ mistake in some draws and not in others makes a batch and a grade alone disagree
 The kinds (tests/cases.py): mutants (the default: the mistakes of each mutants.py), wrong,
 variants (correct work must not move either) and cheats (those graded on the CPU; the ones marked
 without_audit with the static audit off). Cases of different exercises share a grade, one per
-exercise a round, as tests.packs packs them: a cheat's points may depend on its neighbours (the
-CPU layers of a grade run in parallel: tiled_attention's peak_reset, mended in 083c644). A case
-of several files, or of bench_attn (its sweep imports flash_triton), is graded alone. Mutants
-are graded without the provenance replay, the other kinds with it. Exit 1 when a check moved or
-a cheat earned. tests/test_steady_grades.py keeps the cases found so far from coming back.
+exercise (tests.packs.pack, as many exercises as have cases left): a cheat's points may depend
+on its neighbours (the CPU layers of a grade run in parallel: tiled_attention's peak_reset,
+mended in 083c644). A case of several files, or of bench_attn (its sweep imports
+flash_triton), is graded alone. Mutants are graded without the provenance replay, the other
+kinds with it. Exit 1 when a check moved or a cheat earned. tests/test_steady_grades.py keeps
+the cases found so far from coming back.
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests import cases  # noqa: E402
+from grader.registry import EXERCISES  # noqa: E402
+from tests import cases, packs  # noqa: E402
 from tests.corpus import SOLUTIONS  # noqa: E402
 from tests.helpers import copy_solutions, grade  # noqa: E402
-from tests.packs import ALONE  # noqa: E402
 
 KINDS = ("mutants", "wrong", "variants", "cheats")
 LAYERS = "cpu,adversarial,interp"
@@ -66,18 +67,11 @@ def collect(kinds, wanted) -> list[Case]:
 
 
 def grades(found: list[Case]) -> list[list[Case]]:
-    """The grades to run: one case per exercise each, among cases graded the same way; a case
-    of several files, or of an exercise that imports another (tests.packs.ALONE), alone."""
-    out, classes = [], collections.defaultdict(lambda: collections.defaultdict(list))
-    for c in found:
-        if len(c.files) > 1 or c.exercise in ALONE:
-            out.append([c])
-        else:
-            classes[(c.audit, c.replay)][c.exercise].append(c)
-    for by_exercise in classes.values():
-        rounds = max(len(v) for v in by_exercise.values())
-        out += [[v[r] for v in by_exercise.values() if r < len(v)] for r in range(rounds)]
-    return out
+    """The grades to run (tests.packs.pack): one case per exercise each, as many exercises as
+    have cases left, among cases graded the same way (audit, replay); a case of several files,
+    or of an exercise that imports another (tests.packs.ALONE), alone."""
+    return packs.pack(found, exercise=lambda c: c.exercise, key=lambda c: (c.audit, c.replay),
+                      packable=lambda c: len(c.files) == 1, size=len(EXERCISES))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         files = {name: text for c in pick for name, text in c.files.items()}
         sub = copy_solutions(Path(tempfile.mkdtemp(prefix="mutant-repeat-")) / "sub", files)
         exercises = sorted({c.exercise for c in pick})
-        owner = {e: c for c in pick for e in [c.exercise]}
+        owner = {c.exercise: c for c in pick}
         scores, start = collections.defaultdict(list), time.time()
         for _ in range(args.repeats):
             report = grade(sub, "--exercises", ",".join(exercises), "--layers", LAYERS,

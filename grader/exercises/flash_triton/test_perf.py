@@ -74,7 +74,7 @@ def _fastest_tiles(sub, rng, gpu, markers, tensors, base_ms: float, later):
     pairs = [*([None] if gpu.target is None else []),
              *dict.fromkeys((c[0], c[1]) for c in prof.flash_configs
                             if flash_smem_bytes(c[0], c[1], 3) <= prof.smem_per_block)]
-    for pair in pairs:
+    for i, pair in enumerate(pairs):
         blocks = {} if pair is None else {"BLOCK_M": pair[0], "BLOCK_N": pair[1]}
         label = ", ".join(f"{k}={v}" for k, v in blocks.items()) or "its default tiles"
         call = f"flash_fwd(q, k, v{''.join(f', {k}={v}' for k, v in blocks.items())}) at N=8192"
@@ -87,7 +87,7 @@ def _fastest_tiles(sub, rng, gpu, markers, tensors, base_ms: float, later):
         if ms <= SWEEP_DONE * band.full * base_ms:
             break
         best = min(t for t, _ in tried.values())
-        if best > TILE_SPREAD * band.zero * base_ms and len(tried) < len(pairs):
+        if best > TILE_SPREAD * band.zero * base_ms and i + 1 < len(pairs):
             stopped = (f"; the sweep stopped there: at {best / base_ms:.0f}x SDPA at N=8192, more "
                        f"than {TILE_SPREAD:g} times past no credit ({band.zero:g}x), no other tile "
                        f"shape could earn a point")
