@@ -358,3 +358,23 @@ def test_gpu_batch_writes_the_batchs_summary_before_any_grade_alone(tmp_path, mo
     assert rows["a_solutions"]["alone"]["total"] == 10.0 and rows["a_solutions"]["largest_difference"] == 0
     assert rows["d_wrong"]["alone"] is None and rows["d_wrong"]["batch"]["total"] == "4"
     assert not any(r["problem"] for r in rows.values()) and rows["d_wrong"]["batch_s"] == 5
+
+
+def test_gpu_batch_only_batches_the_named_submissions(tmp_path, monkeypatch):
+    """--only NAME,...: the class keeps only those submissions (a shard's earlier sitting left
+    them without a grade alone), and batch grades that folder without --shard."""
+    from tools import gpu_batch
+
+    out, seen = tmp_path / "out", {}
+
+    def batch(cmd, **kwargs):
+        seen["cmd"], seen["class"] = cmd, sorted(p.name for p in (out / "class").iterdir())
+        return subprocess.CompletedProcess(cmd, 1, "", "stopped here")
+
+    monkeypatch.setattr(gpu_batch.subprocess, "run", batch)
+    assert gpu_batch.main(["--out", str(out), "--exercises", "softmax_triton", "--size", "20",
+                           "--only", "f_cheats,d_wrong_2", "--alone", "none"]) == 1
+    assert seen["class"] == ["d_wrong_2", "f_cheats"] and "--shard" not in seen["cmd"]
+    with pytest.raises(SystemExit, match="no submission z_none"):
+        gpu_batch.main(["--out", str(tmp_path / "o2"), "--exercises", "softmax_triton",
+                        "--only", "z_none"])

@@ -3,7 +3,8 @@ submissions graded alone: the two gradebooks must agree (issue 20). Run on a CUD
 
     python -m tools.gpu_batch --out reports/gpu_batch [--exercises softmax_triton,flash_decode]
                               [--alone all|none|NAME,...] [--tolerance 0.05]
-                              [--gpus all|N|none] [--layers NAMES] [--size N] [--shard I/N]
+                              [--gpus all|N|none] [--layers NAMES] [--size N]
+                              [--shard I/N | --only NAME,...]
 
 (--gpus none --layers cpu,adversarial,interp: the same on a machine without a GPU, one
 submission at a time.)
@@ -21,9 +22,12 @@ An exercise without a case of that kind keeps its solution. --size N (more than 
 submissions round the kinds c to f, each taking the next case of its kind (c_variants_2: the
 second correct variant of each exercise, ...), so a class of 20 has 4 or 5 of each. --shard
 I/N grades (and compares) only batch's shard I of N, the submissions I, I+N, ... of the sorted
-class: a class too long for one sitting (one device call, one Slurm task) goes in N of them. The batch measures the grader's
-baselines once (its measurements.json); a grade alone measures its own, so perf credit may
-differ between the two by the baselines' noise: --tolerance (points per exercise) bounds it.
+class: a class too long for one sitting (one device call, one Slurm task) goes in N of them.
+--only NAME,... batches and compares only those submissions of the class (the others are
+removed before the batch): those a shard's earlier sitting left without a grade alone, say.
+The batch measures the grader's baselines once (its measurements.json); a grade alone
+measures its own, so perf credit may differ between the two by the baselines' noise:
+--tolerance (points per exercise) bounds it.
 Writes <out>/gradebook.csv (the batch's), <out>/alone/<name>.json, <out>/summary.md and
 summary.json (both gradebooks side by side, the seconds, submissions per hour); exits 1 when a
 row broke its expectation or the gradebooks differ by more than --tolerance.
@@ -35,6 +39,7 @@ import argparse
 import csv
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -184,8 +189,10 @@ def main(argv=None) -> int:
     p.add_argument("--gpus", default="all", help="batch's --gpus, or none (--jobs 1)")
     p.add_argument("--layers", default="", help="the layers graded (default: every one)")
     p.add_argument("--size", type=int, default=6, help="submissions in the class (6 or more)")
-    p.add_argument("--shard", type=shard_spec, default=None,
-                   help="batch's --shard I/N: only those submissions")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--shard", type=shard_spec, default=None,
+                       help="batch's --shard I/N: only those submissions")
+    which.add_argument("--only", default="", help="only these submissions of the class")
     args = p.parse_args(argv)
     out = Path(args.out).resolve()
     exercises = [e for e in args.exercises.split(",") if e]
@@ -199,6 +206,13 @@ def main(argv=None) -> int:
     if args.shard:
         plan = in_shard(plan, klass, args.shard)
         spread += ["--shard", "/".join(map(str, args.shard))]
+    if args.only:
+        keep = args.only.split(",")
+        if unknown := sorted(set(keep) - set(plan)):
+            sys.exit(f"--only: no submission {', '.join(unknown)} in a class of {args.size}")
+        for sub in set(plan) - set(keep):
+            shutil.rmtree(klass / sub)
+        plan = {sub: want for sub, want in plan.items() if sub in keep}
 
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "grader", "batch", str(klass), "--out", str(out),
