@@ -193,7 +193,8 @@ def model_notes(report: dict, stubs_name: str | None, ratio: dict, gbs: float,
         "tile sweep tries the student's default tiles, then the GB10 profile's shapes that fit "
         "its 99 KB, and stops at the first one well inside full marks, or once the fastest so "
         "far is more than 8 times past no credit: each further shape a Spark needs adds one "
-        "timed loop. A measured ceiling below the figures used (`make gpuinfo` on the Spark) makes it slower: pass it with --gbs, --tflops.",
+        "timed loop. A measured ceiling below the figures used (`make gpuinfo` on the Spark) "
+        "makes it slower: pass it with --gbs, --tflops.",
     ]
 
 

@@ -23,8 +23,8 @@ submissions round the kinds c to f, each taking the next case of its kind (c_var
 second correct variant of each exercise, ...), so a class of 20 has 4 or 5 of each. --shard
 I/N grades (and compares) only batch's shard I of N, the submissions I, I+N, ... of the sorted
 class: a class too long for one sitting (one device call, one Slurm task) goes in N of them.
---only NAME,... batches and compares only those submissions of the class (the others are
-removed before the batch): those a shard's earlier sitting left without a grade alone, say.
+--only NAME,... writes, batches and compares only those submissions of the class: those a
+shard's earlier sitting left without a grade alone, say.
 The batch measures the grader's baselines once (its measurements.json); a grade alone
 measures its own, so perf credit may differ between the two by the baselines' noise:
 --tolerance (points per exercise) bounds it.
@@ -39,7 +39,6 @@ import argparse
 import csv
 import json
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -93,14 +92,18 @@ def class_plan(size: int) -> dict[str, tuple[str, str | None, int]]:
     return plan
 
 
-def make_class(root: Path, exercises: list[str], on_gpu: bool, size: int = 6) -> dict[str, dict]:
-    """Writes the class under root; {submission: {"expect": ..., "cases": {exercise: case}}}
-    (full marks where no exercise had a case of the kind)."""
+def make_class(root: Path, exercises: list[str], on_gpu: bool, size: int = 6,
+               only: list[str] | None = None) -> dict[str, dict]:
+    """Writes the class under root (only the submissions `only` names, if given);
+    {submission: {"expect": ..., "cases": {exercise: case}}} (full marks where no exercise had
+    a case of the kind)."""
     from tools.stubs import expected_stubs
 
     stubs = expected_stubs()
     made = {}
     for sub, (expect, kind, index) in class_plan(size).items():
+        if only is not None and sub not in only:
+            continue
         folder = root / sub
         folder.mkdir(parents=True)
         base = stubs if sub == "b_stubs" else {f.name: f.read_text()
@@ -200,19 +203,16 @@ def main(argv=None) -> int:
     if klass.exists():
         sys.exit(f"{klass} exists: give another --out")
     layers = args.layers.split(",") if args.layers else ["gpu"]
-    plan = make_class(klass, exercises, on_gpu=bool({"gpu", "perf"} & set(layers)), size=args.size)
+    only = args.only.split(",") if args.only else None
+    if only and (unknown := sorted(set(only) - set(class_plan(args.size)))):
+        sys.exit(f"--only: no submission {', '.join(unknown)} in a class of {args.size}")
+    plan = make_class(klass, exercises, on_gpu=bool({"gpu", "perf"} & set(layers)),
+                      size=args.size, only=only)
     selection = ["--exercises", ",".join(exercises), *(["--layers", args.layers] if args.layers else [])]
     spread = ["--jobs", "1"] if args.gpus == "none" else ["--gpus", args.gpus]
     if args.shard:
         plan = in_shard(plan, klass, args.shard)
         spread += ["--shard", "/".join(map(str, args.shard))]
-    if args.only:
-        keep = args.only.split(",")
-        if unknown := sorted(set(keep) - set(plan)):
-            sys.exit(f"--only: no submission {', '.join(unknown)} in a class of {args.size}")
-        for sub in set(plan) - set(keep):
-            shutil.rmtree(klass / sub)
-        plan = {sub: want for sub, want in plan.items() if sub in keep}
 
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "grader", "batch", str(klass), "--out", str(out),

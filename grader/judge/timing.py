@@ -103,8 +103,7 @@ def per_call_ms(request, first: int = 2, more: int = 10, target_ms: float = 150.
             min(more, math.ceil(2 * target_ms * (first + 1) / base))
         extra = max(1.0, wall(first + probe) - base)
         if probe < more and extra / probe < 0.5 * base / (first + 1):
-            probe = more
-            extra = max(1.0, wall(first + probe) - base)
+            probe, extra = more, max(1.0, wall(first + more) - base)
         more = probe
     if extra < target_ms:
         more = min(max_more, int(more * target_ms / extra) + 1)
