@@ -183,6 +183,11 @@ def write_summary(out: Path, exercises: list[str], spread: list[str], plan: dict
     (out / "summary.md").write_text("\n".join(lines) + "\n")
 
 
+def names(text: str) -> list[str]:
+    """A comma-separated option as its names ("a,b," -> ["a", "b"])."""
+    return [n for n in text.split(",") if n]
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="reports/gpu_batch")
@@ -198,12 +203,12 @@ def main(argv=None) -> int:
     which.add_argument("--only", default="", help="only these submissions of the class")
     args = p.parse_args(argv)
     out = Path(args.out).resolve()
-    exercises = [e for e in args.exercises.split(",") if e]
+    exercises = names(args.exercises)
     klass = out / "class"
     if klass.exists():
         sys.exit(f"{klass} exists: give another --out")
     layers = args.layers.split(",") if args.layers else ["gpu"]
-    only = args.only.split(",") if args.only else None
+    only = names(args.only) or None
     if only and (unknown := sorted(set(only) - set(class_plan(args.size)))):
         sys.exit(f"--only: no submission {', '.join(unknown)} in a class of {args.size}")
     plan = make_class(klass, exercises, on_gpu=bool({"gpu", "perf"} & set(layers)),
@@ -226,8 +231,8 @@ def main(argv=None) -> int:
     book = read_gradebook(out / "gradebook.csv")
     took = dict(re.findall(r"^(\S+): .*?\((\d+) s", proc.stdout, re.M))   # batch's progress lines
 
-    names = list(plan) if args.alone == "all" else [] if args.alone == "none" \
-        else args.alone.split(",")
+    alone_names = list(plan) if args.alone == "all" else [] if args.alone == "none" \
+        else names(args.alone)
     (out / "alone").mkdir(exist_ok=True)
     # the batch's rows first, each judged against its expectation, written before any grade
     # alone: a run stopped during those keeps the batch's summary
@@ -241,7 +246,7 @@ def main(argv=None) -> int:
                      "problem": judge(want["expect"], row, out / "reports" / f"{sub}.json")})
     write_summary(out, exercises, spread, plan, batch_s, rows)
     for r in rows:
-        if r["submission"] not in names:
+        if r["submission"] not in alone_names:
             continue
         sub = r["submission"]
         alone, seconds, why = grade_alone(klass / sub, out / "alone" / f"{sub}.json", exercises,
