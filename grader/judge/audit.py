@@ -17,8 +17,8 @@ worker's own probes. This audit refuses the constructs those need, with the file
     (.numpy(), .tolist(), data_ptr, storages, DLPack, NumPy itself), and getattr with a name
     computed at run time.
 
-What the lesson needs stays allowed: torch, triton, numpy (NumPy exercises), math, time, json,
-statistics, os.environ, sys.exit/argv/path. It audits the exercise's file and the files of the
+What the lesson needs stays allowed: torch, triton, numpy and scipy (NumPy exercises), math,
+time, json, statistics, os.environ, sys.exit/argv/path. It audits the exercise's file and the files of the
 submission it imports, as Python will read them: the bytes of the copy the workers import
 (`Workers.sources`), decoded as UTF-8 (any other source encoding is refused).
 """
@@ -106,8 +106,8 @@ def message(findings: list[Finding], exercise: str) -> str:
     shown = "; ".join(str(f) for f in findings[:4])
     more = f" (and {len(findings) - 4} more)" if len(findings) > 4 else ""
     return (f"{exercise}.py was not run: the grader's audit of its source refused {shown}{more}. "
-            f"A submission may use torch, triton, numpy (NumPy exercises), math, time, json and "
-            f"statistics; every answer must be computed by your own code in the call (a kernel in "
+            f"A submission may use torch, triton, numpy and scipy (NumPy exercises) and the "
+            f"standard library; every answer must be computed by your own code in the call (a kernel in "
             f"the Triton exercises), with no threads, processes, file reads, dynamic code or "
             f"access to the grader.")
 
@@ -336,7 +336,7 @@ def mixed_findings(tree, file: str, modules: dict, roots: tuple) -> list[Finding
             continue
         reach.add(name)
         todo += _loaded_names(defs[name])
-    numpy_names = {local for local, mod in modules.items() if mod.split(".")[0] == "numpy"}
+    numpy_names = {local for local, mod in modules.items() if mod.split(".")[0] in NUMPY_FOR_TRITON}
     module_level = set(defs) | {t.id for node in tree.body for t in ast.walk(node)
                                 if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)
                                 and node in top_level}

@@ -31,7 +31,8 @@ BANNED_MODULES = {
     "torch.fx": "code compiled by PyTorch", "torch.export": "code compiled by PyTorch",
     "torch.cuda.jiterator": "code compiled by PyTorch", "triton.compile": "Triton internals",
 }
-NUMPY_FOR_TRITON = {"numpy": "NumPy in a Triton exercise (the kernel must compute the answer)"}
+NUMPY_FOR_TRITON = {"numpy": "NumPy in a Triton exercise (the kernel must compute the answer)",
+                    "scipy": "SciPy in a Triton exercise (the kernel must compute the answer)"}
 
 BANNED_CALLS = {
     "exec": "dynamic code", "eval": "dynamic code", "compile": "dynamic code",

@@ -1,11 +1,14 @@
-"""The import allow-list of exercise code: what a lesson file may import, and nothing else.
+"""The import rule of exercise code: what a lesson file may import, and what it may not.
 
 Installed by the worker before the submission is imported. An import made by code of an
 exercise file (a frame whose code was compiled from a file in the submission folder) may name
-only a module of ALLOWED (and its submodules) or another exercise file (bench_attn imports
-flash_triton); an import made by library code (numpy, torch, triton, the standard library,
-reached from an exercise file or not) is never restricted. A refused import raises ImportError
-naming the allow-list.
+the packages the lab installs for students (PACKAGES), another exercise file (bench_attn
+imports flash_triton), or any module of the standard library except those of REFUSED: what the
+sandbox refuses anyway (threads, processes, signals, the network, foreign code) and the
+interpreter's own back doors (frames, the collector, dynamic import and code). An import made
+by library code (numpy, torch, triton, the standard library, reached from an exercise file or
+not) is never restricted. A refused import raises ImportError that says why in one line; the
+worker reports it with the file and line of the import.
 
 Two hooks, because an `import` of a module already in sys.modules never reaches sys.meta_path:
   - builtins.__import__ (every import statement, cached modules included): the importer is the
@@ -26,19 +29,44 @@ import importlib
 import os
 import sys
 
-# numpy, torch and triton are the lesson's libraries. The standard library modules are those the
-# lesson's files and the solutions import (math, time, json, statistics; os for
-# os.environ.get("TRITON_INTERPRET"), sys for sys.exit under __main__, tracemalloc in
-# tiled_attention's self-check) and the plain-language helpers a student reasonably reaches for.
-# Absent on purpose: threading, subprocess, multiprocessing, concurrent, ctypes, socket, signal,
-# importlib, pickle, logging (a QueueListener runs a thread): none is needed by the lesson.
-ALLOWED = frozenset({
-    "numpy", "torch", "triton",
-    "math", "time", "json", "statistics", "os", "sys", "tracemalloc",
-    "functools", "itertools", "typing", "dataclasses", "collections", "contextlib", "abc", "enum",
-    "numbers", "operator", "__future__", "warnings", "random", "copy", "types", "gc", "timeit",
-})
+# what the lab installs for students (requirements.txt), beside the standard library
+PACKAGES = frozenset({"numpy", "scipy", "torch", "triton", "matplotlib"})
+# modules of the standard library an exercise file may not import, with the reason the message
+# gives; a dotted name refuses that module and its submodules only
+REFUSED = {
+    **dict.fromkeys(("threading", "_thread", "concurrent", "asyncio"),
+                    "the grader runs your code without threads"),
+    **dict.fromkeys(("subprocess", "_posixsubprocess", "multiprocessing", "pty", "webbrowser"),
+                    "the grader runs your code without other processes"),
+    **dict.fromkeys(("socket", "_socket", "ssl", "select", "selectors", "http", "urllib",
+                     "ftplib", "smtplib", "xmlrpc", "socketserver"),
+                    "the grader runs your code without the network or file descriptors"),
+    **dict.fromkeys(("signal", "faulthandler", "resource", "fcntl", "termios", "tty"),
+                    "the grader runs your code without signals or process limits"),
+    **dict.fromkeys(("ctypes", "_ctypes", "mmap", "posix", "_posixshmem"),
+                    "foreign code and raw memory are not available"),
+    **dict.fromkeys(("gc", "inspect", "builtins", "importlib", "imp", "runpy", "pkgutil",
+                     "zipimport", "pickle", "_pickle", "marshal", "code", "codeop", "pdb", "bdb",
+                     "trace", "logging.handlers", "logging.config"),
+                    "the interpreter's internals are not available to exercise code"),
+}
 IMPORTLIB = os.path.dirname(importlib.__file__)   # import_module and the rest of importlib
+
+
+def refusal(name: str, exercises=frozenset()) -> str | None:
+    """Why an exercise file may not import `name` (None: it may)."""
+    parts = name.split(".")
+    top = parts[0]
+    if top in PACKAGES or top in exercises:
+        return None
+    for i in range(len(parts), 0, -1):
+        why = REFUSED.get(".".join(parts[:i]))
+        if why:
+            return why
+    if top in sys.stdlib_module_names and (top == "__future__" or not top.startswith("_")):
+        return None
+    return (f"an exercise file may import {', '.join(sorted(PACKAGES))}, the standard library "
+            f"and the other exercise files; {top} is none of them")
 
 
 class AllowList:
@@ -80,14 +108,11 @@ class AllowList:
     def check(self, name: str, frame) -> None:
         if frame is None or not self.from_exercise(frame.f_code.co_filename):
             return
-        top = name.partition(".")[0]
-        if top in ALLOWED or top in self.exercises:
-            return
-        raise ImportError(
-            f"import {name}: the grader runs exercise files with the modules the lesson uses "
-            f"and nothing else: {', '.join(sorted(ALLOWED))}, and the exercise files "
-            f"({', '.join(sorted(self.exercises))}). An import for a self-check of your own can go inside "
-            f"`if __name__ == \"__main__\":`, which the grader does not run.", name=name)
+        why = refusal(name, self.exercises)
+        if why:
+            raise ImportError(f"import {name} is refused: {why} (an import for a self-check of "
+                              f"your own can go under `if __name__ == \"__main__\":`, which the "
+                              f"grader does not run)", name=name)
 
     def from_exercise(self, filename: str) -> bool:
         return filename.startswith(self.folders)
