@@ -11,10 +11,23 @@ class StudentProblem(Exception):
     status = "error"
 
 
-class NotSubmitted(StudentProblem):
+class FileProblem(StudentProblem):
+    """The exercise's file could not be run at all: it is missing, the audit refused it, or it
+    does not import (a syntax error, an import error, an exception, a crash or a hang at import).
+    Every check of the exercise reports it; the report shows it once, first, with no lesson
+    hint, and lists the checks it blocked by name."""
+
+    def __init__(self, message: str = "", status: str = "error"):
+        super().__init__(message)
+        self.status = status
+
+
+class NotSubmitted(FileProblem):
     """The exercise file is missing from the submission folder."""
 
-    status = "error"
+
+class ImportFailed(FileProblem):
+    """The exercise's file (or a file it imports) failed while Python imported it."""
 
 
 class NotImplementedByStudent(StudentProblem):

@@ -25,12 +25,14 @@ import os
 import numpy as np
 import pytest
 
+from grader import errors
 from grader.judge import target   # a grading target's spec and tiles (--target gb10)
 from grader.judge import kernel_use   # the kernel-use gate
 from grader.judge import provenance   # the replay behind it
 from grader.judge import fresh   # and its second replay, on fresh inputs
 from grader.plugin import PLUGIN_KEY
 from grader.results import Credit
+from grader.sandbox.proxy import label
 from grader.wire import checksum
 from grader.registry import EXERCISES
 
@@ -130,7 +132,6 @@ def audited(plugin, exercise: str) -> None:
     """Run the static audit (grader.judge.audit) of the exercise's file once per run; a flagged
     construct fails every check of the exercise, before any of its code runs."""
     from grader.judge import audit
-    from grader.judge.compare import CheckFailed
 
     cache = plugin.__dict__.setdefault("audits", {})
     if exercise not in cache:
@@ -139,10 +140,10 @@ def audited(plugin, exercise: str) -> None:
             findings = audit.audit(directory, exercise)
         except OSError as e:
             findings = [audit.Finding(f"{exercise}.py", 1, f"a file the grader cannot read ({e})")]
-        cache[exercise] = audit.message(findings, exercise) if findings else ""
+        cache[exercise] = audit.message(findings, exercise, label(plugin.workers.directory)) \
+            if findings else ""
     if cache[exercise]:
-        raise CheckFailed(cache[exercise], hint="Compute every answer with your own code in the "
-                          "call: no threads, processes, file reads, dynamic code or grader access.")
+        raise errors.FileProblem(cache[exercise], status="failed")
 
 
 def pipelines(check, mode: str) -> bool:
@@ -194,17 +195,6 @@ def rng():
     return Rng(seed)
 
 
-class CaseCredit(Credit):
-    """Credit with the failure's own hint: `credit.fail_cases(passed, total, failure)` scores the
-    share of cases that passed and keeps the first failure's message and hint."""
-
-    hint: str = ""
-
-    def fail_cases(self, passed: int, total: int, failure: BaseException) -> None:
-        self.set(passed / total, f"{passed} of {total} cases passed; first failure: {failure}")
-        self.hint = getattr(failure, "hint", "") or ""
-
-
 @pytest.fixture
 def workers(request):
     """Every worker of this run: perf checks stop them all before timing a PyTorch baseline."""
@@ -213,7 +203,7 @@ def workers(request):
 
 @pytest.fixture
 def credit(request):
-    c = CaseCredit()
+    c = Credit()
     _plugin(request).credits[request.node.nodeid] = c
     return c
 

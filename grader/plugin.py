@@ -215,7 +215,7 @@ class GradePlugin:
         credit = self.credits.get(nodeid, Credit())
         status = "passed" if credit.fraction >= 1.0 else "failed"
         return Result(check, status, round(check.points * credit.fraction, 3), credit.note,
-                      failure_hint=getattr(credit, "hint", ""), undecided=credit.undecided)
+                      undecided=credit.undecided)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
@@ -249,7 +249,8 @@ class GradePlugin:
     def _from_error(self, check: Check, e, typename: str | None = None) -> Result:
         typename = type(e).__name__ if typename is None else typename
         if isinstance(e, errors.StudentProblem):
-            return Result(check, e.status, 0.0, str(e), failure_hint=_error_hint(e))
+            return Result(check, e.status, 0.0, str(e), failure_hint=_error_hint(e),
+                          file_error=isinstance(e, errors.FileProblem))
         if isinstance(e, AssertionError):
             message = str(e).split("\nassert ")[0].strip() or "assertion failed"
             return Result(check, "failed", 0.0, message, failure_hint=getattr(e, "hint", ""),

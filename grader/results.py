@@ -30,12 +30,15 @@ class Result:
     # a graded-by-degree check whose readings left its credit open (grader.judge.verdicts.Tally):
     # the sentence saying so; graded at the medians all the same
     undecided: str = ""
+    # the exercise's file could not be run at all (errors.FileProblem: missing, refused by the
+    # audit, failed at import): shown once per exercise, first, with no lesson hint
+    file_error: bool = False
 
     @property
     def hint(self) -> str:
-        """What to revisit: the failure's own hint, else the registry's; none for a pass or a
-        failure of the grader's own."""
-        if self.status in ("passed", "not_run") or self.grader_error:
+        """What to revisit: the failure's own hint, else the registry's; none for a pass, a
+        failure of the grader's own or a file that could not be run."""
+        if self.status in ("passed", "not_run") or self.grader_error or self.file_error:
             return ""
         return self.failure_hint or self.check.hint
 
@@ -70,6 +73,7 @@ class Selection:
     elsewhere: frozenset = frozenset()                   # (exercise, layer): in a parallel process
 
 
+FAILING = ("failed", "error", "timeout", "crashed", "not_implemented")
 NOT_SELECTED = "exercise not selected"
 PARALLEL = "graded in a parallel process"   # why the in-process session skips a split check
 
@@ -89,6 +93,31 @@ class GradeReport:
     seccomp: str = ""     # what the kernel denied the workers, per mode (grader.worker.seccomp)
     target: dict = field(default_factory=dict)   # grader.judge.target.Evidence.to_dict(); {}: none
     timed_first: bool = False   # the timed checks ran first, verified afterwards (parallel.timed_first)
+
+    def __post_init__(self):
+        self.explain_secondary()
+
+    def explain_secondary(self) -> None:
+        """A secondary failure (a property on a wrong answer, CheckFailed.secondary) says only
+        what its evidence shows: the answer was wrong. Its hint names the checks that failed
+        and show it (its `follows` that failed, else its exercise's other failures), never one
+        that passed; where none failed, it says the wrong answer showed only here."""
+        failing = {r.check.id: r for r in self.results
+                   if r.status in FAILING and not r.secondary and not r.file_error}
+        for r in self.results:
+            if not r.secondary or r.status not in FAILING or r.failure_hint:
+                continue
+            follows = r.failure_follows if r.failure_follows is not None else r.check.follows
+            named = [c for c in follows or () if c in failing] or \
+                [c for c, f in failing.items() if f.check.exercise == r.check.exercise]
+            if named:
+                r.failure_hint = (f"The answer was wrong, so this check's own idea earns nothing "
+                                  f"yet: fix what {' and '.join(named[:2])} "
+                                  f"{'say' if len(named) > 1 else 'says'} first.")
+            else:
+                r.failure_hint = ("The answer was wrong on this check's inputs (the message says "
+                                  "where), though the correctness checks passed on theirs: compare "
+                                  "its sizes and values with theirs.")
 
     @property
     def score(self) -> float:

@@ -13,6 +13,26 @@ from __future__ import annotations
 import numpy as np
 
 from grader.judge.compare import CheckFailed, values, where
+from grader.sandbox import memory
+
+
+def second_call(e: CheckFailed, call: int, sub, rerun) -> CheckFailed:
+    """The failure of call `call` of two with one shape, with the hint its evidence supports.
+    Only a second call that fails where the same call, made again in a fresh worker, is right
+    is evidence of something kept between calls; any other failure is the shape's own and
+    keeps its message and hint. `rerun(fresh)` makes the call again through `fresh`."""
+    if call != 2 or e.follows is not None:
+        return e
+    with memory.fresh_worker(sub) as fresh:
+        try:
+            rerun(fresh)
+        except Exception:   # noqa: BLE001 - wrong in a fresh worker too: nothing was kept
+            return e
+    return CheckFailed(f"{e} The same call, made again in a fresh worker, was right.",
+                       hint="The first call with this shape was right, and the second was wrong "
+                            "here but right in a fresh worker: something is kept between calls "
+                            "(a cache keyed by shape, a counter); compute every call from its "
+                            "own inputs.")
 
 
 def assert_untouched(before: list, after: list, names: list[str], what: str, seed: int) -> None:

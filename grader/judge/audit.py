@@ -102,14 +102,18 @@ def audit_file(path: Path, triton: bool) -> list[Finding]:
     return visitor.findings
 
 
-def message(findings: list[Finding], exercise: str) -> str:
-    shown = "; ".join(str(f) for f in findings[:4])
-    more = f" (and {len(findings) - 4} more)" if len(findings) > 4 else ""
-    return (f"{exercise}.py was not run: the grader's audit of its source refused {shown}{more}. "
-            f"A submission may use torch, triton, numpy and scipy (NumPy exercises) and the "
-            f"standard library; every answer must be computed by your own code in the call (a kernel in "
-            f"the Triton exercises), with no threads, processes, file reads, dynamic code or "
-            f"access to the grader.")
+def message(findings: list[Finding], exercise: str, folder: str = "") -> str:
+    """One line per finding, as a compiler names a place (`folder/file.py:line: ...`), then
+    what the audit allows. `folder`: how the report names the submission folder."""
+    prefix = f"{folder.rstrip('/')}/" if folder else ""
+    lines = [f"{prefix}{f.file}:{f.line}: the grader's audit refuses {f.what}" for f in findings[:4]]
+    if len(findings) > 4:
+        lines.append(f"(and {len(findings) - 4} more)")
+    return "\n".join(lines) + (
+        f"\nSo {exercise}.py was not run. A submission may use torch, triton, numpy and scipy "
+        f"(NumPy exercises) and the standard library; every answer must be computed by your own "
+        f"code in the call (a kernel in the Triton exercises), with no threads, processes, file "
+        f"reads, dynamic code or access to the grader.")
 
 
 # -------------------------------------------------------------------------------- parsing

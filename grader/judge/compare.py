@@ -93,29 +93,39 @@ class CheckFailed(AssertionError):
     tiled check failed because the call held the N x N scores: memory_is_tiled's idea); None
     keeps the registry's `Check.follows`, () makes this failure a lead of its own.
     secondary: the check failed only because another check's idea failed in its call (a
-    property on a wrong answer): no other failure is grouped under it."""
+    property on a wrong answer): no other failure is grouped under it, and the report's hint
+    names the failing checks that show the wrong answer (GradeReport.explain_secondary).
+    kind: what a comparison found (assert_close): "shape", "dtype", "nan", "inf" or "values";
+    "" for any other failure. A check whose idea is one of them (overflow: "nan", "inf") tells
+    its own failure from a wrong answer by it."""
 
     def __init__(self, message: str = "", hint: str = "", follows: tuple | None = None,
-                 secondary: bool = False):
+                 secondary: bool = False, kind: str = ""):
         super().__init__(message)
         self.hint = hint
         self.follows = follows
         self.secondary = secondary
+        self.kind = kind
 
 
 @contextlib.contextmanager
-def answer_must_be_right(prop: str, follows: tuple):
+def answer_must_be_right(prop: str, follows: tuple, own: tuple = ()):
     """Around the judging of a property check's own call: a property (every lane in bounds,
-    every element written, the kernel launched) earns points only on a call whose answer is
-    right. A CheckFailed from the judging becomes a secondary failure of the property's check,
-    grouped under the correctness check that explains it (`follows`, the first that failed)."""
+    every element written, the kernel launched, the memory tiled) earns points only on a call
+    whose answer is right. A CheckFailed from the judging becomes a secondary failure of the
+    property's check: its message says the answer was wrong, it carries no hint of its own
+    idea, and the report groups it under the correctness check that failed (`follows`, the
+    first that did) and names only checks that failed. `own`: the kinds of comparison failure
+    (CheckFailed.kind) that are this check's own idea (an overflow check's "nan" and "inf"),
+    which stay its own failure."""
     try:
         yield
     except CheckFailed as e:
-        raise CheckFailed(f"{e} The call {prop}, but its answer is wrong, so that earns nothing.",
-                          hint=f"The answer is wrong, so the call's properties earn nothing: fix "
-                               f"what {' or '.join(follows[:2])} says first.",
-                          follows=follows, secondary=True) from None
+        if e.kind and e.kind in own:
+            raise
+        said = f"; the call {prop}, but its answer is wrong, so that earns nothing" if prop else ""
+        raise CheckFailed(f"The answer was wrong: {e}{said}", follows=follows, secondary=True,
+                          kind=e.kind) from None
 
 
 def assert_right_answer(got, expected, *, prop: str, follows: tuple, what: str, dtype: str,
@@ -177,12 +187,12 @@ def assert_close(got, expected, *, what: str = "output", dtype: str | None = Non
     context = "".join([f" ({case})" if case else "", f" [seed {seed}]" if seed is not None else ""])
     got_dtype = dtype_name(got) if not np.isscalar(got) else type(got).__name__
     if dtype is not None and got_dtype != dtype:
-        raise CheckFailed(f"{what}{context}: expected dtype {dtype}, got {got_dtype}")
+        raise CheckFailed(f"{what}{context}: expected dtype {dtype}, got {got_dtype}", kind="dtype")
     note = ""
     if input_dtype is not None:
         if np.asarray(values(got)).dtype.kind not in "fiu":
             raise CheckFailed(f"{what}{context}: expected an array of floats, got "
-                              f"{type(got).__name__} of dtype {got_dtype}")
+                              f"{type(got).__name__} of dtype {got_dtype}", kind="dtype")
         table_atol, table_rtol = numpy_tolerance(input_dtype, terms)
         atol = table_atol if atol is None else atol
         rtol = table_rtol if rtol is None else rtol
@@ -192,7 +202,8 @@ def assert_close(got, expected, *, what: str = "output", dtype: str | None = Non
     ops = _Torch(expected) if _is_tensor(expected) else _NumPy
     g, e = ops.float64(got), ops.float64(expected)
     if tuple(g.shape) != tuple(e.shape):
-        raise CheckFailed(f"{what}{context}: expected shape {tuple(e.shape)}, got {tuple(g.shape)}")
+        raise CheckFailed(f"{what}{context}: expected shape {tuple(e.shape)}, got {tuple(g.shape)}",
+                          kind="shape")
     size = int(np.prod(e.shape))
     if size == 0:
         return 0.0
@@ -208,12 +219,12 @@ def assert_close(got, expected, *, what: str = "output", dtype: str | None = Non
         idx = ops.first(nan)
         why = ", e.g. never written or read from past the end" if ops is not _NumPy else ""
         raise CheckFailed(f"{what}{context}: got NaN at {where(idx)} ({int(nan.sum())} of {size} "
-                          f"elements are NaN{why}); expected {float(e[idx]):.6g} there")
+                          f"elements are NaN{why}); expected {float(e[idx]):.6g} there", kind="nan")
     inf = ops.isinf(g) & ~ops.isinf(e)
     if inf.any():
         idx = ops.first(inf)
         raise CheckFailed(f"{what}{context}: got {float(g[idx])} at {where(idx)} ({int(inf.sum())} "
-                          f"elements overflowed); expected {float(e[idx]):.6g}")
+                          f"elements overflowed); expected {float(e[idx]):.6g}", kind="inf")
     err = abs(g - e)
     err[ops.isinf(e) & (g == e)] = 0.0
     bad = err > atol + rtol * abs(e)
@@ -223,7 +234,7 @@ def assert_close(got, expected, *, what: str = "output", dtype: str | None = Non
         raise CheckFailed(
             f"{what}{context}: max abs error {worst:.3g} at {where(idx)}: got {float(g[idx]):.6g}, "
             f"expected {float(e[idx]):.6g}; {int(bad.sum())} of {size} elements outside "
-            f"atol={atol:.3g}, rtol={rtol:.3g}{allowed}{note}")
+            f"atol={atol:.3g}, rtol={rtol:.3g}{allowed}{note}", kind="values")
     return worst
 
 
@@ -291,7 +302,7 @@ def assert_shape(got, shape: tuple, what: str = "output", dtype: str | None = No
 
 
 class Cases:
-    """The cases of one check, each worth an equal share of its points.
+    """The cases of one check, each worth an equal share of its points: the one case runner.
 
         cases = Cases(credit)
         for N, d in SHAPES:
@@ -299,12 +310,16 @@ class Cases:
                 ...                      # call the student, assert_close
         cases.finish()
 
-    A wrong answer (CheckFailed) fails the whole check at once: wrong work earns nothing. An
-    exception raised by the student's code in one case costs that case's share only, and the
-    report names the case (shape, dtype, seed); when every case raised, the check is an error
-    with the first case's message. A stub (NotImplementedError), a timeout or a crash still
-    stops the check as before.
+    A wrong answer (CheckFailed) fails the whole check at once: wrong work earns nothing. A
+    case whose call raised (an exception, a return the grader cannot read, a crashed worker)
+    earns nothing, and the report names it (shape, dtype, seed; the exception gives the
+    student's file and line). Points are only for answers: when half the cases or more
+    raised, the check earns nothing and says which case raised first; otherwise it keeps the
+    share of the cases that were right. A stub (NotImplementedError) or a timeout still stops
+    the check at once.
     """
+
+    PROBLEMS = (errors.StudentRaised, errors.BadReturn, errors.WorkerCrashed)
 
     def __init__(self, credit):
         self.credit = credit
@@ -319,8 +334,11 @@ class Cases:
         if not self.raised:
             return
         label, first = self.raised[0]
-        if len(self.raised) == self.total:
-            raise type(first)(f"every case raised; the first ({label}): {first}") from None
+        if 2 * len(self.raised) >= self.total:
+            count = "every case" if len(self.raised) == self.total else \
+                f"{len(self.raised)} of {self.total} cases"
+            raise type(first)(f"{count} raised, so the check earns nothing; the first "
+                              f"({label}): {first}") from None
         names = "; ".join(label for label, _ in self.raised[:3])
         if len(self.raised) > 3:
             names += f"; and {len(self.raised) - 3} more"
@@ -337,10 +355,11 @@ class _Case:
         return self
 
     def __exit__(self, kind, value, tb):
-        if isinstance(value, (errors.StudentRaised, errors.BadReturn)):
+        if isinstance(value, Cases.PROBLEMS):
             self.cases.raised.append((self.label + self.seed, value))
             return True
         if isinstance(value, CheckFailed) and self.label not in str(value):
             raise CheckFailed(f"{value} (case: {self.label}{self.seed})", hint=value.hint,
-                              follows=value.follows) from None
+                              follows=value.follows, secondary=value.secondary,
+                              kind=value.kind) from None
         return False

@@ -43,7 +43,10 @@ def to_markdown(report: GradeReport) -> str:
             if r.status == "not_implemented":
                 continue
             line = f"1. **{STATUS_MARK[r.status]} `{r.check.id}`** ({fmt(r.score)}/{fmt(r.max_score)}): {r.check.title}"
-            if g["same_cause"]:
+            if r.file_error:
+                line = (f"1. **{STATUS_MARK[r.status]}** {inline(clean(r.message).split(chr(10))[0])}; "
+                        f"it blocked {summary.blocked(g, by_id)}")
+            elif g["same_cause"]:
                 line += "; probably the same cause: " + ", ".join(f"`{c}`" for c in g["same_cause"])
             out.append(line)
         out.append("")
@@ -85,7 +88,8 @@ def to_markdown(report: GradeReport) -> str:
                        f"{fmt(r.score)}/{fmt(r.max_score)} | {inline(msg[:300])} |")
         out.append("")
     repeats = summary.repeats(report.results)
-    detail = [by_id[c] for g in groups for c in [g["lead"], *g["same_cause"]]
+    detail = [by_id[c] for g in groups
+              for c in ([g["lead"]] if by_id[g["lead"]].file_error else [g["lead"], *g["same_cause"]])
               if by_id[c].status != "not_implemented"]
     if detail:
         out += ["## Failures in detail", ""]
@@ -95,7 +99,11 @@ def to_markdown(report: GradeReport) -> str:
                 out += [f"Same error as `{repeats[r.check.id]}` (above).", ""]
             else:
                 out += fenced(r.message) + [""]
-            out += [f"**Hint:** {inline(r.hint)}", ""]
+            if r.file_error:
+                group = next(g for g in groups if g["lead"] == r.check.id)
+                out += [f"It blocked {summary.blocked(group, by_id)}.", ""]
+            if r.hint:
+                out += [f"**Hint:** {inline(r.hint)}", ""]
             printed = summary.output_of(r)
             if printed:
                 out += ["Your code printed:", ""] + fenced(printed) + [""]

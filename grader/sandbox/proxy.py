@@ -165,7 +165,7 @@ class Submission:
         if not (self.sources / f"{self.exercise}.py").is_file():
             self._load_error = errors.NotSubmitted(
                 f"{self.exercise}.py was not submitted: there is no {self.path.name} in "
-                f"{_label(self.directory)}" + ("" if not self.path.exists() else
+                f"{label(self.directory)}" + ("" if not self.path.exists() else
                                        " that is a plain file of at most 4 MiB"))
             raise self._load_error
         if budget.one_worker_at_a_time():   # 768 MB: the grader and one worker of torch fit
@@ -191,8 +191,9 @@ class Submission:
         self.seccomp = str(pong.get("seccomp", "") if isinstance(pong, dict) else "")[:200]
         try:
             reply = self._request({"op": "load"}, LOAD_TIMEOUT_S, "import")
-        except errors.StudentProblem as e:
-            self._load_error = type(e)(f"{e} (while importing {self.exercise}.py)")
+        except errors.StudentProblem as e:   # the import hung or crashed the worker
+            self._load_error = errors.ImportFailed(f"{e} (while importing {self.exercise}.py)",
+                                                   status=e.status)
             raise self._load_error from None
         if not isinstance(reply, dict) or not reply.get("ok"):
             self._load_error = self._problem(reply if isinstance(reply, dict) else {}, "import",
@@ -260,12 +261,17 @@ class Submission:
         detail = f"{str(reply.get('type', 'Error'))[:100]}: {message}"
         if kind == "exit":
             detail = f"{message} (a submission must not exit the process)"
-        text = f"in {self._what(fn)}: {detail}"
-        if tb and kind != "exit":
+        where = reply.get("where") if isinstance(reply.get("where"), dict) else None
+        if where:   # as a compiler says it: folder/file.py:line: Error: message, then the line
+            detail = f"{label(self.directory)}/{where.get('file')}:{where.get('line')}: {detail}"
+            if where.get("code"):
+                detail += f"\n    {where['code']}"
+        text = detail if fn == "import" and where else f"in {self._what(fn)}: {detail}"
+        if tb and kind != "exit" and not (fn == "import" and where):
             text += f"\n{shorten(tb, 1200)}"
         if out:
             text += f"\nIt printed:\n{shorten(out, 400)}"
-        return errors.StudentRaised(text)
+        return errors.ImportFailed(text) if fn == "import" else errors.StudentRaised(text)
 
     def _read_capture(self, keep: bool = True) -> str:
         worker = self._worker or getattr(self, "_last_capture", None)
@@ -288,7 +294,7 @@ def close_all(subs) -> None:
 # ---------------------------------------------------------------------------------- launching
 
 
-def _label(directory: Path) -> str:
+def label(directory: Path) -> str:
     """How messages name the submission folder: its path, or what GRADER_SUBMISSION_LABEL says
     (run_autograder grades a temporary copy of the upload: its path would mean nothing)."""
     return os.environ.get("GRADER_SUBMISSION_LABEL") or str(directory)

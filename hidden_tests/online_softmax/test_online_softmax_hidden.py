@@ -10,12 +10,14 @@ import pytest
 
 from grader.exercises.online_softmax.judging import assert_state
 from grader.judge import reference
-from grader.judge.compare import Cases, CheckFailed, assert_close, state_rtol
+from grader.judge.compare import Cases, CheckFailed, answer_must_be_right, assert_close, state_rtol
 from grader.judge.inputs import randn, round_to
-from hidden_tests.common import assert_untouched
+from hidden_tests.common import assert_untouched, second_call
 
 LENGTHS = (2, 333, 2049, 5003)
 FUNCTIONS = ("softmax_safe", "softmax_online")
+ANSWER_CHECKS = ("online_softmax.safe_matches_float64", "online_softmax.online_max_sum",
+                 "online_softmax.online_matches_float64")
 
 
 def _exp_limit(dtype: str) -> float:
@@ -29,15 +31,6 @@ def _overflowing_shift(rng, x, dtype: str) -> float:
     overflowed float32 in some grades only, so a missing max subtraction lost this check's
     points in one grade and kept them in the next."""
     return float(np.ceil(_exp_limit(dtype) - x.max() + rng.uniform(1.0, 20.0)))
-
-
-def _second_call_hint(call: int, e: CheckFailed) -> CheckFailed:
-    """Call 2 of a shape failing after call 1 passed is evidence of something remembered."""
-    if call == 2:
-        return CheckFailed(str(e), hint="The first call with this shape was right and the second, "
-                                        "with fresh values, was not: is something kept between "
-                                        "calls (a cache keyed by shape, a counter)?")
-    return e
 
 
 @pytest.mark.check("online_softmax.hidden_shapes")
@@ -55,15 +48,17 @@ def test_hidden_shapes(student, rng, credit):
                         + (f" + {shift:.2f} (exp overflows {dtype} above {_exp_limit(dtype):.1f})"
                            if shift else "")
                         + f", call {call} of 2 with this shape")
+                def judge(s, x=x, case=case, dtype=dtype, n=n):
+                    for fn in FUNCTIONS:
+                        assert_close(getattr(s, fn)(x), reference.softmax(x), what=f"{fn}(x)",
+                                     input_dtype=dtype, terms=n, case=case, seed=rng.seed)
+                    assert_state(s.online_max_sum(x), reference.max_sum(x),
+                                 f"online_max_sum(x) ({case})", rng.seed, state_rtol(dtype, n), x)
                 with cases.case(case, seed=rng.seed):
                     try:
-                        for fn in FUNCTIONS:
-                            assert_close(getattr(sub, fn)(x), reference.softmax(x), what=f"{fn}(x)",
-                                         input_dtype=dtype, terms=n, case=case, seed=rng.seed)
-                        assert_state(sub.online_max_sum(x), reference.max_sum(x),
-                                     f"online_max_sum(x) ({case})", rng.seed, state_rtol(dtype, n), x)
+                        judge(sub)
                     except CheckFailed as e:
-                        raise _second_call_hint(call, e) from None
+                        raise second_call(e, call, sub, judge) from None
     cases.finish()
 
 
@@ -75,14 +70,10 @@ def test_inputs_untouched(student, rng):
         r = sub.call(fn, x, opts={"return_args": True})
         assert_untouched([x], r.extras.get("args_after", []), ["x"], f"{fn}(x)", rng.seed)
         # the point needs a right answer too; a wrong one is explained by the other checks
-        try:
+        with answer_must_be_right("left x unchanged", ANSWER_CHECKS):
             if fn == "online_max_sum":
                 assert_state(r.value, reference.max_sum(x), f"{fn}(x)", rng.seed,
                              state_rtol("float64", x.size), x)
             else:
                 assert_close(r.value, reference.softmax(x), what=f"{fn}(x)", input_dtype="float64",
                              terms=x.size, seed=rng.seed)
-        except CheckFailed as e:
-            raise CheckFailed(f"x was left unchanged, but the answer is wrong: {e}",
-                              hint="x was left alone; this point also needs the right answer, "
-                                   "and the checks above say what is wrong with it.") from None

@@ -9,8 +9,8 @@ import pytest
 from grader.exercises.tiled_attention.judging import tiled_call
 from grader.exercises.tiled_attention.reference import qkv
 from grader.judge import reference
-from grader.judge.compare import Cases, CheckFailed, assert_close
-from hidden_tests.common import assert_untouched
+from grader.judge.compare import Cases, CheckFailed, answer_must_be_right, assert_close
+from hidden_tests.common import assert_untouched, second_call
 
 # (N, d, Br, Bc)
 # (the last: N x N far above the tiles, so an untiled call trips the memory gate, tiled_call)
@@ -28,22 +28,20 @@ def test_hidden_shapes(student, rng, credit):
                 Q, K, V = qkv(rng, N, d, dtype)
                 expected = reference.attention(Q, K, V)
                 case = f"N={N}, d={d}, {dtype}, Br={Br}, Bc={Bc}, call {call} of 2 with this shape"
+                def judge(s, Q=Q, K=K, V=V, N=N, Br=Br, Bc=Bc, case=case, dtype=dtype,
+                          expected=expected):
+                    out = tiled_call(s, Q, K, V, Br, Bc,
+                                     f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})", case, rng.seed)
+                    assert_close(out, expected, what=f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})",
+                                 input_dtype=dtype, terms=N, case=case, seed=rng.seed)
+                    assert_close(s.naive_attention(Q, K, V), expected,
+                                 what="naive_attention(Q, K, V)", input_dtype=dtype, terms=N,
+                                 case=case, seed=rng.seed)
                 with cases.case(case, seed=rng.seed):
                     try:
-                        out = tiled_call(sub, Q, K, V, Br, Bc,
-                                         f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})", case, rng.seed)
-                        assert_close(out, expected,
-                                     what=f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})",
-                                     input_dtype=dtype, terms=N, case=case, seed=rng.seed)
-                        assert_close(sub.naive_attention(Q, K, V), expected,
-                                     what="naive_attention(Q, K, V)", input_dtype=dtype, terms=N,
-                                     case=case, seed=rng.seed)
+                        judge(sub)
                     except CheckFailed as e:
-                        if call == 2 and e.follows is None:
-                            raise CheckFailed(str(e), hint="The first call with this shape was "
-                                              "right and the second, with fresh values, was not: "
-                                              "is something kept between calls?") from None
-                        raise
+                        raise second_call(e, call, sub, judge) from None
     cases.finish()
 
 
@@ -62,10 +60,6 @@ def test_inputs_untouched(student, rng):
             r = sub.call(fn, Q, K, V, **kwargs, opts={"return_args": True})
         assert_untouched([Q, K, V], r.extras.get("args_after", []), ["Q", "K", "V"], what, rng.seed)
         # the point needs a right answer too; a wrong one is explained by the other checks
-        try:
+        with answer_must_be_right("left Q, K and V unchanged", ()):
             assert_close(r.value, reference.attention(Q, K, V), what=what, input_dtype="float32",
                          terms=600, case="N=600, d=32", seed=rng.seed)
-        except CheckFailed as e:
-            raise CheckFailed(f"Q, K and V were left unchanged, but the answer is wrong: {e}",
-                              hint="The inputs were left alone; this point also needs the right "
-                                   "answer, and the checks above say what is wrong with it.") from None

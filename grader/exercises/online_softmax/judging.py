@@ -35,7 +35,7 @@ def assert_state(got, expected: tuple[float, float], what: str, seed: int, rtol:
     if not (m == em or abs(m - em) <= m_tol):
         raise CheckFailed(f"{what}: expected m = {em!r}, got m = {m!r} [seed {seed}]",
                           hint="m must be the largest value seen: is m updated at every step "
-                               "(m = m_new), and does it start at -inf?")
+                               "(m = m_new), and does it start at -inf?", kind=_kind(m))
     l_at_ref = l * math.exp(m - em) if math.isfinite(em) and math.isfinite(m) else l
     l_rtol = rtol + 4 * big * EPS["float32"]
     if not math.isclose(l_at_ref, el, rel_tol=l_rtol, abs_tol=1e-12):
@@ -43,4 +43,10 @@ def assert_state(got, expected: tuple[float, float], what: str, seed: int, rtol:
                           f"(m = {m!r}), {abs(l_at_ref - el) / max(abs(el), 1e-300):.2g} relative "
                           f"error against rtol={l_rtol:.2g} [seed {seed}]",
                           hint="m is right and l is not: every sum measured against an older "
-                               "max must be rescaled by exp(m_old - m_new) before it is added.")
+                               "max must be rescaled by exp(m_old - m_new) before it is added.",
+                          kind=_kind(l))
+
+
+def _kind(value: float) -> str:
+    """CheckFailed.kind of a wrong number: "nan", "inf" (an overflow's marks) or "values"."""
+    return "nan" if math.isnan(value) else "inf" if math.isinf(value) else "values"
