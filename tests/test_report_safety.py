@@ -3,7 +3,8 @@
 - student text (printed output, exception messages) cannot crash the terminal report, colour a
   line, close a Markdown fence or fake a row;
 - output printed under a hidden check appears in no report;
-- the terminal report fits on one screen (40 rows at 100 columns) whatever fails;
+- the terminal report fits on one screen (40 rows at 100 columns) whatever fails, and cuts no
+  line: long messages wrap under their indent, and what does not fit is left out whole;
 - failures are grouped by `Check.follows`, the most specific first;
 - a report path that is a folder or cannot be written is a one-line error, never a traceback;
 - a rich.py, pytest.py or numpy.py planted in the cwd or the repo root is never imported;
@@ -12,8 +13,10 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import io
+import itertools
 import json
 import math
 import re
@@ -30,7 +33,7 @@ from grader.batch import completed
 from grader.registry import CHECKS
 from grader.report import summary
 from grader.results import NOT_SELECTED, GradeReport, Result
-from tests.helpers import GRADER, ROOT, SOLUTIONS
+from tests.helpers import EXERCISES, GRADER, ROOT, SOLUTIONS
 
 MARKUP = "[/x] [green]PASS[/green] [bold red]FAIL[/] [link=http://x]y[/link] [/]"
 ANSI = "\x1b[32m   PASS tiled_attention.ragged_sizes (5/5)\x1b[0m\r\x08"
@@ -136,6 +139,49 @@ def test_terminal_report_fits_one_screen(width):
                         message="f() is not implemented yet: TODO(x): " + "z" * 150)
     plain, _ = terminal(make_report(stubs), width)
     assert rows(plain, width) <= 39, plain
+
+
+def stub_todos(exercise: str) -> list[str]:
+    """The messages of the NotImplementedErrors an exercise's stub raises."""
+    tree = ast.parse((EXERCISES / f"{exercise}.py").read_text())
+    return [n.exc.args[0].value for n in ast.walk(tree)
+            if isinstance(n, ast.Raise) and isinstance(n.exc, ast.Call)
+            and getattr(n.exc.func, "id", "") == "NotImplementedError"]
+
+
+def test_stubs_report_fits_one_screen_at_100_columns_and_cuts_nothing():
+    # every check of the stubs waits for a TODO, and every TODO of each stub is reached (more than
+    # a real run reaches); the isolation and seccomp lines of a real run
+    todos = {ex: itertools.cycle(stub_todos(ex)) for ex in registry.EXERCISES}
+    results = [r if r.status == "not_run" else dataclasses.replace(
+                   r, message=f"f() is not implemented yet: {next(todos[r.check.exercise])}")
+               for r in all_results(status="not_implemented")]
+    rep = make_report(results, isolation="os: pid+mount+net+ipc namespaces, allow-list root, uid nobody",
+                      seccomp="cpu: processes+threads; interp: processes+threads")
+    plain, _ = terminal(rep, 100)
+    assert rows(plain, 100) <= 39, plain   # + the "Grading ..." line: 40
+    assert not [l for l in plain.splitlines() if l.rstrip().endswith("…")], plain
+    flat = " ".join(plain.split())
+    assert all(f"TODO {ex}: " in flat for ex in registry.EXERCISES)
+    assert " ".join(summary.total_line(rep).split()) in flat
+    assert " ".join(summary.not_run_line(rep).split()) in flat
+
+
+@pytest.mark.parametrize("width", [100, 80])
+def test_long_message_and_hint_of_the_lead_failure_are_shown_whole(width):
+    message = " ".join(f"m{i:03}" for i in range(80))     # 400 characters, every word its own
+    hint = " ".join(f"h{i:03}" for i in range(60))        # 300
+    bad = dataclasses.replace(failing("tiled_attention.ragged_sizes", message), failure_hint=hint)
+    rep = make_report(all_results(**{bad.check.id: bad}))
+    plain, _ = terminal(rep, width)
+    lines = plain.splitlines()
+    assert all(cell_len(l) <= width for l in lines), plain
+    words = plain.split()
+    assert all(w in words for w in (message + " " + hint).split()), plain
+    # every row of the message and the hint starts under the indent, none at column 0
+    assert all(l.startswith(" " * 8) for l in lines if re.search(r"\b[mh]\d{3}\b", l)), plain
+    flat = " ".join(words)
+    assert " ".join(summary.total_line(rep).split()) in flat
 
 
 def test_traceback_repeated_under_several_checks_is_printed_once():

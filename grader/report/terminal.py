@@ -1,5 +1,8 @@
 """The terminal report: one screen (40 lines or fewer at 100 columns), most specific failure first.
 
+Long lines wrap at the terminal's width and no line is cut: what does not fit the screen is left
+out whole (a later failure, a TODO line), and named on the "also" line or in the Markdown report.
+
 Everything a submission can influence (messages, printed output, the folder name) goes into
 rich `Text` objects, never into markup, so `[/x]` or `[green]PASS` prints as typed; control
 characters are replaced first (`summary.clean`).
@@ -19,7 +22,9 @@ from grader.report.summary import clean, fmt
 from grader.results import GradeReport
 
 SCREEN = 39       # rows the report may take: 40 with the "Grading ..." line printed before it
-INDENT = " " * 8
+INDENT = " " * 8  # where a failure's message and hint start, and every wrapped row
+MESSAGE_LINES = 12   # of the lead failure's message; the Markdown report has all of it
+ALSO_ROWS = 2     # kept for the "also" line while failures are left to show
 STATUS_MARK = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "timeout": "TIMEOUT",
                "crashed": "CRASH", "not_implemented": "TODO", "not_run": "-"}
 STATUS_STYLE = {"passed": "green", "failed": "red", "error": "red", "timeout": "red",
@@ -41,69 +46,70 @@ def device_line(info: dict) -> str:
 
 
 class Screen:
-    """Lines to print, each clipped to a number of terminal rows, counted against SCREEN."""
+    """Lines to print, wrapped at the console's width (never cut), and the rows they take."""
 
-    def __init__(self, width: int):
-        self.width = max(40, width)
-        self.lines: list[Text] = []
+    def __init__(self, console: Console):
+        self.console = console
+        self.width = max(40, console.width)
 
-    @property
-    def rows(self) -> int:
-        return sum(self.rows_of(t) for t in self.lines)
+    def rows(self, texts: list[Text]) -> int:
+        return sum(max(1, math.ceil(cell_len(line) / self.width))
+                   for t in texts for line in t.plain.split("\n"))
 
-    def rows_of(self, text: Text) -> int:
-        return sum(max(1, math.ceil(cell_len(line) / self.width)) for line in text.plain.split("\n"))
-
-    def line(self, *parts, rows: int = 1) -> Text:
-        """parts: plain strings (student text welcome) or (string, style) pairs."""
-        t = Text.assemble(*parts)
-        plain = t.plain
-        limit = rows * self.width - 1
-        if cell_len(plain) > limit:
-            t.truncate(limit - 1)
-            t.append("…")
-        return t
+    def line(self, *parts, prefix=None) -> Text:
+        """parts: plain strings (student text welcome) or (string, style) pairs, wrapped at word
+        boundaries (a word longer than a row is folded) into rows of at most the width, joined by
+        newlines, so that `rows` counts what the terminal shows. With a prefix (a mark or INDENT,
+        as a string or (string, style)), every row after the first starts under INDENT."""
+        body = Text.assemble(*parts)
+        under = "" if prefix is None else INDENT
+        out = Text.assemble(prefix or "")
+        for i, row in enumerate(body.wrap(self.console, self.width - len(under), overflow="fold")):
+            row.rstrip()   # the space the row was broken at
+            if i:
+                out.append("\n" + under)
+            out.append_text(row)
+        return out
 
 
 def print_terminal(report: GradeReport, console: Console | None = None, details: str | None = None) -> None:
     console = console or Console(soft_wrap=True, highlight=False)
-    screen = Screen(console.width)
+    screen = Screen(console)
     head: list = []
     if report.device_info:
         head.append(screen.line((device_line(report.device_info), "dim")))
     if summary.target_header(report):
-        head.append(screen.line((summary.target_header(report), "dim"), rows=2))
+        head.append(screen.line((summary.target_header(report), "dim")))
         flags = summary.target_flags(report)
         for line in flags[:3]:
-            head.append(screen.line(("TARGET ", "yellow"), line, rows=3))
+            head.append(screen.line(line, prefix=("TARGET ", "yellow")))
         if len(flags) > 3:
-            head.append(screen.line(("TARGET ", "yellow"), f"{len(flags) - 3} more: see the "
-                                    f"Markdown or JSON report"))
+            head.append(screen.line(f"{len(flags) - 3} more: see the Markdown or JSON report",
+                                    prefix=("TARGET ", "yellow")))
     grid = Table(title=Text(f"{clean(report.submission)} on {report.device}"), title_justify="left")
     for i, name in enumerate(table.header(report)):
         grid.add_column(name, justify="left" if i == 0 else "right",
                         style="bold" if name == "total" else None)
-    body = table.rows(report)
-    for row in body:
+    for row in table.rows(report):
         grid.add_row(*row)
-    table_rows = 5 + len(body)
 
     tail = []
     not_run = summary.not_run_line(report)
     if not_run:
-        tail.append(screen.line((not_run, "dim"), rows=2))
+        tail.append(screen.line((not_run, "dim")))
     if summary.isolation(report):
         tail.append(screen.line((f"isolation: {summary.isolation(report)}", "dim")))
     if summary.seccomp(report):
         tail.append(screen.line((f"seccomp filter: {summary.seccomp(report)}", "dim")))
-    tail.append(screen.line((summary.total_line(report), "bold"), f"  ({report.elapsed_s:.0f} s)",
-                            rows=2))   # time per layer: in the Markdown report
+    tail.append(screen.line((summary.total_line(report), "bold"),
+                            f"  ({report.elapsed_s:.0f} s)"))   # time per layer: in the Markdown report
     for note in report.notes:
-        tail.append(screen.line((clean(note), "yellow"), rows=2))
-    budget = SCREEN - table_rows - sum(screen.rows_of(t) for t in head + tail)
+        tail.append(screen.line((clean(note), "yellow")))
+    budget = SCREEN - len(console.render_lines(grid)) - screen.rows(head + tail)
 
-    middle = _failures(report, screen, budget - _todo_rows(report, screen), details)
-    middle += _todo(report, screen, budget - sum(screen.rows_of(t) for t in middle))
+    todo_rows = screen.rows(_todo(report, screen, 10**6))
+    middle = _failures(report, screen, budget - todo_rows, details)
+    middle += _todo(report, screen, budget - screen.rows(middle))
     for t in head:
         console.print(t, soft_wrap=True)
     console.print(grid)
@@ -116,32 +122,52 @@ def _short(cid: str, lead: str) -> str:
     return rest if lead.startswith(ex + ".") else cid
 
 
-def _block(r, group: list, by_id: dict, repeats: dict, screen: Screen, full: bool) -> list[Text]:
+def _block(r, group: list, by_id: dict, repeats: dict, screen: Screen, details: str | None,
+           lines: int = 1, hint: bool = True, printed: bool = False) -> list[Text]:
+    """One failure: its title, the first `lines` lines of its message (how many more there are
+    under them), its hint, the first line it printed, and the checks of the same cause."""
     mark = (f"{STATUS_MARK[r.status]:>6} ", STATUS_STYLE[r.status])
-    out = [screen.line(mark, f"{r.check.id} ({fmt(r.score)}/{fmt(r.max_score)}) {r.check.title}")]
+    out = [screen.line(f"{r.check.id} ({fmt(r.score)}/{fmt(r.max_score)}) {r.check.title}", prefix=mark)]
     if r.check.id in repeats:
-        out.append(screen.line(INDENT, (f"same error as {repeats[r.check.id]}", "dim")))
+        out.append(screen.line((f"same error as {repeats[r.check.id]}", "dim"), prefix=INDENT))
     elif r.message:
-        out.append(screen.line(INDENT, clean(r.message).strip().split("\n")[0], rows=2 if full else 1))
-    if r.hint:
-        out.append(screen.line(INDENT, ("hint: ", "cyan"), clean(r.hint),
-                               rows=2 if full else 1))
-    printed = summary.output_of(by_id[r.check.id])
-    if printed and full:
-        out.append(screen.line(INDENT, ("printed: ", "dim"), printed.strip().split("\n")[0]))
+        message = clean(r.message).strip().split("\n")
+        out.append(screen.line("\n".join(message[:lines]), prefix=INDENT))
+        if len(message) > lines:
+            where = f" in {details}" if details else ""
+            out.append(screen.line((f"({len(message) - lines} more lines{where})", "dim"),
+                                   prefix=INDENT))
+    if r.hint and hint:
+        out.append(screen.line(("hint: ", "cyan"), clean(r.hint), prefix=INDENT))
+    output = summary.output_of(by_id[r.check.id])
+    if output and printed:
+        out.append(screen.line(("printed: ", "dim"), output.strip().split("\n")[0], prefix=INDENT))
     if group:
         same = ", ".join(f"{_short(c, r.check.id)} ({fmt(by_id[c].score)}/{fmt(by_id[c].max_score)})"
                          for c in group)
-        out.append(screen.line(INDENT, ("probably the same cause: ", "dim"), same, rows=2))
+        out.append(screen.line(("probably the same cause: ", "dim"), same, prefix=INDENT))
     return out
 
 
+def _forms(lead: bool) -> list[dict]:
+    """The ways to show a failure (arguments of _block), fullest first. The lead's message (to
+    MESSAGE_LINES lines) and hint are whole; to fit, what it printed goes first, then its
+    message's last lines. A later failure shows its message's first line, then not its hint."""
+    if lead:
+        shorter = [dict(lines=n) for n in range(MESSAGE_LINES, 0, -1)]
+        return [dict(lines=MESSAGE_LINES, printed=True), *shorter]
+    return [dict(lines=1), dict(lines=1, hint=False)]
+
+
 def _failures(report: GradeReport, screen: Screen, budget: int, details: str | None) -> list[Text]:
+    """Failure blocks, the lead first, while they fit the budget; the rest are named on one
+    "also" line (all of them are in the Markdown report)."""
     by_id = {r.check.id: r for r in report.results}
     repeats = summary.repeats(report.results)
     groups = [g for g in summary.failures(report)
               if by_id[g["lead"]].status != "not_implemented"
               or any(by_id[c].status != "not_implemented" for c in g["same_cause"])]
+    first = next((g for g in groups if by_id[g["lead"]].status != "not_implemented"), None)
     out: list[Text] = []
     left = list(groups)
     while left:
@@ -149,28 +175,32 @@ def _failures(report: GradeReport, screen: Screen, budget: int, details: str | N
         lead = by_id[g["lead"]]
         if lead.status == "not_implemented":
             same = [c for c in g["same_cause"] if by_id[c].status != "not_implemented"]
-            block = [screen.line((f"{'FAIL':>6} ", "red"), ", ".join(same) + ": probably because "
-                                 f"{lead.check.id} is not implemented yet", rows=2)]
+            forms = [[screen.line(", ".join(same) + f": probably because {lead.check.id} is not "
+                                  f"implemented yet", prefix=(f"{'FAIL':>6} ", "red"))]]
         else:
-            block = _block(lead, g["same_cause"], by_id, repeats, screen, full=True)
-            rest = 1 + (1 if len(left) > 1 else 0)   # room kept for the "also failing" line
-            if sum(screen.rows_of(t) for t in out + block) + rest > budget:
-                block = _block(lead, g["same_cause"], by_id, repeats, screen, full=False)
-        needed = sum(screen.rows_of(t) for t in out + block) + (2 if len(left) > 1 else 0)
-        if needed > budget and out:
+            forms = [_block(lead, g["same_cause"], by_id, repeats, screen, details, **f)
+                     for f in _forms(g is first)]
+        room = budget - screen.rows(out) - (ALSO_ROWS if len(left) > 1 else 0)
+        block = next((b for b in forms if screen.rows(b) <= room), None)
+        if block is None and out:
             break
-        out += block
+        out += block or forms[-1]   # the first failure is shown whatever it takes
         left.pop(0)
     if left:
-        names = ", ".join(f"{g['lead']}" + (f" (+{len(g['same_cause'])})" if g["same_cause"] else "")
-                          for g in left)
-        where = f"; details in {details}" if details else ""
-        out.append(screen.line((f"{'FAIL':>6} ", "red"), f"also: {names}{where}", rows=2))
+        out.append(_also(left, screen, budget - screen.rows(out), details))
     return out
 
 
-def _todo_rows(report: GradeReport, screen: Screen) -> int:
-    return sum(screen.rows_of(t) for t in _todo(report, screen, 10**6))
+def _also(left: list[dict], screen: Screen, room: int, details: str | None) -> Text:
+    """The failures not shown, by name, as many as fit in `room` rows, then how many more."""
+    names = [g["lead"] + (f" (+{len(g['same_cause'])})" if g["same_cause"] else "") for g in left]
+    where = f"; details in {details}" if details else ""
+    for k in range(len(names), -1, -1):
+        more = f" and {len(names) - k} more" if k < len(names) else ""
+        listed = f"also: {', '.join(names[:k])}{more}" if k else f"also: {len(names)} more failures"
+        line = screen.line(listed + where, prefix=(f"{'FAIL':>6} ", "red"))
+        if screen.rows([line]) <= room or not k:
+            return line
 
 
 def _todo(report: GradeReport, screen: Screen, budget: int) -> list[Text]:
@@ -178,10 +208,10 @@ def _todo(report: GradeReport, screen: Screen, budget: int) -> list[Text]:
     out: list[Text] = []
     entries = summary.todos(report)
     for n, (ex, count, points, items) in enumerate(entries):
-        block = [screen.line((f"{'TODO':>6} ", STATUS_STYLE["not_implemented"]),
-                             f"{ex}: {count} checks ({fmt(points)} points) wait for")]
-        block += [screen.line(INDENT, item, rows=2) for item in items]
-        if sum(screen.rows_of(t) for t in out + block) + (len(entries) - n - 1) > budget:
+        block = [screen.line(f"{ex}: {count} checks ({fmt(points)} points) wait for",
+                             prefix=(f"{'TODO':>6} ", STATUS_STYLE["not_implemented"]))]
+        block += [screen.line(item, prefix=INDENT) for item in items]
+        if screen.rows(out + block) + (len(entries) - n - 1) > budget:
             block = block[:1]
         out += block
     return out
