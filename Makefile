@@ -1,7 +1,7 @@
 # The lab's commands. Each installs what it needs on first use (tools/setup.sh).
 #   make grade                 grade exercises/ on this machine (NumPy + Triton interpreter)
-#   make grade IMPL=solutions  grade another folder (or SUBMISSION=path/to/folder)
-#   make check EX=flash_triton one exercise
+#   make check EX=<exercise>   one exercise [LAYERS=cpu,adversarial,interp]; make check lists them
+#   make grade SUBMISSION=dir  grade another folder (make check too)
 #   make grade-gpu             every layer, GPU correctness and speed included
 #   make grade-gpu TARGET=gb10 also check each Triton kernel's shared memory against the Spark
 #   make gpuinfo | bench       the GPU's memory ladder and limits; benchmark plots and Measure table
@@ -41,8 +41,11 @@ setup:
 grade: .python $(STUB_FILES)
 	@$(GRADER) --layers $(CPU_LAYERS)
 
+# the exercises a student can check: their files in exercises/ (made from solutions/ here)
+EXERCISE_NAMES = $(sort $(basename $(notdir $(wildcard exercises/*.py solutions/*.py))))
 check: .python $(STUB_FILES)
-	@test -n "$(EX)" || { echo "usage: make check EX=<exercise> [IMPL=solutions]"; exit 2; }
+	@test -n "$(EX)" || { echo "usage: make check EX=<exercise> [LAYERS=$(CPU_LAYERS)]"; \
+	  echo "exercises: $(EXERCISE_NAMES)"; exit 2; }
 	@$(RUN_GRADER) --json $(REPORTS)/check_$(EX).json --markdown $(REPORTS)/check_$(EX).md \
 	  --exercises $(EX) $(if $(LAYERS),--layers $(LAYERS),)
 

@@ -76,13 +76,22 @@ def test_release_grades_itself(student, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert json.loads((student / "reports" / "check_online_softmax.json").read_text())["score"] == 0
     assert not (student / "reports" / "grade.json").exists()   # make check has its own report
+    # without EX: what a student can run (no IMPL=solutions: there is no solutions/), and the names
+    proc = subprocess.run(["make", "-s", "check"], cwd=student, env=env, capture_output=True,
+                          text=True, timeout=60)
+    names = sorted(p.stem for p in (student / "exercises").glob("*.py"))
+    assert proc.returncode == 2 and proc.stdout.splitlines() == [
+        "usage: make check EX=<exercise> [LAYERS=cpu,adversarial,interp]",
+        "exercises: " + " ".join(names)], proc.stdout
+    helped = subprocess.run(["make", "-s", "help"], cwd=student, env=env, capture_output=True, text=True)
+    assert "make check EX=<exercise>" in helped.stdout and "IMPL" not in helped.stdout
 
 
 def test_release_ships_the_students_readme_and_given_code(student):
     readme = (student / "README.md").read_text()
     assert "make grade" in readme and "make test" in readme
     assert "staff -->" not in readme and "INSTRUCTORS" not in readme
-    assert not (student / "docs" / "INSTRUCTORS.md").exists() and not (student / "docs" / "gpu").exists()
+    assert not (student / "docs" / "INSTRUCTORS.md").exists()
     assert (student / "gpuinfo.py").read_text() == (ROOT / "gpuinfo.py").read_text()
     assert "gpuinfo.py" in (student / "docs" / "SPARK.md").read_text()
 

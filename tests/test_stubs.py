@@ -9,7 +9,10 @@ tests/exercises/<ex>/ (mutants and corpora) make to solutions/ applicable (each 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -25,7 +28,8 @@ def test_exercises_are_what_the_solutions_make():
     """make builds exercises/*.py from the solutions before it grades or tests (the Makefile's
     STUB_FILES): what is there is what the generator makes, and git does not track it (one
     source: the marked solution), while the student release holds it (test_release.py)."""
-    assert stubs.differing(stubs.expected_stubs()) == [], "run make stubs"
+    assert stubs.differing(stubs.expected_stubs()) == [], \
+        "run make stubs (python -m tools.stubs --force NAME for a file it keeps)"
     assert NAMES == sorted(p.name for p in EXERCISES.glob("*.py"))
     if (ROOT / ".git").exists():
         tracked = subprocess.run(["git", "ls-files", "exercises"], cwd=ROOT, capture_output=True,
@@ -48,10 +52,95 @@ def test_check_mode_names_a_stale_stub(tmp_path, capsys, monkeypatch):
 
 def test_write_mode_makes_every_stub(tmp_path, monkeypatch):
     monkeypatch.setattr(stubs, "EXERCISES", tmp_path)
+    monkeypatch.setattr(stubs, "RECORD", tmp_path / ".stubs-written")
     assert stubs.main([]) == 0
     assert sorted(p.name for p in tmp_path.glob("*.py")) == NAMES
     assert all((tmp_path / n).read_text() == (EXERCISES / n).read_text() for n in NAMES)
     assert stubs.main(["--check"]) == 0
+
+
+@pytest.fixture
+def exercises(tmp_path, monkeypatch):
+    """A copy of exercises/ in tmp_path, the generator pointed at it and at a fresh record."""
+    folder = tmp_path / "exercises"
+    folder.mkdir()
+    for name in NAMES:
+        shutil.copy(EXERCISES / name, folder / name)
+    monkeypatch.setattr(stubs, "EXERCISES", folder)
+    monkeypatch.setattr(stubs, "RECORD", tmp_path / ".stubs-written")
+    return folder
+
+
+def _written_earlier(exercises, name, text):
+    """`text` in exercises/name, as the generator of an earlier solution would have left it."""
+    (exercises / name).write_text(text)
+    stubs._remember([f"{stubs._sha(text)} {name}"], stubs.RECORD)
+
+
+def test_filled_in_work_survives_and_is_named(exercises, capsys):
+    """Issue 52: in the course's checkout, after `make setup` or a copy that lost the timestamps,
+    make runs the generator over a student's (or a TA's) filled-in file: it is kept, and said so."""
+    work = (exercises / "online_softmax.py").read_text().replace("raise NotImplementedError",
+                                                                 "return 0  # mine\n    raise")
+    (exercises / "online_softmax.py").write_text(work)
+    assert stubs.main([]) == 0
+    assert (exercises / "online_softmax.py").read_text() == work
+    out = capsys.readouterr().out
+    assert out.splitlines() == [
+        "kept " + stubs._shown(exercises / "online_softmax.py") + ": it differs from every stub "
+        "written here (your work?); `python -m tools.stubs --force online_softmax` replaces it"]
+    assert stubs.main(["--force", "online_softmax"]) == 0
+    assert (exercises / "online_softmax.py").read_text() == (EXERCISES / "online_softmax.py").read_text()
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_an_earlier_stub_is_refreshed_and_a_missing_one_written(exercises, capsys):
+    _written_earlier(exercises, "tiled_attention.py", "# the stub of an older solution\n")
+    (exercises / "flash_triton.py").unlink()
+    assert stubs.main([]) == 0
+    out = capsys.readouterr().out
+    assert sorted(out.splitlines()) == sorted(
+        f"wrote {stubs._shown(exercises / n)}" for n in ("tiled_attention.py", "flash_triton.py"))
+    assert stubs.main(["--check"]) == 0
+    assert stubs.main([]) == 0 and capsys.readouterr().out == ""   # nothing left to do
+
+
+def test_a_stub_found_in_place_counts_as_written(exercises, capsys):
+    """A checkout made before the record existed: a file that is today's stub is recorded, so
+    it is refreshed when its solution changes, while other files stay as they are."""
+    assert stubs.main([]) == 0 and capsys.readouterr().out == ""
+    assert stubs._sha((EXERCISES / "io_model.py").read_text()) in stubs.written_before()
+
+
+def test_force_names_an_unknown_exercise(exercises, capsys):
+    assert stubs.main(["--force", "online_sofmax"]) == 2
+    assert "no solutions/online_sofmax.py" in capsys.readouterr().err
+
+
+def test_make_keeps_work_and_settles(tmp_path):
+    """The Makefile's STUB_FILES rule: a solution newer than the filled-in exercise runs the
+    generator once, which keeps the file and says so; the touch after it leaves make with
+    nothing more to do (no rule that runs on every make)."""
+    for rel in ("Makefile", "requirements.txt", "tools/setup.sh", "tools/__init__.py",
+                "tools/stubs.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / rel, tmp_path / rel)
+    shutil.copytree(SOLUTIONS, tmp_path / "solutions")
+    shutil.copytree(EXERCISES, tmp_path / "exercises")
+    (tmp_path / ".python").write_text(sys.executable)
+    work = tmp_path / "exercises" / "online_softmax.py"
+    work.write_text(work.read_text() + "# my work\n")
+    old = (ROOT / "requirements.txt").stat().st_mtime - 100
+    for path in (tmp_path / "exercises").glob("*.py"):
+        os.utime(path, (old, old))                # a copy that did not keep the timestamps
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
+    make = ["make", "-s", "-C", str(tmp_path), "exercises/online_softmax.py"]
+    first = subprocess.run(make, capture_output=True, text=True, env=env)
+    assert first.returncode == 0, first.stderr
+    assert "kept exercises/online_softmax.py: it differs from every stub" in first.stdout
+    assert work.read_text().endswith("# my work\n")
+    settled = subprocess.run([*make[:-1], "-q", make[-1]], env=env)
+    assert settled.returncode == 0, "make would run tools.stubs again"
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -26,13 +26,22 @@ must occur once: a marker goes outside every such text, and the stub's text besi
 repeat one (tests/test_stubs.py checks both). That is why some functions sit whole in a SOLUTION
 block with the stub's whole function in the STUB block after it.
 
-    python -m tools.stubs            write exercises/*.py (make stubs)
-    python -m tools.stubs --check    exit 1 naming every stub that differs from what it would write
+It never writes over work. A stub is written only where exercises/<ex>.py is missing or holds,
+byte for byte, a stub written here before (RECORD keeps the SHA-256 of every stub it writes; git
+ignores it and the release leaves it out). Any other file (a filled-in exercise, in the course's
+checkout after `make setup` or a copy that lost the timestamps the Makefile goes by) is kept,
+with one line saying so; --force NAME replaces it.
+
+    python -m tools.stubs                  write exercises/*.py (make stubs), keeping work
+    python -m tools.stubs --force [NAME..] write these stubs (all without a name) over anything
+    python -m tools.stubs --check          exit 1 naming every stub that differs from what it
+                                           would write
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import io
 import re
 import sys
@@ -42,6 +51,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"
 EXERCISES = ROOT / "exercises"
+RECORD = ROOT / ".stubs-written"   # "<sha256> <file name>" for every stub ever written here
 
 KINDS = ("SOLUTION", "STUB")
 MARKER = re.compile(r"^(?P<indent>[ \t]*)# (?P<edge>BEGIN|END) (?P<kind>SOLUTION|STUB)$")
@@ -144,10 +154,57 @@ def _shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def written_before(record: Path | None = None) -> set[str]:
+    """The SHA-256 of every stub this checkout's generator has written (or found in place)."""
+    record = RECORD if record is None else record
+    if not record.is_file():
+        return set()
+    return {line.split()[0] for line in record.read_text().splitlines() if line.strip()}
+
+
+def _remember(entries: list[str], record: Path) -> None:
+    with record.open("a") as f:
+        f.writelines(f"{entry}\n" for entry in entries)
+
+
+def write(stubs: dict[str, str], exercises: Path, force: set[str] | None = None,
+          record: Path | None = None) -> tuple[list[str], list[str]]:
+    """Write each stub where its file is missing, is a stub written here before, or is named in
+    `force` (every one when `force` is empty but not None); (written, kept) file names. A kept
+    file differs from every stub written here: someone's work, left as it is."""
+    record = RECORD if record is None else record
+    generated = written_before(record)
+    written, kept, new = [], [], []
+    for name, text in stubs.items():
+        target, stub = exercises / name, text.encode()
+        current = target.read_bytes() if target.is_file() else None
+        ours = (current is None or current == stub
+                or hashlib.sha256(current).hexdigest() in generated)
+        if not ours and not (force == set() or (force and name.removesuffix(".py") in force)):
+            kept.append(name)
+            continue
+        if current != stub:
+            target.write_bytes(stub)
+            written.append(name)
+        if _sha(text) not in generated:   # written now, or found as made: a stub of ours
+            generated.add(_sha(text))
+            new.append(f"{_sha(text)} {name}")
+    if new:
+        _remember(new, record)
+    return written, kept
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.stubs", description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true",
                    help="write nothing; exit 1 naming every stub that differs from its solution")
+    p.add_argument("--force", nargs="*", metavar="NAME",
+                   help="write these exercises' stubs (every one without a name) over whatever "
+                        "their files hold")
     args = p.parse_args(argv)
     try:
         stubs = expected_stubs(SOLUTIONS)
@@ -157,15 +214,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         stale = differing(stubs, EXERCISES)
         for name in stale:
-            why = (f"differs from what solutions/{name} makes (run make stubs)" if name in stubs
+            why = (f"differs from what solutions/{name} makes (make stubs writes it, or keeps "
+                   f"it if it is not a stub written here: --force {name.removesuffix('.py')})"
+                   if name in stubs
                    else f"has no solutions/{name} to be made from")
             print(f"{_shown(EXERCISES / name)}: {why}", file=sys.stderr)
         return 1 if stale else 0
-    for name, text in stubs.items():
-        target = EXERCISES / name
-        if not target.is_file() or target.read_text() != text:
-            target.write_text(text)
-            print(f"wrote {_shown(target)}")
+    force = None if args.force is None else {n.removesuffix(".py") for n in args.force}
+    unknown = sorted((force or set()) - {n.removesuffix(".py") for n in stubs})
+    if unknown:
+        print(f"tools.stubs: no solutions/{unknown[0]}.py to make a stub from "
+              f"(exercises: {', '.join(n.removesuffix('.py') for n in stubs)})", file=sys.stderr)
+        return 2
+    written, kept = write(stubs, EXERCISES, force)
+    for name in written:
+        print(f"wrote {_shown(EXERCISES / name)}")
+    for name in kept:
+        print(f"kept {_shown(EXERCISES / name)}: it differs from every stub written here (your "
+              f"work?); `python -m tools.stubs --force {name.removesuffix('.py')}` replaces it")
     return 0
 
 

@@ -97,13 +97,18 @@ def tracks(public: list[Result]) -> dict:
 
 
 HIDDEN_ONLY_FOR_STAFF = "hidden checks only in instructors' runs"
+# the line's last part when hidden checks were counted: they run wherever hidden_tests/ is in the
+# tree (the course's checkout, Gradescope, batch grading), never in the student release
+HIDDEN_RAN = "instructors' checks, run here because hidden_tests/ is present"
 
 
 def total_line(report: GradeReport, hidden_note: str = HIDDEN_ONLY_FOR_STAFF) -> str:
     """E.g. "Total: 0 / 76 public points on this machine; 24 more on a GPU (`make grade-gpu`);
-    hidden checks only in instructors' runs". `hidden_note` ends the line when no hidden check
-    is counted in `report` (Gradescope's public line says when they show instead). When the
-    grader itself failed, the line says that this is not a grade."""
+    hidden checks only in instructors' runs". Public points come first and alone, as README
+    counts them; hidden checks, where they ran, end the line apart ("hidden 3 / 17 (instructors'
+    checks, run here because hidden_tests/ is present)"), else `hidden_note` does (Gradescope's
+    public line says when they show instead). When the grader itself failed, the line says that
+    this is not a grade."""
     if report.grading_failed:
         return (f"Not a grade: the grader failed, not your code ({report.grading_failed}); "
                 f"please tell the course staff")
@@ -114,19 +119,19 @@ def total_line(report: GradeReport, hidden_note: str = HIDDEN_ONLY_FOR_STAFF) ->
         return _tracks_line(t, scope, hidden_note)
     if t["tracks"] and "core" not in t["tracks"]:
         scope += f" ({next(iter(t['tracks']))} track)"
-    if t["hidden"]:
-        (ps, pm), (hs, hm) = t["public"], t["hidden"]
-        line = (f"Total: {fmt(t['score'])} / {fmt(t['max_score'])}{scope} on this machine = "
-                f"public {fmt(ps)}/{fmt(pm)} + hidden {fmt(hs)}/{fmt(hm)} (instructors' checks)")
-    else:
-        line = (f"Total: {fmt(t['public'][0])} / {fmt(t['public'][1])} public points{scope} on "
-                f"this machine")
+    line = (f"Total: {fmt(t['public'][0])} / {fmt(t['public'][1])} public points{scope} on "
+            f"this machine")
     if t["not_run_points"]:
         more = f"{fmt(t['not_run_points'])} more on {t['not_run_on']}"
         line += f"; {more}" + (" (`make grade-gpu`)" if t["not_run_on"] == "a GPU" else "")
+    return line + "; " + _hidden_part(t, hidden_note)
+
+
+def _hidden_part(t: dict, hidden_note: str) -> str:
     if not t["hidden"]:
-        line += f"; {hidden_note}"
-    return line
+        return hidden_note
+    hs, hm = t["hidden"]
+    return f"hidden {fmt(hs)} / {fmt(hm)} ({HIDDEN_RAN})"
 
 
 def _tracks_line(t: dict, scope: str, hidden_note: str) -> str:
@@ -143,13 +148,7 @@ def _tracks_line(t: dict, scope: str, hidden_note: str) -> str:
     line = "Total" + (scope and f"{scope}") + ": " + "; ".join(parts)
     if t["not_run_points"] and t["not_run_on"] == "a GPU":
         line += " (`make grade-gpu`)"
-    if t["hidden"]:
-        hs, hm = t["hidden"]
-        line += (f"; hidden {fmt(hs)}/{fmt(hm)} (instructors' checks); score {fmt(t['score'])} / "
-                 f"{fmt(t['max_score'])} = all of them")
-    else:
-        line += f"; {hidden_note}"
-    return line
+    return line + "; " + _hidden_part(t, hidden_note)
 
 
 def not_run_line(report: GradeReport) -> str:
@@ -236,14 +235,17 @@ def repeats(results: list[Result]) -> dict[str, str]:
 
 
 def todos(report: GradeReport) -> list[tuple[str, int, float, list[str]]]:
-    """Per exercise with stubs left: (exercise, checks waiting, their points, each TODO once)."""
+    """Per exercise with stubs left: (exercise, public checks waiting, their points, each TODO
+    once). Hidden checks waiting are in the table's hidden column, not counted here: the points
+    are README's."""
     out = []
     for ex in EXERCISES:
         rs = [r for r in report.results if r.check.exercise == ex and r.status == "not_implemented"]
         if rs:
             items = list(dict.fromkeys(clean(r.message.split(" is not implemented yet: ", 1)[-1])
                                        for r in rs))
-            out.append((ex, len(rs), sum(r.max_score for r in rs), items))
+            public = [r for r in rs if not r.check.hidden]
+            out.append((ex, len(public), sum(r.max_score for r in public), items))
     return out
 
 
