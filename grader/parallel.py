@@ -20,6 +20,8 @@ read only when it dies.
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import os
 import selectors
@@ -39,10 +41,10 @@ MAX_JOBS = 8
 MAX_GPU_JOBS = 12   # the lab's untimed gpu checks that may share the GPU: 10 today
 OVERLAP_CORES = 8   # below this the CPU layers wait for the GPU layers to finish
 # the timed checks go first only on a GPU with room for what waits to be verified and for the
-# untimed checks' processes beside it: an 80 GB H100 has had it since flash_decode's sizes fit
-# an eighth of the GPU and a worker frees what an untimed call allocated (before, its waiting
-# work met the others at 79 GiB in use: docs/gpu/session-12-06; after, nine grades there without
-# a failed allocation: docs/gpu/session-12-06b); not on memory the host shares either
+# untimed checks' processes beside it: an 80 GB H100 has it, with flash_decode's sizes held to
+# an eighth of the GPU and a worker freeing what an untimed call allocated (without those, its
+# waiting work met the others at 79 GiB in use; docs/MEASUREMENTS.md); not on memory the host
+# shares either
 TIMED_FIRST_GPU_BYTES = 64 << 30
 
 
@@ -203,7 +205,7 @@ def timed_first(gpu_plan: dict, here: list[str], layers: list[str], gpu_bytes: i
     GPU shared, the untimed gpu checks' and the CPU layers' grading processes, beside that
     held-back work. Not even the CPU layers go beside the timing: with four of their processes
     on a 16-core H100 box, flash_fwd's recorded calls at N = 4K read 1.07 to 1.74 ms against
-    0.84 to 0.88 alone (docs/gpu/session-12-06c). Only where the perf layer runs here and the
+    0.84 to 0.88 alone (docs/MEASUREMENTS.md). Only where the perf layer runs here and the
     gpu layer's untimed checks do not (split off into `gpu_plan`, or the gpu layer not among
     the `layers` graded: a grade of the perf layer alone, whose outputs are then verified side
     by side after the timing, not each in turn), and the GPU has memory of its own for all of
@@ -354,18 +356,16 @@ def join_levels(levels: dict[str, str]) -> str:
 
 
 def result_to_dict(r: Result) -> dict:
-    return {"status": r.status, "score": r.score, "message": r.message, "output": r.output,
-            "duration_s": r.duration_s, "failure_hint": r.failure_hint,
-            "failure_follows": None if r.failure_follows is None else list(r.failure_follows),
-            "grader_error": r.grader_error, "secondary": r.secondary, "undecided": r.undecided}
+    """A Result as JSON, every field but the check (the registry has it)."""
+    return {f.name: getattr(r, f.name) for f in dataclasses.fields(Result) if f.name != "check"}
 
 
 def result_from(check: Check, d: dict) -> Result:
-    follows = d.get("failure_follows")
-    return Result(check, d["status"], float(d["score"]), d.get("message", ""), d.get("output", ""),
-                  float(d.get("duration_s", 0.0)), d.get("failure_hint", ""),
-                  None if follows is None else tuple(follows), bool(d.get("grader_error")),
-                  bool(d.get("secondary")), str(d.get("undecided") or ""))
+    names = {f.name for f in dataclasses.fields(Result)} - {"check"}
+    fields = {k: v for k, v in d.items() if k in names}
+    if fields.get("failure_follows") is not None:
+        fields["failure_follows"] = tuple(fields["failure_follows"])
+    return Result(check, **fields)
 
 
 def _lost(child: "_Child", checks, layers, results, why: str) -> None:

@@ -33,6 +33,8 @@ class Result:
     # the exercise's file could not be run at all (errors.FileProblem: missing, refused by the
     # audit, failed at import): shown once per exercise, first, with no lesson hint
     file_error: bool = False
+    # a secondary failure's hint, from the whole report's failures (GradeReport.explain_secondary)
+    report_hint: str = ""
 
     @property
     def hint(self) -> str:
@@ -40,7 +42,7 @@ class Result:
         failure of the grader's own or a file that could not be run."""
         if self.status in ("passed", "not_run") or self.grader_error or self.file_error:
             return ""
-        return self.failure_hint or self.check.hint
+        return self.failure_hint or self.report_hint or self.check.hint
 
     @property
     def max_score(self) -> float:
@@ -106,16 +108,17 @@ class GradeReport:
                    if r.status in FAILING and not r.secondary and not r.file_error}
         for r in self.results:
             if not r.secondary or r.status not in FAILING or r.failure_hint:
+                r.report_hint = ""
                 continue
             follows = r.failure_follows if r.failure_follows is not None else r.check.follows
             named = [c for c in follows or () if c in failing] or \
                 [c for c, f in failing.items() if f.check.exercise == r.check.exercise]
             if named:
-                r.failure_hint = (f"The answer was wrong, so this check's own idea earns nothing "
+                r.report_hint = (f"The answer was wrong, so this check's own idea earns nothing "
                                   f"yet: fix what {' and '.join(named[:2])} "
                                   f"{'say' if len(named) > 1 else 'says'} first.")
             else:
-                r.failure_hint = ("The answer was wrong on this check's inputs (the message says "
+                r.report_hint = ("The answer was wrong on this check's inputs (the message says "
                                   "where), though the correctness checks passed on theirs: compare "
                                   "its sizes and values with theirs.")
 

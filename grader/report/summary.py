@@ -12,10 +12,9 @@ import re
 
 from grader.judge import target
 from grader.registry import EXERCISES
-from grader.results import NOT_SELECTED, GradeReport, Result
+from grader.results import FAILING, NOT_SELECTED, GradeReport, Result
 
 GPU_LAYERS = ("gpu", "perf")
-FAILING = ("failed", "error", "timeout", "crashed", "not_implemented")
 HIDDEN_OUTPUT = "(what the code printed under a hidden check is not shown)"
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 
@@ -177,8 +176,17 @@ def failures(report: GradeReport) -> list[dict]:
     lead ("probably the same cause"). Within an exercise, the lead that explains the most
     failures comes first, then registry order; each exercise's first lead comes before any
     exercise's second, so two mistakes in two exercises both show at the top. With no `follows`
-    at all, failures lead by themselves in registry order (one exercise at a time)."""
-    failing = {r.check.id: r for r in report.results if r.status in FAILING}
+    at all, failures lead by themselves in registry order (one exercise at a time).
+
+    An exercise whose file could not be run (Result.file_error: missing, refused by the audit,
+    failed at import) is one group, before every other: its first check leads, the checks it
+    blocked follow."""
+    blocked: dict[str, list[str]] = {}
+    for r in report.results:
+        if r.status in FAILING and r.file_error:
+            blocked.setdefault(r.check.exercise, []).append(r.check.id)
+    files = [{"lead": ids[0], "same_cause": ids[1:]} for ids in blocked.values()]
+    failing = {r.check.id: r for r in report.results if r.status in FAILING and not r.file_error}
     order = [r.check.id for r in report.results if r.check.id in failing]
 
     def next_of(cid: str) -> tuple[str | None, bool]:
@@ -188,6 +196,10 @@ def failures(report: GradeReport) -> list[dict]:
         for other in follows or ():
             if other in failing and other != cid and not getattr(failing[other], "secondary", False):
                 return other, own is not None
+        if getattr(failing[cid], "secondary", False):   # under its exercise's first primary failure
+            for other, r in failing.items():
+                if r.check.exercise == failing[cid].check.exercise and not r.secondary:
+                    return other, True
         return None, False
 
     def lead_of(cid: str) -> str:
@@ -215,7 +227,19 @@ def failures(report: GradeReport) -> list[dict]:
     heads = sorted(same, key=lambda c: (per_exercise[failing[c].check.exercise].index(c),
                                         exercises.index(failing[c].check.exercise)
                                         if failing[c].check.exercise in exercises else len(exercises)))
-    return [{"lead": cid, "same_cause": same[cid]} for cid in heads]
+    return files + [{"lead": cid, "same_cause": same[cid]} for cid in heads]
+
+
+def blocked(group: dict, by_id: dict) -> str:
+    """The checks a file error (Result.file_error) blocked, by name only: "online_softmax's 12
+    checks (19 points): safe_matches_float64, online_max_sum, ..."."""
+    ids = [group["lead"], *group["same_cause"]]
+    ex = by_id[ids[0]].check.exercise
+    names = ", ".join(c.partition(".")[2] or c for c in ids)
+    public = sum(by_id[c].max_score for c in ids if not by_id[c].check.hidden)
+    hidden = sum(by_id[c].max_score for c in ids if by_id[c].check.hidden)
+    points = f"{fmt(public)} points" + (f" + {fmt(hidden)} hidden" if hidden else "")
+    return f"{ex}'s {len(ids)} checks ({points}): {names}"
 
 
 def repeats(results: list[Result]) -> dict[str, str]:

@@ -177,6 +177,9 @@ def _failures(report: GradeReport, screen: Screen, budget: int, details: str | N
             same = [c for c in g["same_cause"] if by_id[c].status != "not_implemented"]
             forms = [[screen.line(", ".join(same) + f": probably because {lead.check.id} is not "
                                   f"implemented yet", prefix=(f"{'FAIL':>6} ", "red"))]]
+        elif lead.file_error:
+            forms = [_file_block(lead, g, by_id, screen, lines)
+                     for lines in ((MESSAGE_LINES, 1) if g is first else (1,))]
         else:
             forms = [_block(lead, g["same_cause"], by_id, repeats, screen, details, **f)
                      for f in _forms(g is first)]
@@ -188,6 +191,19 @@ def _failures(report: GradeReport, screen: Screen, budget: int, details: str | N
         left.pop(0)
     if left:
         out.append(_also(left, screen, budget - screen.rows(out), details))
+    return out
+
+
+def _file_block(r, group: dict, by_id: dict, screen: Screen, lines: int) -> list[Text]:
+    """A file that could not be run (Result.file_error), once for its exercise, as a compiler
+    says it: the message's first `lines` lines (`folder/file.py:line: Error: ...` and the
+    line's code), then the checks it blocked by name; no lesson hint."""
+    mark = (f"{STATUS_MARK[r.status]:>6} ", STATUS_STYLE[r.status])
+    message = clean(r.message).strip().split("\n")
+    out = [screen.line(message[0], prefix=mark)]
+    if lines > 1 and len(message) > 1:
+        out.append(screen.line("\n".join(message[1:lines]), prefix=INDENT))
+    out.append(screen.line((f"it blocked {summary.blocked(group, by_id)}", "dim"), prefix=INDENT))
     return out
 
 
