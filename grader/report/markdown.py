@@ -28,7 +28,9 @@ def fenced(text: str) -> list[str]:
 
 
 def to_markdown(report: GradeReport) -> str:
-    out = [f"# Grade: {fmt(report.score)} / {fmt(report.max_score)}", "",
+    t = summary.totals(report)
+    hidden = f" + hidden {fmt(t['hidden'][0])} / {fmt(t['hidden'][1])}" if t["hidden"] else ""
+    out = [f"# Grade: {fmt(t['public'][0])} / {fmt(t['public'][1])} public points{hidden}", "",
            f"**{summary.total_line(report)}**", ""]
     header = table.header(report)
     out += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
