@@ -3,7 +3,7 @@ so the last to finish is not a long one begun late. How long a request takes: th
 exercise's layers took in a grade of the solutions on a GPU box (Exercise.seconds in each
 exercise's rows.py), else CHECK_SECONDS per check. By the count of checks alone, flash_decode's
 interp layer (29 s) began eighth of the CPU layers' requests and ended a grade 4 s after
-everything else (docs/gpu/session-12-06g)."""
+everything else (docs/MEASUREMENTS.md)."""
 
 from __future__ import annotations
 

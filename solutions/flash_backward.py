@@ -180,9 +180,9 @@ def _flash_fwd(Q, K, V, O, LSE, N, stride_bh, stride_n, qk_scale,
 def default_tiles(q, backward=False):
     """(BLOCK_M, BLOCK_N, num_warps, num_stages) for q's device, chosen by its shared memory.
 
-    Measured on an H200 (B=1, H=32, D=128, fp16; docs/gpu/flash-backward/): the forward at
-    128 x 64 with 8 warps and 3 stages runs at ~460 TFLOP/s, 64 x 64 with 4 warps at ~425; the
-    backward's kernels are fastest at 64 x 64, 4 warps, 2 stages. Compiled for a GB10 (DGX
+    Measured on an H200 (B=1, H=32, D=128, fp16; `python -m tools.tune_flash_backward`): the
+    forward at 128 x 64 with 8 warps and 3 stages runs at ~460 TFLOP/s, 64 x 64 with 4 warps at
+    ~425; the backward's kernels are fastest at 64 x 64, 4 warps, 2 stages. Compiled for a GB10 (DGX
     Spark, 99 KB = 101376 bytes per block), 128 x 64 x 3 stages needs 98304 bytes: GPUs with
     less than 200 KB per block get 64 x 64 (57344 bytes with 2 stages), which leaves room.
     """

@@ -322,9 +322,8 @@ def test_gpu_batch_class_of_twenty_takes_the_next_case_of_each_kind(tmp_path):
 
 
 def test_gpu_batch_writes_the_batchs_summary_before_any_grade_alone(tmp_path, monkeypatch):
-    """A device call's limit that stops tools/gpu_batch.py during the grades alone (session-12-06f
-    lost the eighth 3/8's summary so) leaves the batch's rows, judged, in summary.json; each
-    grade alone then fills its row in."""
+    """A device call's limit that stops tools/gpu_batch.py during the grades alone leaves the
+    batch's rows, judged, in summary.json; each grade alone then fills its row in."""
     from tools import gpu_batch
     from tools.gpu_batch import FEWER, FULL
 

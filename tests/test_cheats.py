@@ -72,7 +72,7 @@ def test_side_stream_buys_no_speed(tmp_path):
     """The real kernel on a side stream, returned before it finishes. Read after a device-wide
     synchronize it is right (gpu_real_sizes); the timed calls' checksums are read on the caller's
     stream, as the next line of PyTorch would read them, where it is not ready: a race, and no
-    perf points, with a message that says so (seen on the H200, docs/gpu/)."""
+    perf points, with a message that says so (tools/gpu_cheats.py grades it so on a GPU)."""
     if not _cuda():
         pytest.skip("needs a CUDA GPU: streams exist only there")
     sub = copy_solutions(tmp_path / "sub", folder_files(case("cheats", "side_stream")))
@@ -98,7 +98,7 @@ SDPA_ON_CUDA = Mutant(
 # perf layer's repeated, timed calls) SDPA's answer, computed with the trace off through an
 # alias and copied into the output by a Triton kernel. Every answer is right; no frame
 # inspection, so the static audit sees nothing. Before timed calls were replayed it earned
-# speed_vs_sdpa 5/5 on the H200 (docs/gpu/timed-provenance/); tools/gpu_cheats.py grades it,
+# speed_vs_sdpa 5/5 on an H200 (docs/MEASUREMENTS.md); tools/gpu_cheats.py grades it,
 # and only the checks that time calls owe 0.
 TIMED_SDPA = Mutant(
     "timed_sdpa_behind_launch", "flash_triton", find="    B, H, N, D = q.shape\n    assert k.shape",
@@ -140,7 +140,7 @@ def test_a_cheat_earns_nothing_beside_other_exercises(tmp_path):
     """peak_reset graded as `make grade` grades it, its CPU layers in parallel with other
     exercises' (two cheats of Triton exercises beside it, run by the interpreter): ragged_sizes'
     memory gate once let its N x N scores through there (3 grades of 3 in one run, 1 of 3 in
-    another), with 0.1-1.2 MB to spare at N = 1000, d = 64 (docs/gpu/session-12-06g); alone it
+    another), with 0.1-1.2 MB to spare at N = 1000, d = 64 (docs/MEASUREMENTS.md); alone it
     earned nothing."""
     files = {}
     for exercise, name in (("tiled_attention", "peak_reset"),

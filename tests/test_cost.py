@@ -1,5 +1,9 @@
 """tools/cost.py: its sums and its GB10 model on a small made-up report, and docs/INSTRUCTORS.md's
-cost table is what the tool makes from the committed H200 reports (so the docs cannot go stale)."""
+cost table is what the tool makes from the committed H200 reports (so the docs cannot go stale).
+
+The fixture, tests/fixtures/cost/: `make grade-gpu IMPL=solutions` and `make grade-gpu` (the
+stubs) on one NVIDIA H200, the CPU layers beside the GPU layers and the timed checks last,
+trimmed to the fields tools/cost.py reads."""
 
 from __future__ import annotations
 
@@ -10,8 +14,8 @@ import pytest
 from tests.helpers import ROOT
 from tools import cost
 
-RUNS = ROOT / "docs" / "gpu" / "session-12-04" / "run5-fewer-starts"
-REPORT, STUBS = RUNS / "sol" / "grade.json", RUNS / "stubs" / "grade.json"
+FIXTURE = ROOT / "tests" / "fixtures" / "cost"
+REPORT, STUBS = FIXTURE / "solutions-h200.json", FIXTURE / "stubs-h200.json"
 
 
 def _test(name, layer, seconds, status="passed"):

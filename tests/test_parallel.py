@@ -244,7 +244,7 @@ def test_every_count_of_processes_keeps_to_the_cgroups_cpu_limit(monkeypatch):
 
 
 def test_the_longest_request_goes_first():
-    """An H100 grade of the solutions (docs/gpu/session-12-06g) ended 12 s after the rest on
+    """An H100 grade of the solutions (docs/MEASUREMENTS.md) ended 12 s after the rest on
     flash_decode's interp layer, begun eighth of the CPU layers' requests by their checks' count;
     by the seconds each layer took (Exercise.seconds) it goes first, and the longest is never
     begun after a shorter one."""

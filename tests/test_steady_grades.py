@@ -57,7 +57,7 @@ def test_fp16_variants_score_the_same_every_draw(tmp_path, draw):
 
 # (exercise, mutant, check, its score in every draw): checks whose loss for a known mistake once
 # depended on the draw, found in a batch and a grade alone of one submission, and in three
-# grades of every mutant on the CPU layers with the hidden checks (docs/gpu/session-12-06g).
+# grades of every mutant on the CPU layers with the hidden checks (tools/mutant_repeat.py).
 # Each now draws inputs that show the mistake every time (0), or, where the mistake is another
 # check's idea, never (full marks: softmax_long's judging.max_in_first_block).
 DRAW_DEPENDENT = [

@@ -3,8 +3,8 @@
 Reads a grader JSON report (tests[*] with exercise, layer and duration_s; layer_seconds and
 elapsed_s at the top) and prints Markdown: the seconds of each exercise in each layer, with the
 totals and the wall, then what a class of N submissions costs on one GPU and how to size a Slurm
-array of one GPU per task. docs/INSTRUCTORS.md shows its output for the H200 run committed under
-docs/gpu/ (tests/test_cost.py keeps the two equal).
+array of one GPU per task. docs/INSTRUCTORS.md shows its output for the H200 reports kept in
+tests/fixtures/cost/ (tests/test_cost.py keeps the two equal).
 
 When the report comes from a GPU other than a GB10 and has the ceilings measured in its run, the
 table also estimates the gpu and perf layers on a GB10 (DGX Spark). It is a model, not a

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One session on a GPU machine: what docs/gpu/ records, under OUT (default reports/gpu).
+# One session on a GPU machine: the grades and benchmarks behind docs/MEASUREMENTS.md, under OUT
+# (default reports/gpu).
 #   tools/gpu_session.sh OUT                  every step below, in order
 #   tools/gpu_session.sh OUT solutions cheats one or more steps (each fits a 10-minute slot)
 # Steps:
@@ -23,8 +24,7 @@
 #               exercise), then each of its submissions graded alone (ALONE=none: not): the two gradebooks side by
 #               side and the submissions per hour (issue 20; not in the default list; a shard of
 #               8, two or three submissions, fits a 10-minute slot on an H100: SHARD=2/8 ...; with
-#               ALONE=none two eighths do: SHARD="6/8 7/8" ALONE=none, 407 s in session-12-06e)
-# The numbers in docs/gpu/ came from this script on an NVIDIA H200.
+#               ALONE=none two eighths do: SHARD="6/8 7/8" ALONE=none, about 400 s)
 set -u
 out=${1:-reports/gpu}
 shift || true

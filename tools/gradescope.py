@@ -57,7 +57,7 @@ command -v unshare > /dev/null || apt-get install -y -qq util-linux > /dev/null
 """
 
 # the settings docs/INSTRUCTORS.md gives; at Gradescope's defaults (768 MB, half a vCPU) the
-# solutions took SLOW_S in the Ubuntu 22.04 root (make gradescope-jammy, 2026-12-02)
+# solutions took SLOW_S in the Ubuntu 22.04 root (make gradescope-jammy; docs/INSTRUCTORS.md)
 MIN_MB, MIN_CPUS, SLOW_S = 1536, 1.0, 1109
 
 # gradescope_log.py, run_autograder's log (results/stdout): what ran, how, how long; no scores.

@@ -2,7 +2,7 @@
 the CPU layers with the hidden checks, each grade with fresh seeds; prints every check whose score
 moved between the grades, and every grade in which a cheat earned a point. A check that shows a
 mistake in some draws and not in others makes a batch and a grade alone disagree
-(docs/gpu/session-12-06g). Runs on any machine, about half a minute a grade on two cores:
+(docs/MEASUREMENTS.md). Runs on any machine, about half a minute a grade on two cores:
 
     python3 tools/mutant_repeat.py [--repeats 3] [--exercises NAMES] [--kinds mutants,wrong,...]
 

@@ -1,7 +1,7 @@
 """python -m tools.release --out dist/student: the tree students get, built and checked.
 
 It holds the exercises (stubs), the grader with its public checks, the docs (not the staff's
-docs/INSTRUCTORS.md and docs/gpu/), the Makefile, the students' README (its staff paragraph
+docs/INSTRUCTORS.md), the Makefile, the students' README (its staff paragraph
 taken out), the lesson's gpuinfo.py, requirements and the tools the Makefile runs for students
 (tools/setup.sh, tools/bench/). It never holds solutions/, hidden_tests/, the repo's own
 tests/ or the instructor tools (this file, tools/gradescope.py, tools/gpu_*).
@@ -35,11 +35,11 @@ from tools import stubs
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = ["exercises", "grader", "docs"]
 FILES = ["Makefile", "README.md", "requirements.txt", ".gitignore", "gpuinfo.py"]
-STAFF_DOCS = {"docs/INSTRUCTORS.md", "docs/gpu"}   # the staff's pages and GPU record stay behind
+STAFF_DOCS = {"docs/INSTRUCTORS.md"}   # the staff's page stays behind
 # the README's staff paragraph, between these markers, is taken out of the students' copy
 STAFF_BLOCK = re.compile(r"\n?<!-- staff -->.*?<!-- /staff -->\n?", re.S)
 # what a shipped README or doc must not point students to: files the release leaves out
-LEFT_OUT_REFERENCE = re.compile(r"(?<![\w.-])(solutions|hidden_tests|tests)/|docs/gpu\b|INSTRUCTORS\.md")
+LEFT_OUT_REFERENCE = re.compile(r"(?<![\w.-])(solutions|hidden_tests|tests)/|INSTRUCTORS\.md")
 INSTRUCTOR_ONLY = {"tools/release.py", "tools/gradescope.py", "tools/gradescope_root.py", "tools/stubs.py"}  # make release/gradescope(-jammy)/stubs
 SECRET = ("solutions", "hidden_tests")
 # an import of what the release leaves out: that file would fail in the student's tree

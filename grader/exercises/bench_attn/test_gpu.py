@@ -22,8 +22,8 @@ from grader.wire.codec import Trusted
 
 # a row's ms against the grader's GPU time of one call: at least 0.4 of it, at most 3x it plus
 # 0.1 ms (the student's host clock also spans a launch and a synchronize per call, tens of
-# microseconds; the GPU's clock may differ between the two measurements). On the H200 the
-# solution's rows read 0.62-1.39 of the grader's time (docs/gpu/bench-rows/).
+# microseconds; the GPU's clock may differ between the two measurements). On an H200 the
+# solution's rows read 0.62-1.39 of the grader's time (docs/MEASUREMENTS.md).
 TIME_BAND = (0.4, 3.0, 0.1)
 # a row's peak_gb against the allocator's peak of the same call here: within 2x, plus 4 MiB
 PEAK_BAND = (0.5, 2.0, 4 / 1024)

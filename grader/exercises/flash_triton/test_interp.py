@@ -49,7 +49,7 @@ def _max_first(rng, shape, block_n, dtype="float16"):
     margin of 1, and no score above 9: drawn again in the rare draw where a later key would
     still score higher (about one grade in a hundred), which made a kernel without the running
     max fail here as well, or where a score passed 11.1 and exp(s) overflowed float16 (one grade
-    of three of a kernel without the max subtracted, docs/gpu/session-12-06g)."""
+    of three of a kernel without the max subtracted, found by tools/mutant_repeat.py)."""
     for _ in range(100):
         q, k, v = qkv(rng, shape, dtype)
         c = float(np.sqrt(4.0 * np.sqrt(shape[-1])))
