@@ -5,8 +5,9 @@ process, so everything the worker sends back is decoded from plain JSON and raw 
 whitelisted dtype. One message is one `send_bytes` of a JSON header followed by one `send_bytes`
 per buffer.
 
-Values that can cross: None, bool, int, float, str, list, tuple, dict with str keys, NumPy arrays
-and scalars, and (worker to trusted side) torch tensors, which arrive as `TensorValue`.
+Values that can cross, by exact type (a subclass is refused, never converted: reading it could
+run its code): None, bool, int, float, str, list, tuple, dict with str keys, NumPy arrays and
+scalars, and (worker to trusted side) torch tensors, which arrive as `TensorValue`.
 Trusted side to worker, two markers ask the worker to build something before the call:
 `TensorArg` (a torch tensor on a device, optionally followed in memory by poison) and `Trusted`
 (an object from `grader.worker.workloads`, e.g. a workload of known duration).
@@ -14,7 +15,9 @@ Trusted side to worker, two markers ask the worker to build something before the
 
 from __future__ import annotations
 
+import gc
 import json
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,20 +109,30 @@ class TensorValue:
 # ---------------------------------------------------------------------------------- encoding
 
 
-def encode(value: Any) -> list[bytes]:
+def encode(value: Any, markers: bool = True) -> list[bytes]:
     """Value → [header, buffer, buffer, ...]. Anything that cannot cross raises CodecError with
-    the reason (too deep, too large, an object): never another exception."""
+    the reason (too deep, too large, an object): never another exception. `markers`: TensorArg
+    and Trusted may cross (the trusted side's requests; the worker's replies carry none).
+
+    No garbage is collected while the value is read: the encoder's own allocations would
+    otherwise start a collection, and run the __del__ or gc callbacks of the sender's garbage
+    in the middle of the value (in the worker, student code that could rewrite it)."""
+    collecting = gc.isenabled()
+    gc.disable()
     buffers: list[bytes] = []
     try:
-        header = json.dumps(_enc(value, buffers, 0)).encode()
+        header = json.dumps(_enc(value, buffers, 0, markers)).encode()
     except CodecError:
         raise
     except RecursionError:
         raise CodecError("value nested too deeply") from None
     except MemoryError:
         raise CodecError("value too large to send") from None
-    except Exception as e:  # noqa: BLE001 - a str subclass, a broken __len__ ... from student code
-        raise CodecError(f"cannot send this value ({type(e).__name__}: {str(e)[:200]})") from None
+    except Exception as e:  # noqa: BLE001 - a tensor torch cannot copy to the host ...
+        raise CodecError(f"cannot send this value ({_name(type(e))}: {str(e)[:200]})") from None
+    finally:
+        if collecting:
+            gc.enable()
     size = len(header) + sum(len(b) for b in buffers)
     if len(header) > MAX_HEADER_BYTES or size > MAX_MESSAGE_BYTES:
         raise CodecError(f"value too large to send ({size / 2**20:.0f} MiB; the limit is "
@@ -128,43 +141,71 @@ def encode(value: Any) -> list[bytes]:
     return [header] + buffers
 
 
-def _enc(v: Any, bufs: list[bytes], depth: int) -> Any:
+# The encoder reads values by their exact type and calls nothing of theirs: a subclass of list,
+# tuple, dict, str, a number, an ndarray or a tensor could run code while it is read (__len__,
+# __iter__, __float__, a dtype property), after the probes of the call have closed, so it is
+# refused by name; nothing is converted. Its message names the type found, read through
+# type's own descriptor (a metaclass could make `__name__` run code too).
+_PLAIN = (type(None), bool, int, float, str)
+_SCALARS = {np.dtype(name).type for name in _NUMPY_DTYPES}   # np.float32, np.int64, np.bool_ ...
+_BASES = ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"), (list, "list"),
+          (tuple, "tuple"), (dict, "dict"), (np.ndarray, "NumPy array"),
+          (np.generic, "NumPy scalar"))
+_TYPE_NAME = type.__dict__["__name__"]
+
+
+def _name(cls: type) -> str:
+    return str.__str__(_TYPE_NAME.__get__(cls, type))
+
+
+def _refuse(v: Any) -> CodecError:
+    cls = type(v)
+    exact = ("the grader reads exact types only: a plain list, tuple, dict with str keys, NumPy "
+             "array, torch.Tensor or number")
+    torch = sys.modules.get("torch")
+    bases = _BASES + (((torch.Tensor, "torch.Tensor"),) if torch is not None else ())
+    for base, what in bases:
+        if issubclass(cls, base):   # type's own check on the class: no code of the value's runs
+            return CodecError(f"a {_name(cls)}, a subclass of {what}, whose methods could run "
+                              f"while it is read ({exact})")
+    return CodecError(f"a value of type {_name(cls)} ({exact})")
+
+
+def _enc(v: Any, bufs: list[bytes], depth: int, markers: bool) -> Any:
     if depth > MAX_DEPTH:
         raise CodecError("value nested too deeply")
-    if v is None or isinstance(v, bool):
-        return v
-    if isinstance(v, str):
-        return str.__str__(v)   # a plain str, whatever subclass came in
-    if isinstance(v, int):
-        v = int.__index__(v)
-        if not -INT_LIMIT < v < INT_LIMIT:
+    cls = type(v)
+    if cls in _PLAIN:
+        if cls is int and not -INT_LIMIT < v < INT_LIMIT:
             raise CodecError(f"an integer of {v.bit_length()} bits cannot be returned (at most 64 "
                              f"bits cross the boundary)")
+        if cls is float and (v != v or v in (float("inf"), float("-inf"))):
+            return {"__float__": repr(v)}
         return v
-    if isinstance(v, float):
-        v = float.__float__(v)
-        return {"__float__": repr(v)} if v != v or v in (float("inf"), float("-inf")) else v
-    if isinstance(v, (list, tuple, dict)) and len(v) > MAX_ITEMS:
-        raise CodecError(f"value too large to send: a {type(v).__name__} of {len(v)} items (return "
+    if cls is np.float64:   # a float subclass, but NumPy's own: it crosses as a float
+        return _enc(float.__float__(v), bufs, depth, markers)
+    if cls in (list, tuple, dict) and len(v) > MAX_ITEMS:
+        raise CodecError(f"value too large to send: a {cls.__name__} of {len(v)} items (return "
                          f"an array instead)")
-    if isinstance(v, (list, tuple)):
-        items = [_enc(x, bufs, depth + 1) for x in v]
-        return {"__tuple__": items} if isinstance(v, tuple) else items
-    if isinstance(v, dict):
-        if not all(isinstance(k, str) for k in v):
-            raise CodecError("dict keys must be strings")
-        return {"__dict__": [[k, _enc(x, bufs, depth + 1)] for k, x in v.items()]}
-    if isinstance(v, np.generic):
-        return {"__npscalar__": _enc(np.asarray(v), bufs, depth + 1)}
-    if isinstance(v, np.ndarray):
+    if cls is list or cls is tuple:
+        items = [_enc(x, bufs, depth + 1, markers) for x in v]
+        return {"__tuple__": items} if cls is tuple else items
+    if cls is dict:
+        for k in v:
+            if type(k) is not str:
+                raise CodecError(f"dict keys must be plain strings, not {_refuse(k)}")
+        return {"__dict__": [[k, _enc(x, bufs, depth + 1, markers)] for k, x in v.items()]}
+    if cls in _SCALARS:
+        return {"__npscalar__": _enc(np.asarray(v), bufs, depth + 1, markers)}
+    if cls is np.ndarray:
         if v.dtype.name not in _NUMPY_DTYPES:
             raise CodecError(f"arrays of dtype {v.dtype} cannot be returned")
         bufs.append(np.ascontiguousarray(v).tobytes())
         return {"__ndarray__": len(bufs) - 1, "dtype": v.dtype.name, "shape": list(v.shape)}
-    if isinstance(v, TensorArg):
+    if cls is TensorArg and markers:
         common = {"dtype": v.dtype, "device": v.device, "guard": int(v.guard),
-                  "poison": _enc(float(v.poison), bufs, depth + 1), "pad_cols": int(v.pad_cols),
-                  "kept": str(v.kept)}
+                  "poison": _enc(float(v.poison), bufs, depth + 1, markers),
+                  "pad_cols": int(v.pad_cols), "kept": str(v.kept)}
         if v.array is None and v.seed is None and v.kept:
             return {"__tensorarg__": -2, **common}
         if v.array is None:
@@ -174,28 +215,31 @@ def _enc(v: Any, bufs: list[bytes], depth: int) -> Any:
         bufs.append(arr.tobytes())
         return {"__tensorarg__": len(bufs) - 1, "array_dtype": arr.dtype.name,
                 "shape": list(arr.shape), **common}
-    if isinstance(v, Trusted):
+    if cls is Trusted and markers:
         return {"__trusted__": v.name, "key": v.key, "attr": v.attr,
-                "params": _enc(v.params, bufs, depth + 1)}
-    if type(v).__module__.startswith("torch") and type(v).__name__ in ("Tensor", "Parameter"):
-        return _enc_torch(v, bufs)
-    if type(v).__module__.startswith("torch") and type(v).__name__ == "dtype":
+                "params": _enc(v.params, bufs, depth + 1, markers)}
+    torch = sys.modules.get("torch")
+    if torch is not None and cls is torch.Tensor:
+        return _enc_torch(v, bufs, torch)
+    if torch is not None and cls is torch.dtype:
         return {"__torchdtype__": str(v).replace("torch.", "")}
-    raise CodecError(f"cannot send a value of type {type(v).__name__}")
+    raise _refuse(v)
 
 
-def _enc_torch(t, bufs: list[bytes]) -> dict:
-    import torch
-
-    name = str(t.dtype).replace("torch.", "")
-    if name not in _TORCH_WIRE:
-        raise CodecError(f"tensors of dtype {t.dtype} cannot be returned")
-    host = t.detach().to("cpu").contiguous()
-    if name == "bfloat16":
-        host = host.view(torch.int16)
-    bufs.append(host.numpy().tobytes())
-    return {"__tensor__": len(bufs) - 1, "dtype": name, "device": str(t.device),
-            "shape": list(t.shape), "stride": list(t.stride())}
+def _enc_torch(t, bufs: list[bytes], torch) -> dict:
+    # an exact tensor has no Python of its own, but a mode the call left on the stack
+    # (TorchFunctionMode, TorchDispatchMode; torch.set_default_device is one) would run on
+    # every op below: both are switched off while it is read
+    with torch._C.DisableTorchFunction(), torch._C._DisableTorchDispatch():
+        name = str(t.dtype).replace("torch.", "")
+        if name not in _TORCH_WIRE:
+            raise CodecError(f"tensors of dtype {t.dtype} cannot be returned")
+        host = t.detach().to("cpu").contiguous()
+        if name == "bfloat16":
+            host = host.view(torch.int16)
+        bufs.append(host.numpy().tobytes())
+        return {"__tensor__": len(bufs) - 1, "dtype": name, "device": str(t.device),
+                "shape": list(t.shape), "stride": list(t.stride())}
 
 
 # ---------------------------------------------------------------------------------- decoding
@@ -274,8 +318,8 @@ def _dec(h: Any, bufs: list[bytes], build, depth: int) -> Any:
     raise CodecError("malformed value")
 
 
-def send(conn, value: Any) -> None:
-    parts = encode(value)   # whole message encoded first: a CodecError sends nothing
+def send(conn, value: Any, markers: bool = True) -> None:
+    parts = encode(value, markers)   # whole message encoded first: a CodecError sends nothing
     conn.send_bytes(json.dumps({"parts": len(parts)}).encode())
     for p in parts:
         conn.send_bytes(p)

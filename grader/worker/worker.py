@@ -171,7 +171,7 @@ class Worker:
                 _release_gpu_memory()
                 codec.send(self.conn, {"ok": False, "kind": "grader_error", "type": type(e).__name__,
                                        "message": f"the worker could not build the inputs: {e}",
-                                       "traceback": traceback.format_exc()[-2000:]})
+                                       "traceback": traceback.format_exc()[-2000:]}, markers=False)
                 continue
             op = msg.get("op")
             if op == "exit":
@@ -189,10 +189,10 @@ class Worker:
             else:
                 reply = self.load() if op == "load" else self.call(msg)
             try:
-                codec.send(self.conn, reply)
+                codec.send(self.conn, reply, markers=False)
             except codec.CodecError as e:  # the student returned something that cannot cross
                 codec.send(self.conn, {"ok": False, "kind": "bad_return", "type": "TypeError",
-                                       "message": str(e), "traceback": ""})
+                                       "message": str(e), "traceback": ""}, markers=False)
             except (OSError, ValueError):   # the pipe is gone: the trusted side stopped us
                 return
             if op == "replay" or (op == "call" and self.cfg["mode"] == "cuda"
