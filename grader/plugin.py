@@ -23,6 +23,7 @@ import pytest
 from grader import errors
 from grader.environment import Environment
 from grader.registry import EXERCISES, Check
+from grader.judge.compare import CheckFailed, as_secondary
 from grader.results import NOT_SELECTED, PARALLEL, Credit, Result, Selection
 from grader.sandbox import calllog
 
@@ -251,6 +252,9 @@ class GradePlugin:
         if isinstance(e, errors.StudentProblem):
             return Result(check, e.status, 0.0, str(e), failure_hint=_error_hint(e),
                           file_error=isinstance(e, errors.FileProblem))
+        if isinstance(e, CheckFailed) and check.evidence is not None and e.kind and \
+                e.kind not in check.evidence and not e.secondary:
+            e = as_secondary(e)   # a wrong answer, not this check's idea (Check.evidence)
         if isinstance(e, AssertionError):
             message = str(e).split("\nassert ")[0].strip() or "assertion failed"
             return Result(check, "failed", 0.0, message, failure_hint=getattr(e, "hint", ""),

@@ -7,6 +7,11 @@ import dataclasses
 from dataclasses import dataclass
 
 
+# Check.evidence of an overflow check: NaN or inf in the answer; a finite wrong answer is the
+# correctness checks' business
+OVERFLOW = ("nan", "inf")
+
+
 @dataclass(frozen=True)
 class Band:
     """How a graded-by-degree measurement becomes credit (grader.judge.verdicts): full credit at
@@ -75,6 +80,11 @@ class Check:
     # a gpu-layer check that needs the GPU to itself (it judges free memory or times): never
     # graded beside another grading process (grader.parallel); every perf check is such a check
     gpu_alone: bool = False
+    # the kinds of wrong answer that show this check's own idea (CheckFailed.kind, from
+    # compare.assert_close): ("nan", "inf") for an overflow check. Any other wrong answer is
+    # the correctness checks' business: the check fails as secondary, saying the answer was
+    # wrong (compare.as_secondary). None: every failure is the check's own.
+    evidence: tuple | None = None
 
     @property
     def exercise(self) -> str:

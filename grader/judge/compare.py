@@ -123,9 +123,14 @@ def answer_must_be_right(prop: str, follows: tuple, own: tuple = ()):
     except CheckFailed as e:
         if e.kind and e.kind in own:
             raise
-        said = f"; the call {prop}, but its answer is wrong, so that earns nothing" if prop else ""
-        raise CheckFailed(f"The answer was wrong: {e}{said}", follows=follows, secondary=True,
-                          kind=e.kind) from None
+        raise as_secondary(e, prop, follows) from None
+
+
+def as_secondary(e: CheckFailed, prop: str = "", follows: tuple | None = None) -> CheckFailed:
+    """`e`, a wrong answer, as a property check's secondary failure (answer_must_be_right)."""
+    said = f"; the call {prop}, but its answer is wrong, so that earns nothing" if prop else ""
+    return CheckFailed(f"The answer was wrong: {e}{said}", follows=follows, secondary=True,
+                       kind=e.kind)
 
 
 def assert_right_answer(got, expected, *, prop: str, follows: tuple, what: str, dtype: str,

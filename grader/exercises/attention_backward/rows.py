@@ -1,7 +1,7 @@
 """attention_backward's rows of the registry: the exercise, and its public checks with points, layers and
 hints (grader.registry gathers every exercise folder's rows)."""
 
-from grader.schema import Check as _C, Exercise
+from grader.schema import Check as _C, Exercise, OVERFLOW
 
 EXERCISE = Exercise(
     "attention_backward", "Causal attention, the logsumexp and the backward pass (NumPy)",
@@ -59,7 +59,8 @@ CHECKS = [
        "P = e^(S - L) keeps every exponent <= 0; never exp(S) alone.",
        follows=("attention_backward.backward_matches_float64",
                 "attention_backward.backward_recomputes_from_L", "attention_backward.causal_mask",
-                "attention_backward.backward_causal")),
+                "attention_backward.backward_causal"),
+       evidence=OVERFLOW),
     _C("attention_backward.memory_is_linear", "cpu", 3,
        "forward and backward hold nothing N x N (tracemalloc and the worker's resident memory)",
        "Recompute instead of remember: S and P exist one (Br, Bc) tile at a time in both passes; "

@@ -1,7 +1,7 @@
 """flash_decode's rows of the registry: the exercise, and its public checks with points, layers and
 hints (grader.registry gathers every exercise folder's rows)."""
 
-from grader.schema import Band, Check as _C, Exercise
+from grader.schema import Band, Check as _C, Exercise, OVERFLOW
 
 # ops a wrapper may run to size its launch (flash_decode: seq_lens.max().item() picks the split
 # count); they compute no attention
@@ -70,7 +70,8 @@ CHECKS = [
        "scores up to ~300: exp overflows without the running max",
        "The running max keeps exp finite: p = exp(s - m_new), never exp(s), in every split; "
        "the merge's weights exp(m_split - m_max) are <= 1 too.",
-       follows=("flash_decode.max_in_last_split",)),
+       follows=("flash_decode.max_in_last_split",),
+       evidence=OVERFLOW),
     _C("flash_decode.uses_kernel", "adversarial", 1,
        "flash_decode computes with its Triton kernels",
        "The splits and the merge both run in Triton (_decode_split, _decode_merge): calling "

@@ -1,7 +1,7 @@
 """flash_triton's rows of the registry: the exercise, and its public checks with points, layers and
 hints (grader.registry gathers every exercise folder's rows)."""
 
-from grader.schema import Band, Check as _C, Exercise
+from grader.schema import Band, Check as _C, Exercise, OVERFLOW
 
 EXERCISE = Exercise(
     "flash_triton", "FlashAttention forward (Triton)", frozenset({"torch", "triton"}), "interp",
@@ -36,7 +36,8 @@ CHECKS = [
        "The running max keeps exp in range: start it at -inf (not 0) and use p = exp(s - "
        "m_new[:, None]), never exp(s).",
        follows=("flash_triton.uses_kernel", "flash_triton.guard_bands",
-                "flash_triton.matches_reference")),
+                "flash_triton.matches_reference"),
+       evidence=OVERFLOW),
     _C("flash_triton.float32_input", "interp", 1, "flash_fwd on float32 input gives float32 output",
        "The kernel must take float32 too: cast p to v's dtype before tl.dot and store in "
        "O.dtype.element_ty; nothing may assume a 16-bit input.",

@@ -1,7 +1,7 @@
 """online_softmax's rows of the registry: the exercise, and its public checks with points, layers and
 hints (grader.registry gathers every exercise folder's rows)."""
 
-from grader.schema import Check as _C, Exercise
+from grader.schema import Check as _C, Exercise, OVERFLOW
 
 EXERCISE = Exercise(
     "online_softmax", "Online softmax (NumPy)", frozenset({"numpy"}), "cpu",
@@ -33,7 +33,8 @@ CHECKS = [
     _C("online_softmax.no_overflow", "adversarial", 1, "[1000, 1001, 1002] gives no inf or nan",
        "Safe softmax: subtract the row max before exp, so no exponent is positive and "
        "nothing overflows (exp(1000) is inf even in float64, and inf / inf is NaN).",
-       follows=("online_softmax.online_max_sum",)),
+       follows=("online_softmax.online_max_sum",),
+       evidence=OVERFLOW),
     _C("online_softmax.single_element", "adversarial", 1, "a single element has softmax 1 and state (x, 1)",
        "A single element: m = x[0], l = exp(0) = 1, softmax [1.0]. Does a loop or a slice skip it?",
        follows=("online_softmax.online_max_sum", "online_softmax.empty_input")),

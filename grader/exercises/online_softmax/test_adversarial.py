@@ -12,7 +12,7 @@ import pytest
 from grader import errors
 from grader.exercises.online_softmax.judging import assert_state, state_of
 from grader.judge import reference
-from grader.judge.compare import Cases, CheckFailed, answer_must_be_right, assert_close, state_rtol
+from grader.judge.compare import Cases, CheckFailed, assert_close, state_rtol
 from grader.judge.inputs import randn
 
 
@@ -40,19 +40,15 @@ def test_empty_input(student, rng):
 def test_no_overflow(student, rng):
     sub = student()
     shift = float(rng.uniform(0, 5))
-    # this check's idea is overflow: inf or NaN in an answer; a finite wrong answer is the
-    # correctness checks' business (compare.answer_must_be_right)
-    with answer_must_be_right("", ("online_softmax.online_max_sum",
-                                   "online_softmax.safe_matches_float64",
-                                   "online_softmax.online_matches_float64"), own=("nan", "inf")):
-        for base in (1000.0, -1000.0):
-            x = np.array([base, base + 1, base + 2]) + shift
-            expected = reference.softmax(x)
-            for fn in ("softmax_safe", "softmax_online"):
-                assert_close(getattr(sub, fn)(x), expected, what=f"{fn}({x.tolist()})",
-                             input_dtype="float64", seed=rng.seed)
-            assert_state(sub.online_max_sum(x), reference.max_sum(x),
-                         f"online_max_sum({x.tolist()})", rng.seed, x=x)
+    # this check's idea is overflow: a finite wrong answer is another's (rows.py, evidence)
+    for base in (1000.0, -1000.0):
+        x = np.array([base, base + 1, base + 2]) + shift
+        expected = reference.softmax(x)
+        for fn in ("softmax_safe", "softmax_online"):
+            assert_close(getattr(sub, fn)(x), expected, what=f"{fn}({x.tolist()})",
+                         input_dtype="float64", seed=rng.seed)
+        assert_state(sub.online_max_sum(x), reference.max_sum(x), f"online_max_sum({x.tolist()})",
+                     rng.seed, x=x)
 
 
 @pytest.mark.check("online_softmax.single_element")

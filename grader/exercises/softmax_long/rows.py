@@ -2,7 +2,7 @@
 hints (grader.registry gathers every exercise folder's rows). An extension exercise: its points
 come on top of the core's 100."""
 
-from grader.schema import Band, Check as _C, Exercise
+from grader.schema import Band, Check as _C, Exercise, OVERFLOW
 
 EXERCISE = Exercise(
     "softmax_long", "Softmax for rows of any length (Triton)", frozenset({"torch", "triton"}),
@@ -53,7 +53,8 @@ CHECKS = [
        "float16 rows with values past 88, short and long, give no inf or nan",
        "Break It 1 on both paths: exp overflows float32 above 88.7 and inf / inf is nan. "
        "Subtract the running max (long rows) or the row max (short rows) before tl.exp.",
-       follows=(*_BASE, "softmax_long.max_in_last_block")),
+       follows=(*_BASE, "softmax_long.max_in_last_block"),
+       evidence=OVERFLOW),
     _C("softmax_long.all_negative_rows", "adversarial", 2,
        "rows of values near -200 with ragged widths",
        "m starts at -inf and padded lanes load as -inf: a max that starts at 0 (or padding read "

@@ -1,7 +1,7 @@
 """softmax_triton's rows of the registry: the exercise, and its public checks with points, layers and
 hints (grader.registry gathers every exercise folder's rows)."""
 
-from grader.schema import Band, Check as _C, Exercise
+from grader.schema import Band, Check as _C, Exercise, OVERFLOW
 
 EXERCISE = Exercise(
     "softmax_triton", "Fused softmax (Triton)", frozenset({"torch", "triton"}), "interp",
@@ -51,7 +51,8 @@ CHECKS = [
        "Break It 1: exp overflows above 11.09 in float16 and above 88.7 in float32, and "
        "inf / inf is nan. Subtract the row max (in float32) before tl.exp.",
        follows=("softmax_triton.uses_kernel", "softmax_triton.masked_accesses",
-                "softmax_triton.all_negative_rows", "softmax_triton.matches_float64")),
+                "softmax_triton.all_negative_rows", "softmax_triton.matches_float64"),
+       evidence=OVERFLOW),
     _C("softmax_triton.gpu_real_sizes", "gpu", 3, "softmax on the GPU at real sizes, fp16/bf16/fp32",
        "Mask every load and store; keep the max, exp and sum in float32; the row stride comes "
        "from x.stride(0).",
