@@ -106,7 +106,7 @@ def message(findings: list[Finding], exercise: str, folder: str = "") -> str:
     """One line per finding, as a compiler names a place (`folder/file.py:line: ...`), then
     what the audit allows. `folder`: how the report names the submission folder."""
     prefix = f"{folder.rstrip('/')}/" if folder else ""
-    lines = [f"{prefix}{f.file}:{f.line}: the grader's audit refuses {f.what}" for f in findings[:4]]
+    lines = [f"{prefix}{f}: refused by the grader's audit" for f in findings[:4]]
     if len(findings) > 4:
         lines.append(f"(and {len(findings) - 4} more)")
     return "\n".join(lines) + (
