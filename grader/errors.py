@@ -54,6 +54,15 @@ class WorkerCrashed(StudentProblem):
     status = "crashed"
 
 
+class ForgedReply(StudentProblem):
+    """A message on the worker's channel that its serving loop did not send: a second reply to
+    one request, bytes that are no message, a reply to an earlier request (written by student
+    code, which can reach the socket). The call counts for nothing, and no later call of the
+    exercise either."""
+
+    status = "error"
+
+
 class BadReturn(StudentProblem):
     """The student returned something the grader cannot carry back (an object, a generator...)."""
 

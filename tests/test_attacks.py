@@ -46,6 +46,7 @@ CASES = {
     "fork_bomb": (True, {"timeout", "crashed", "error"}),
     "userns_escape": (True, None),
     "hang_reply": (False, {"timeout"}),
+    "forge_reply": (False, {"crashed", "error", "advice"}),
     "flood": (False, {"error", "not_implemented", "crashed"}),
     "codec_bomb": (False, {"error"}),
     "library_import": (False, None),
@@ -188,7 +189,14 @@ def scratch_is_bounded(data, elapsed):
         assert mib <= SCRATCH_LIMIT_BYTES >> 20 and "No space left" in message, message[:300]
 
 
-SHOWS = {"flood": flood_costs_little_memory, "fill_disk": scratch_is_bounded, "codec_bomb": codec_bombs_are_named,
+def forged_replies_count_for_nothing(data, elapsed):
+    """Every call's forged reply was followed by an exit: the grader's ping after the reply
+    found the worker gone, so each call crashed (launcher.Launched.request)."""
+    said = [t["message"] for t in online(data) if t["status"] != "advice"]
+    assert said and all("exited" in m for m in said), said
+
+
+SHOWS = {"flood": flood_costs_little_memory, "forge_reply": forged_replies_count_for_nothing, "fill_disk": scratch_is_bounded, "codec_bomb": codec_bombs_are_named,
          "library_import": library_files_are_not_imported,
          "hang_reply": hanging_reply_times_out_and_counts,
          **dict.fromkeys(("alias_fork", "thread_allowed_module", "process_allowed_module",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -82,6 +83,10 @@ def copy_sources(directory: Path, dest: Path) -> Path:
     return dest
 
 
+class Forged(Exception):
+    """A message on the worker's socket that its serving loop did not send for the request."""
+
+
 class Launched:
     """A running worker: its process, its pipe, its capture file."""
 
@@ -94,6 +99,7 @@ class Launched:
         self.capture_fd = capture_fd
         self.level = level
         self._pid: int | None = None
+        self.replied = 0.0           # time.perf_counter() when the last reply came
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -118,7 +124,15 @@ class Launched:
         every part) has not arrived within `timeout`: the watchdog has then killed the worker.
         With `cpu_clock`, `timeout` counts the worker's own CPU seconds (every thread), so a
         call starved by other work on a busy machine is not stopped for the machine's load; it
-        is stopped anyway after WALL_MULT times `timeout` of wall time (a call that sleeps)."""
+        is stopped anyway after WALL_MULT times `timeout` of wall time (a call that sleeps).
+
+        A reply counts only as the one message the serving loop sent for this request: it must
+        carry the request's fresh tag, and the worker must then answer a ping (a tag of its
+        own) with the very next message, and leave nothing behind it. Student code can reach
+        the socket and read the tags, so a frame it writes during its call is either read as
+        the reply, and then the loop's own reply comes where the ping's answer should
+        (Forged), or it is followed by an exit, and the ping finds the worker gone (EOFError);
+        bytes that are no message raise CodecError. `replied`: the clock when the reply came."""
         fired, answered = threading.Event(), threading.Event()
 
         def watch():
@@ -143,8 +157,13 @@ class Launched:
         watchdog = threading.Thread(target=watch, daemon=True)
         watchdog.start()
         try:
-            codec.send(self.conn, msg)
-            reply = codec.recv(self.conn)
+            reply = self._exchange(msg, "the reply")
+            self.replied = time.perf_counter()
+            pong = self._exchange({"op": "ping"}, "the answer to the ping after it")
+            if not (isinstance(pong, dict) and pong.get("ok")):
+                raise Forged("the message after the reply was not the serving loop's answer to "
+                             "the ping that followed it")
+            self._nothing_after()
         except (EOFError, OSError, codec.CodecError):
             if fired.is_set():
                 raise TimeoutError from None
@@ -154,6 +173,27 @@ class Launched:
         if fired.is_set():
             raise TimeoutError
         return reply
+
+    def _exchange(self, msg: dict, what: str):
+        """Send `msg` under a fresh tag; the next message must carry it."""
+        tag = secrets.token_hex(8)
+        codec.send(self.conn, msg, tag=tag)
+        got, parts = codec.receive(self.conn)
+        if got != tag:
+            raise Forged(f"more than one message came for one request: {what} did not "
+                         f"carry its request's tag")
+        return codec.decode(parts)
+
+    def _nothing_after(self) -> None:
+        """After the ping's answer the serving loop waits for the next request: nothing more may
+        be in the socket. EOFError when the worker is gone (it exited after answering)."""
+        try:
+            data = self._sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return
+        if not data:
+            raise EOFError
+        raise Forged("bytes came after the answer to the ping that followed the reply")
 
     def truncate_capture(self) -> None:
         os.ftruncate(self.capture_fd, 0)

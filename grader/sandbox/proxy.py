@@ -26,7 +26,7 @@ from grader import errors
 from grader.sandbox import budget, calllog, isolation
 from grader.sandbox import scratch as scratch_limit
 from grader.sandbox.launcher import (DEFAULT_TIMEOUT_S, LOAD_TIMEOUT_S, MAX_TIMEOUTS, OUTPUT_LIMIT,
-                                     Launched, copy_sources, launch, remove_tree)
+                                     Forged, Launched, copy_sources, launch, remove_tree)
 from grader.wire import codec
 
 
@@ -117,7 +117,7 @@ class Submission:
         start = time.perf_counter()
         reply = self._request({"op": "call", "fn": fn, "args": list(args), "kwargs": kwargs,
                                "opts": opts or {}}, timeout or self.timeout_s, fn)
-        wall = time.perf_counter() - start
+        wall = self._worker.replied - start   # the ping that confirms the reply is not the call's
         calllog.record("call", self.exercise, self.mode, wall, fn=fn, opts=sorted(opts or {}))
         out = self._read_capture()
         if not isinstance(reply, dict) or not reply.get("ok"):
@@ -157,6 +157,12 @@ class Submission:
             raise self._load_error
         if self._worker is not None and self._worker.alive():
             return
+        if self._worker is not None:   # gone since its last answer, when none of its code ran
+            code = self._worker.proc.poll()
+            self._kill()
+            raise errors.WorkerCrashed(
+                f"the worker {describe_exit(code)} between two calls into {self.exercise}.py, "
+                f"while no call was running: this call is not run (the next starts a new worker)")
         if self.level.name == "unavailable":
             self._load_error = errors.GraderError(
                 f"student code was not run: {self.level.description}. Run as root with "
@@ -225,10 +231,18 @@ class Submission:
                          "lesson's code needs neither): leave torch's thread count as it is.")
             raise errors.WorkerCrashed(
                 f"the worker {describe_exit(code)} while running {self._what(what)}{tail}") from None
-        except codec.CodecError as e:
+        except (Forged, codec.CodecError) as e:
+            # the serving loop sends one well-formed message per request, its own reply: these
+            # were written by student code (launcher.Launched.request), so nothing counts again
             self._kill()
-            raise errors.BadReturn(f"{self._what(what)} sent back something the grader cannot "
-                                   f"read: {e}. Return NumPy arrays, torch tensors or numbers.") from None
+            why = str(e) if isinstance(e, Forged) else f"the reply could not be read ({e})"
+            self._load_error = errors.ForgedReply(
+                f"not run: an earlier call into {self.exercise}.py wrote to the worker's channel "
+                f"to the grader ({why}), so no later call of it counts")
+            raise errors.ForgedReply(
+                f"{self._what(what)} wrote to the worker's channel to the grader: {why}. Only the "
+                f"worker's own reply counts; this call, and every later call of "
+                f"{self.exercise}.py, count for nothing") from None
 
     def _kill(self) -> None:
         worker, self._worker = self._worker, None

@@ -318,23 +318,34 @@ def _dec(h: Any, bufs: list[bytes], build, depth: int) -> Any:
     raise CodecError("malformed value")
 
 
-def send(conn, value: Any, markers: bool = True) -> None:
+def send(conn, value: Any, markers: bool = True, tag: str = "") -> None:
+    """One message: a framing header {"parts": n, "tag": tag}, then its n parts. `tag` names the
+    request a reply answers (grader.sandbox.launcher), in the framing, so that a reply to a
+    request the worker could not decode names it too."""
     parts = encode(value, markers)   # whole message encoded first: a CodecError sends nothing
-    conn.send_bytes(json.dumps({"parts": len(parts)}).encode())
+    conn.send_bytes(json.dumps({"parts": len(parts), "tag": tag}).encode())
     for p in parts:
         conn.send_bytes(p)
 
 
 def recv(conn, build=None, max_bytes: int = MAX_MESSAGE_BYTES) -> Any:
-    """One message. The caller bounds the time (the launcher's watchdog closes the pipe); this
-    bounds the size: a header, part or message larger than the limits raises CodecError."""
+    """One message, decoded (its tag unread)."""
+    return decode(receive(conn, max_bytes)[1], build)
+
+
+def receive(conn, max_bytes: int = MAX_MESSAGE_BYTES) -> tuple[str, list[bytes]]:
+    """One message's tag and its parts, not decoded. The caller bounds the time (the launcher's
+    watchdog closes the pipe); this bounds the size: a header, part or message larger than the
+    limits raises CodecError."""
     try:
-        n = int(json.loads(conn.recv_bytes(1 << 12).decode())["parts"])
+        head = json.loads(conn.recv_bytes(1 << 12).decode())
+        n, tag = int(head["parts"]), head.get("tag", "")
     except OSError as e:
         if "bad message length" in str(e):
             raise CodecError("a message header larger than allowed") from None
         raise
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError) as e:
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError,
+            RecursionError) as e:
         raise CodecError(f"unreadable message: {e}") from None
     if not 1 <= n <= 1 << 16:
         raise CodecError("bad part count")
@@ -348,4 +359,4 @@ def recv(conn, build=None, max_bytes: int = MAX_MESSAGE_BYTES) -> Any:
             raise
         left -= len(part)
         parts.append(part)
-    return decode(parts, build)
+    return (tag if type(tag) is str else ""), parts

@@ -158,9 +158,14 @@ class Worker:
         self.capture_fd = cfg["capture_fd"]
 
     def serve(self) -> None:
+        """Answer each request with one message carrying its tag (grader.sandbox.launcher: the
+        grader then asks for a ping, whose answer must be the very next message)."""
+        release = None   # after a reply: what goes back to the device once the ping is answered
         while True:
+            tag = ""
             try:
-                msg = codec.recv(self.conn, build=probes.build_marker)
+                tag, parts = codec.receive(self.conn)
+                msg, parts = codec.decode(parts, build=probes.build_marker), None   # no 2nd copy
             except EOFError:
                 return
             except Exception as e:  # noqa: BLE001 - building the inputs failed: the grader's fault
@@ -171,7 +176,8 @@ class Worker:
                 _release_gpu_memory()
                 codec.send(self.conn, {"ok": False, "kind": "grader_error", "type": type(e).__name__,
                                        "message": f"the worker could not build the inputs: {e}",
-                                       "traceback": traceback.format_exc()[-2000:]}, markers=False)
+                                       "traceback": traceback.format_exc()[-2000:]},
+                           markers=False, tag=tag)
                 continue
             op = msg.get("op")
             if op == "exit":
@@ -189,20 +195,23 @@ class Worker:
             else:
                 reply = self.load() if op == "load" else self.call(msg)
             try:
-                codec.send(self.conn, reply, markers=False)
+                codec.send(self.conn, reply, markers=False, tag=tag)
             except codec.CodecError as e:  # the student returned something that cannot cross
                 codec.send(self.conn, {"ok": False, "kind": "bad_return", "type": "TypeError",
-                                       "message": str(e), "traceback": ""}, markers=False)
+                                       "message": str(e), "traceback": ""}, markers=False, tag=tag)
             except (OSError, ValueError):   # the pipe is gone: the trusted side stopped us
                 return
-            if op == "replay" or (op == "call" and self.cfg["mode"] == "cuda"
-                                  and not checksum.timed_request(msg.get("opts"))):
-                # the call's inputs (`msg` holds them) and what its kernels allocated go back to
-                # the device now, not at the next call: the grade's other processes share it.
-                # A full collection (65 ms with torch loaded) only after a replay, whose steps
-                # are the grader's; a call's tensors go when their last reference does
-                del reply, msg
-                _release_gpu_memory(collect=op == "replay")
+            if op == "ping" and release is not None:
+                # the call's inputs (its `msg`, gone now) and what its kernels allocated go back
+                # to the device now, not at the next call: the grade's other processes share it;
+                # after the ping that follows the reply, which the grader waits for. A full
+                # collection (65 ms with torch loaded) only after a replay, whose steps are the
+                # grader's; a call's tensors go when their last reference does
+                _release_gpu_memory(collect=release)
+                release = None
+            elif op == "replay" or (op == "call" and self.cfg["mode"] == "cuda"
+                                    and not checksum.timed_request(msg.get("opts"))):
+                release = op == "replay"
 
     # ------------------------------------------------------------------------------ load
 
