@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-from grader.exercises.bench_attn.clock import Clock, Stream, log_spread
-from grader.exercises.bench_attn.judging import WORK_MS, fits_clock, judge_proper
+from grader.exercises.bench_attn.clock import Clock, Stream, log_spread, work_seen
+from grader.exercises.bench_attn.judging import (WORK_MS, Busy, again, failure, fits_clock,
+                                                 judge_proper)
 from grader.judge import baselines, compare, quiet, timing
 from grader.judge.inputs import seeded, torch_randn
 from grader.sandbox import launcher, proxy
@@ -59,7 +60,7 @@ def test_clock_bounds_an_honest_timer(tmp_path):
     judge_proper(stream, got, 2, 5, start, end, "time_proper", "case")   # passes
     with pytest.raises(compare.CheckFailed, match="before the work was done"):
         judge_proper(stream, 0.5, 2, 5, start, end, "time_proper", "case")
-    with pytest.raises(compare.CheckFailed, match="more than the timed calls"):
+    with pytest.raises(compare.CheckFailed, match="work of the timed calls took"):
         judge_proper(stream, 26.0 + (end - start) * 1e3, 2, 5, start, end, "time_proper", "case")
     with pytest.raises(compare.CheckFailed, match="counted 7 calls"):
         judge_proper(stream, got, 2, 20, start, end, "time_proper", "case")
@@ -67,10 +68,9 @@ def test_clock_bounds_an_honest_timer(tmp_path):
 
 def test_a_sweep_row_bound_holds_the_median_not_the_sum(tmp_path):
     """fits_clock (sweep_rows, oom_recorded, backend_probe): a blocking impl timed as
-    time_proper times it (5 warm-up calls, 20 timed, one of them 20 ms slow), then a pause of
-    60 ms before the sweep's call ends, as a loaded machine or the sweep's next step makes one.
-    The median and the mean of the 20 times fit; their sum does not (the longest single
-    interval was the bound once, and a sum fitted in one grade and not in the next)."""
+    time_proper times it (5 warm-up calls, 20 timed), then a pause of 60 ms before the sweep's
+    call ends, as a loaded machine or the sweep's next step makes one. The median and the mean
+    of the 20 times fit; their sum does not, nor a time shorter than the work."""
     stream = Stream(blocking=True, ms=1.5)
 
     def sweep(work):
@@ -79,8 +79,6 @@ def test_a_sweep_row_bound_holds_the_median_not_the_sum(tmp_path):
         times = []
         for k in range(20):
             t0 = time.perf_counter()
-            if k == 7:
-                time.sleep(0.02)       # a stray slow call: the mean moves, the median does not
             work()
             times.append((time.perf_counter() - t0) * 1e3)
         time.sleep(0.06)
@@ -91,9 +89,68 @@ def test_a_sweep_row_bound_holds_the_median_not_the_sum(tmp_path):
     assert len(launches) == 25
     assert fits_clock(float(np.median(times)), stream, launches, start, end) is None
     assert fits_clock(float(np.mean(times)), stream, launches, start, end) is None
-    low, high = fits_clock(sum(times), stream, launches, start, end)
-    assert 1.5 <= low <= high < sum(times) / 4
-    assert fits_clock(1.0, stream, launches, start, end) == (low, high)   # shorter than the work
+    low, high, error = fits_clock(sum(times), stream, launches, start, end)
+    assert 1.5 <= low <= high < sum(times) / 4 and error is compare.CheckFailed
+    assert fits_clock(1.0, stream, launches, start, end)[:2] == (low, high)   # shorter than the work
+
+
+def test_a_number_padded_into_the_interval_does_not_fit(tmp_path):
+    """The cheat of tests/exercises/bench_attn/cheats/bench_constant_numbers, in small: every
+    call made, a pause after each (and, for a synchronised timer, between the call and its
+    sync), and a number chosen beforehand. The interval a timer could have spanned holds it;
+    the work the grader's clock saw (clock.work_seen) does not, and the kernel saw no wait for
+    a CPU to excuse it (Stream.waited_s), so the failure is not one to run again."""
+    blocking = Stream(blocking=True, ms=1.5)
+
+    def padded(work):
+        for _ in range(25):
+            work()
+            time.sleep(0.004)
+        return 4.0
+
+    got, start, end = _with_clock(tmp_path, blocking, padded)
+    low, high, error = fits_clock(got, blocking, blocking.launches(), start, end)
+    assert high < 2.0 and error is compare.CheckFailed
+
+    launched = Stream(ms=2.0)
+
+    def synced(work):
+        for _ in range(3):
+            work()
+        work.synchronize()
+        for _ in range(5):
+            work()
+            time.sleep(0.01)                  # after the work is done: idle, not the work's
+            work.synchronize()
+        return 10.0
+
+    got, start, end = _with_clock(tmp_path, launched, synced)
+    seen = [work_seen(launched.events, e, waited=True) for e in launched.launches()[3:]]
+    assert all(0.002 <= t < 0.004 for t in seen), seen
+    with pytest.raises(compare.CheckFailed, match="work of the timed calls took"):
+        judge_proper(launched, got, 3, 5, start, end, "time_proper", "case")
+
+
+def test_a_busy_machine_runs_the_case_again():
+    """Busy: a number above its bound from a call during which the worker and the grader's clock
+    waited for a CPU at least the excess (the kernel's schedstat) is run again, up to three
+    times; a number that was not measured fails every run."""
+    stream = Stream(blocking=True, ms=1.0)
+    stream.waited_s = 0.010
+    assert failure(stream, 5.0) is Busy and failure(stream, 15.0) is compare.CheckFailed
+    runs = []
+
+    def case(fails):
+        runs.append(1)
+        if len(runs) <= fails:
+            raise Busy("slowed")
+        return "passed"
+
+    assert again(case, 2) == "passed" and len(runs) == 3
+    runs.clear()
+    with pytest.raises(Busy):
+        again(case, 5)
+    assert len(runs) == 3
 
 
 def test_clock_sees_a_missing_sync(tmp_path):

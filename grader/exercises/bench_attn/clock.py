@@ -39,12 +39,17 @@ class Stream:
 
     blocking: bool = False        # True: a call runs its work before returning (like a CPU op)
     compile_ms: float = 0.0       # paid synchronously by the first launch
+    launch_ms: float = 0.0        # paid synchronously by every launch, before its work
     ms: float | None = None       # duration of every launch; None: drawn per N in `ms_range`
     ms_range: tuple = (0.2, 50.0)
     by_n: dict = field(default_factory=dict)     # N -> ms, drawn log-uniformly on first use
     events: list = field(default_factory=list)
     busy_until: float = 0.0
     last_reply: float = 0.0
+    # how long the worker and this clock's thread waited for a CPU while the clock ran (the
+    # kernel's count, /proc/<pid>/schedstat; set by Clock): wake-ups a timer measures and the
+    # grader's timestamps leave out, the machine's load and nothing the worker can raise
+    waited_s: float = 0.0
 
     def duration_s(self, n: int, rng) -> float:
         if self.ms is not None:
@@ -74,6 +79,9 @@ def log_spread(rng, lo: float, hi: float, n: int) -> list[float]:
     return [float(math.exp(picks[k])) for k in order]
 
 
+NAP_S = 2e-4   # how late a reply or a request's arrival may be seen, near a reply's due time
+
+
 class Clock:
     """A socket in the worker's scratch folder, served by a thread of this process.
 
@@ -89,8 +97,9 @@ class Clock:
     log holds exactly what the workload object asked for.
     """
 
-    def __init__(self, directory, streams: dict[str, Stream], rng):
+    def __init__(self, directory, streams: dict[str, Stream], rng, pid: int | None = None):
         self.streams = streams
+        self.pid = pid                    # the worker's, for Stream.waited_s
         self.rng = rng
         self.name = f"clock-{secrets.token_hex(6)}.sock"
         self.path = Path(directory) / self.name
@@ -118,11 +127,15 @@ class Clock:
         self._sel.register(self._listener, selectors.EVENT_READ, None)
         self._thread = threading.Thread(target=self._serve, name="bench-clock", daemon=True)
         self._thread.start()
+        self._waited = self._run_delay()
         self.started = time.perf_counter()
         return self
 
     def __exit__(self, *exc):
         self.stopped = time.perf_counter()
+        waited = self._run_delay() - self._waited
+        for stream in self.streams.values():
+            stream.waited_s = waited
         self._stop.set()
         self._thread.join(5)
         for key in list(self._sel.get_map().values()):
@@ -130,6 +143,20 @@ class Clock:
         self._sel.close()
         self.path.unlink(missing_ok=True)
         return False
+
+    def _run_delay(self) -> float:
+        """Seconds the worker and this clock's thread have waited on a run queue so far."""
+        paths = [f"/proc/self/task/{self._thread.native_id}/schedstat"]
+        if self.pid:
+            paths.append(f"/proc/{self.pid}/schedstat")
+        total = 0.0
+        for path in paths:
+            try:
+                with open(path) as f:
+                    total += int(f.read().split()[1]) / 1e9
+            except (OSError, IndexError, ValueError):
+                pass
+        return total
 
     # ------------------------------------------------------------------ the server
 
@@ -145,7 +172,10 @@ class Clock:
                 except OSError:
                     pass
             wait = 0.05 if not self._pending else max(0.0, self._pending[0][0] - time.perf_counter())
-            for key, _ in self._sel.select(timeout=min(wait, 0.05)):
+            # epoll waits whole milliseconds, rounded up: a reply due within 2 ms is waited for
+            # in naps of NAP_S between looks at the sockets, so it leaves at most that late
+            near = wait < 0.002
+            for key, _ in self._sel.select(timeout=0 if near else min(wait - 0.001, 0.05)):
                 if key.data is None:
                     self._accept()
                     continue
@@ -164,6 +194,8 @@ class Clock:
                 for line in lines:
                     if not self._request(conn, key, line.decode(errors="replace").strip(), arrival):
                         break
+            if near and self._pending:
+                time.sleep(min(wait, NAP_S))
 
     def _accept(self) -> None:
         try:
@@ -191,7 +223,7 @@ class Clock:
             parts = line.split()
             n = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
             first = not s.launches()
-            ready = start + (s.compile_ms / 1e3 if first else 0.0)
+            ready = start + (s.compile_ms / 1e3 if first else 0.0) + s.launch_ms / 1e3
             work = s.duration_s(n, self.rng)
             if s.blocking:
                 done = ready + work
@@ -250,3 +282,23 @@ def interval_bounds(events: list[Event], launch: Event, start: float, end: float
         low = closed_after - launch.arrival
     after = [end] + [e.arrival for e in events if e.arrival >= closed_after and e is not launch]
     return low, min(after) - opened
+
+
+def work_seen(events: list[Event], launch: Event, waited: bool) -> float | None:
+    """How long `launch` took on the grader's clock, idle time left out: what a timer around it
+    measures, less only its own overhead. Unwaited (the call returned when the launch was
+    answered: a blocking stream, or a timer that does not synchronise): from its arrival to its
+    reply. Waited: to the reply of the first synchronize that covered its work, less any time
+    that synchronize arrived after the work was done (a pause between the call and the
+    synchronize is not the work's). None when no synchronize covered it.
+
+    Unlike `interval_bounds`' high, this cannot be widened by pausing around the call: a number
+    that was never measured, padded with sleeps until some interval could hold it, still does
+    not follow the work the grader drew."""
+    if not waited:
+        return None if launch.reply is None else launch.reply - launch.arrival
+    cover = next((e for e in events if e.kind == "sync" and e.arrival >= launch.arrival
+                  and e.reply is not None and e.reply >= launch.done - 1e-9), None)
+    if cover is None:
+        return None
+    return cover.reply - launch.arrival - max(0.0, cover.arrival - launch.done)

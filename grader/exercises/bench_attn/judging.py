@@ -9,14 +9,44 @@ import numbers
 import statistics
 import time
 
-from grader.exercises.bench_attn.clock import Clock, Stream, interval_bounds
+from grader.exercises.bench_attn.clock import Clock, Stream, interval_bounds, work_seen
 from grader.judge.compare import CheckFailed
 from grader.wire.codec import Trusted
 
-# What a timer may report above the longest interval the grader's clock allows (the bound is
-# exact up to scheduling): 2% + 50 us. An honest timer was seen 13 us over on a loaded 2-core
-# machine (CI); summing the rep calls, timing the warm-up or a sync are off by far more.
-OVER_REL, OVER_MS = 1.02, 0.05
+# What a median of timed calls may report above the work the grader's clock saw (clock.work_seen:
+# from a launch's arrival to its reply, or to the synchronize that waited for it, idle time left
+# out): 10% + 0.5 ms. An honest timer also measures its own overhead and two wake-ups (the
+# grader's clock thread seeing the request, the worker seeing the reply), which the grader's
+# timestamps leave out: the solution's medians came within 0.2 ms of the work on a quiet 2-core
+# machine. With four busy processes beside the grade a median now and then came far more
+# (6 ms), on calls whose waits for a CPU the kernel counted: those run again (Busy). Each
+# check's draws are spread further apart than this tolerance (clock.log_spread), so no number
+# that was not measured fits them all; summing the rep calls, timing the warm-up or a sync are
+# off by far more.
+OVER_REL, OVER_MS = 1.10, 0.5
+
+
+class Busy(CheckFailed):
+    """A number above what the work took, from a call during which the worker and the grader's
+    clock waited for a CPU at least as long as the excess (Stream.waited_s): the machine's load
+    may explain it, so `again` runs the case once more."""
+
+
+def failure(stream: Stream, excess_ms: float) -> type:
+    """The failure for a number `excess_ms` above its bound: Busy where the load explains it."""
+    return Busy if 0 < excess_ms <= stream.waited_s * 1e3 else CheckFailed
+
+
+def again(case, *args, tries: int = 3):
+    """case(*args), run again while it fails as Busy, `tries` times in all. A number that was
+    not measured fails every run; a measured one slowed by the machine's load passes when the
+    load lets it."""
+    for k in range(tries):
+        try:
+            return case(*args)
+        except Busy:
+            if k + 1 == tries:
+                raise
 
 
 def is_number(x) -> bool:
@@ -43,7 +73,7 @@ WORK_MS = (0.2, 50.0)       # how long one launch's work takes, drawn per call
 def timed_call(sub, rng, fn_name: str, stream: Stream, **kwargs):
     """Call fn_name(fn, **kwargs) with a fresh workload; kwargs may name "sync". Returns
     (result, stream, start, end) with start/end the grader's clock around the call."""
-    with Clock(sub.scratch, {"fn": stream}, rng) as clock:
+    with Clock(sub.scratch, {"fn": stream}, rng, pid=sub.worker_pid) as clock:
         fn = Trusted("async_work", key="w", params=clock.params("fn"))
         if kwargs.get("sync") == "sync":
             kwargs["sync"] = Trusted("async_work", key="w", attr="synchronize",
@@ -54,24 +84,29 @@ def timed_call(sub, rng, fn_name: str, stream: Stream, **kwargs):
     return result, stream, start, end
 
 
-def fits_clock(ms: float, stream: Stream, launches: list, start: float, end: float):
-    """(low, high) in ms: what a median or a mean of the timed calls among `launches` (calls of
-    a blocking stream, in order) could have measured on the grader's clock, and None when `ms`
-    lies inside, else the pair.
+def fits_clock(ms: float, stream: Stream, launches: list, start: float, end: float,
+               over_ms: float = OVER_MS):
+    """None when `ms` lies within what a median or a mean of the timed calls among `launches`
+    (calls of a blocking stream, in order) measures on the grader's clock; else (low, high) in
+    ms and the failure to raise (`failure`: Busy where the load explains a number above).
 
     Which calls were timed the grader does not know, only that they come last (time_proper's
-    warm-up calls come first; one at least) and are at least half of them. Each measured at
-    most its own interval's high bound, so their median is at most the upper median, and their
-    mean at most the mean, of the last m highs, for some such m. The longest interval is no
-    bound: the first call's opens when the whole call began, the last call's runs on to
-    whatever comes next, and on a loaded machine that pause can be as long as twenty calls (a
-    sum of the timed calls then fitted in one grade and not in the next)."""
-    bounds = [interval_bounds(stream.events, e, start, end, waited=False) for e in launches]
-    low = min(b[0] for b in bounds) * 1e3
-    highs = [b[1] for b in bounds]
-    timed = [highs[-m:] for m in range(math.ceil(len(highs) / 2), len(highs))] or [highs]
+    warm-up calls come first; one at least) and are at least half of them. Each measured its
+    own work as the grader's clock saw it (clock.work_seen) and a little more (OVER_REL,
+    OVER_MS), so their median is at most the upper median, and their mean at most the mean,
+    of the last m of those, for some such m (`over_ms`: what else each call does before its
+    launch, such as the backend probe's real sdpa). The interval between the calls is no bound: a
+    pause before or after a call widens it, so a number that was never measured, padded with
+    sleeps, would fit it (tests/exercises/bench_attn/cheats/bench_constant_numbers)."""
+    low = min(interval_bounds(stream.events, e, start, end, waited=False)[0]
+              for e in launches) * 1e3
+    seen = [work_seen(stream.events, e, waited=False) for e in launches]
+    seen = [t if t is not None else end - e.arrival for t, e in zip(seen, launches)]
+    timed = [seen[-m:] for m in range(math.ceil(len(seen) / 2), len(seen))] or [seen]
     high = max(max(sorted(h)[len(h) // 2], statistics.fmean(h)) for h in timed) * 1e3
-    return None if low * 0.999 <= ms <= high * OVER_REL + OVER_MS else (low, high)
+    if low * 0.999 <= ms <= high * OVER_REL + over_ms:
+        return None
+    return low, high, failure(stream, ms - high * OVER_REL - over_ms)
 
 
 def as_ms(x: float) -> str:
@@ -122,10 +157,14 @@ def judge_proper(stream, got: float, warmup: int, rep: int, start: float, end: f
             f"covered its work before the next call ({case})",
             hint="call sync() after fn() inside the timed region (synchronise), so the clock "
                  "stops when the work is done, not when it is queued")
-    high = max(statistics.median(highs), statistics.fmean(highs))
+    seen = [work_seen(stream.events, launch, waited) for launch in launches[warmup:]]
+    seen = [end - launch.arrival if t is None else t for t, launch in zip(seen, launches[warmup:])]
+    high = max(statistics.median(seen), statistics.fmean(seen))
     if got > high * 1e3 * OVER_REL + OVER_MS:
-        raise CheckFailed(
-            f"{what}: reported {got:.4g} ms, more than the timed calls could have measured on the "
-            f"grader's clock (at most {as_ms(high)} each; the work took {as_ms(min(lows))}) ({case})",
+        raise failure(stream, got - high * 1e3 * OVER_REL - OVER_MS)(
+            f"{what}: reported {got:.4g} ms, but on the grader's clock the work of the timed "
+            f"calls took {as_ms(statistics.median(seen))} (median; {as_ms(min(seen))} to "
+            f"{as_ms(max(seen))}) ({case}): the time must be measured around the calls, and "
+            f"follow what they take",
             hint="time each of the rep calls on its own, warm-up outside the clock, and return "
-                 "the median of their times (not their sum)")
+                 "the median of their times (not their sum, nor a number chosen beforehand)")
