@@ -44,6 +44,9 @@ def _gather() -> tuple[dict[str, Exercise], list[Check]]:
         wrong = [c.id for c in m.CHECKS if c.exercise != m.EXERCISE.name]
         if wrong:
             raise ValueError(f"{m.__name__}: checks of another exercise: {wrong}")
+        paid = [c.id for c in m.CHECKS if c.advice and c.points]
+        if paid:
+            raise ValueError(f"{m.__name__}: advice checks are worth 0 points: {paid}")
     return {m.EXERCISE.name: m.EXERCISE for m in modules}, [c for m in modules for c in m.CHECKS]
 
 

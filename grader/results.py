@@ -36,6 +36,16 @@ class Result:
     # a secondary failure's hint, from the whole report's failures (GradeReport.explain_secondary)
     report_hint: str = ""
 
+    def __post_init__(self):
+        """An advice check (Check.advice) that failed is advice: status "advice", 0 points, its
+        message saying so. A stub, a file that could not run and the grader's own failure keep
+        their status: they say nothing about the idea."""
+        if (getattr(self.check, "advice", False) and self.status in ADVISED
+                and not self.grader_error and not self.file_error):
+            self.status, self.score, self.secondary = "advice", 0.0, False
+            if not self.message.startswith(ADVICE_PREFIX):
+                self.message = ADVICE_PREFIX + self.message
+
     @property
     def hint(self) -> str:
         """What to revisit: the failure's own hint, else the registry's; none for a pass, a
@@ -76,6 +86,10 @@ class Selection:
 
 
 FAILING = ("failed", "error", "timeout", "crashed", "not_implemented")
+# the statuses an advice check's failure becomes "advice" from (Result.__post_init__): it costs
+# nothing, is no failure (not in FAILING) and never leads a report
+ADVISED = ("failed", "error", "timeout", "crashed")
+ADVICE_PREFIX = "advice, no points: "
 NOT_SELECTED = "exercise not selected"
 PARALLEL = "graded in a parallel process"   # why the in-process session skips a split check
 

@@ -85,6 +85,11 @@ class Check:
     # the correctness checks' business: the check fails as secondary, saying the answer was
     # wrong (compare.as_secondary). None: every failure is the check's own.
     evidence: tuple | None = None
+    # advice, not points: a lesson idea (one pass, key tiles, causal skipping) whose only evidence
+    # is a record the student's process could rewrite (docs/SECURITY.md, "What a verdict may rest
+    # on"). Worth 0 points; its failure is reported as advice (Result status "advice"), never
+    # leads a report and costs nothing. The registry refuses an advice check with points.
+    advice: bool = False
 
     @property
     def exercise(self) -> str:

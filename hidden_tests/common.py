@@ -54,7 +54,12 @@ def assert_untouched(before: list, after: list, names: list[str], what: str, see
 
 
 def assert_guards_untouched(guards: list, names: list[str], what: str, seed: int) -> None:
-    """The NaN placed right behind each input tensor is still NaN: nothing was stored past it."""
+    """The NaN placed right behind each input tensor is still NaN: nothing was stored past it.
+    Guards that did not come back fail: the evidence was missing, never a pass."""
+    if not isinstance(guards, list) or len(guards) < len(names):
+        raise CheckFailed(f"{what} [seed {seed}]: the grader could not read back the memory "
+                          f"behind the inputs after the call; the evidence was missing, which is "
+                          f"never a pass.")
     for name, guard in zip(names, guards):
         g = np.asarray(values(guard), dtype=np.float64)
         if g.size and not np.isnan(g).all():

@@ -34,7 +34,11 @@ class Mutant:
     report leads with one of `checks`, every other failure of the exercise grouped under it.
     A mistake only a GPU shows (a race between programs: the interpreter runs them one after
     another) has checks=() and names its gpu-layer checks in `gpu`: full marks on the CPU layers,
-    and on a GPU (tools/gpu_mutants.py) each check in `gpu` loses points and names `idea`."""
+    and on a GPU (tools/gpu_mutants.py) each check in `gpu` loses points and names `idea`.
+    A mistake only an advice check sees (Check.advice: one pass, key tiles, causal skipping,
+    whose evidence is a record the student's process could rewrite) names it in `advice`: each
+    must show as advice naming `idea`, and with checks=() the mutant keeps full marks (its
+    answers are right, and advice pays nothing)."""
     name: str
     exercise: str
     find: str              # text in solutions/<exercise>.py, exactly once
@@ -43,6 +47,7 @@ class Mutant:
     idea: str              # a word or phrase each of those failures must say in its own words
     also: tuple = ()       # further (find, replace) pairs, for a mistake that takes several edits
     gpu: tuple = ()        # gpu-layer check ids that must catch it on a GPU (checks=() if only there)
+    advice: tuple = ()     # advice check ids that must show advice naming `idea` (no points)
 
     def apply(self, source: str) -> str:
         for find, replace in ((self.find, self.replace), *self.also):
@@ -72,10 +77,14 @@ class Cheat:
     # graded with the static audit switched off (tests.helpers.grader_without_audit): a cheat
     # that only the run-time defences (provenance's replay, the sandbox) may catch
     without_audit: bool = False
+    # the checks its right answers may still earn, for a cheat that computes a right answer and
+    # forges only evidence of how (a read log rewritten: issue 53): the forged evidence pays
+    # nothing (it is advice), so it earns these and nothing else; every other check scores 0
+    earns_only: tuple = ()
 
 
 CHEAT_KEYS = {"says", "audit", "zero_on", "cpu", "gpu"}
-CHEAT_OPTIONAL = {"without_audit"}
+CHEAT_OPTIONAL = {"without_audit", "earns_only"}
 
 
 def exercise_dirs() -> list[Path]:
@@ -141,7 +150,9 @@ def cheats() -> list[Cheat]:
             f"{folder}/expect.json: keys {sorted(expect)}, want {CHEAT_KEYS} (and maybe "
             f"{CHEAT_OPTIONAL})")
         zero_on = expect["zero_on"] if expect["zero_on"] == "all" else tuple(expect["zero_on"])
-        out.append(Cheat(folder.name, exercise_of(folder), folder, **{**expect, "zero_on": zero_on}))
+        earns_only = tuple(expect.get("earns_only", ()))
+        out.append(Cheat(folder.name, exercise_of(folder), folder,
+                         **{**expect, "zero_on": zero_on, "earns_only": earns_only}))
     return out
 
 

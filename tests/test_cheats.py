@@ -7,7 +7,9 @@ whose other answers are computed by their own code in the graded call, hard-code
 cache by shape: the checks built to catch them, `Cheat.zero_on`). A cheat the static audit must
 flag says so in a message that names the file and the line; one marked `without_audit` is graded
 with the audit switched off, so what catches it is a run-time defence (provenance's replay,
-grader.judge.provenance). side_stream and sdpa_on_cuda need a
+grader.judge.provenance). A cheat that computes right answers and forges only the evidence of
+how (a read log rewritten, issue 53) names in `earns_only` the checks its answers earn: the
+forgery pays nothing, so every other check scores 0. side_stream and sdpa_on_cuda need a
 GPU: their tests are skipped here, and tools/gpu_cheats.py grades every cheat marked "gpu" on the
 GPU layers.
 """
@@ -41,6 +43,9 @@ def test_every_cheat_folder_is_listed():
         assert sorted(p.name for p in c.folder.glob("*.py")) == [f"{c.exercise}.py"], c
         if c.zero_on != "all":
             assert all(all_checks()[i].exercise == c.exercise for i in c.zero_on), c
+        assert not (c.earns_only and c.zero_on != "all"), f"{c.name}: earns_only needs zero_on all"
+        assert all(all_checks()[i].exercise == c.exercise and not all_checks()[i].advice
+                   for i in c.earns_only), c
         assert c.cpu or c.gpu, f"{c.name}: graded nowhere (neither cpu nor gpu)"
 
 
@@ -50,7 +55,8 @@ def test_cheat_earns_nothing(cheat: Cheat, tmp_path):
                             audit=not cheat.without_audit)
     ran = checks_of(report, cheat.exercise)
     assert ran, f"{cheat.name}: no check of {cheat.exercise} ran"
-    graded = [t for t in ran if cheat.zero_on == "all" or t["name"] in cheat.zero_on]
+    graded = [t for t in ran if (cheat.zero_on == "all" and t["name"] not in cheat.earns_only)
+              or t["name"] in cheat.zero_on]
     assert graded, f"{cheat.name}: no check of {cheat.zero_on} ran"
     earned = [t for t in graded if t["score"] > 0]
     assert earned == [], (f"{cheat.name} earned points on {cheat.exercise}:\n{lines(earned)}"

@@ -10,7 +10,7 @@ import pytest
 from grader.registry import CHECKS, EXERCISES, LAYERS
 from tests.helpers import GRADER, ROOT, SOLUTIONS, by_id, grade
 
-STATUSES = {"passed", "failed", "error", "timeout", "crashed", "not_implemented", "not_run"}
+STATUSES = {"passed", "failed", "error", "timeout", "crashed", "not_implemented", "not_run", "advice"}
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

@@ -1,6 +1,8 @@
 """Each known mistake, applied to a solution, loses the points of the check aimed at it, says
 why in this failure's own words, and leads the report, with every other failure of its exercise
-grouped under it (issue 10: one mistake, one lead, no hint pointing elsewhere).
+grouped under it (issue 10: one mistake, one lead, no hint pointing elsewhere). A mistake only
+an advice check sees (Check.advice: its evidence is a record the student's process could rewrite)
+keeps its points and shows that advice, naming the idea.
 
 A mutant (tests.cases.Mutant, listed in tests/exercises/<exercise>/mutants.py) is graded on its
 whole exercise: every check of the CPU layers the exercise has (cpu,adversarial for NumPy and
@@ -41,7 +43,12 @@ def test_mutants_name_public_checks():
             assert check_id in registry, f"mutant {m.exercise}.{m.name}: no public check {check_id}"
             assert registry[check_id].exercise == m.exercise, (m.name, check_id)
         assert all(registry[c].layer == "gpu" for c in m.gpu), (m.name, m.gpu)
-        assert m.checks or m.gpu, f"mutant {m.exercise}.{m.name} names no check to catch it"
+        for check_id in m.advice:
+            assert check_id in registry and registry[check_id].advice, (m.name, check_id)
+            assert registry[check_id].exercise == m.exercise, (m.name, check_id)
+        assert not any(registry[c].advice for c in m.checks), (
+            f"mutant {m.exercise}.{m.name}: an advice check pays nothing, name it in advice=")
+        assert m.checks or m.gpu or m.advice, f"mutant {m.exercise}.{m.name} names no check to catch it"
         assert m.idea.strip(), f"mutant {m.exercise}.{m.name} names no idea"
 
 
@@ -57,9 +64,18 @@ def test_mutant_is_caught(mutant, request):
     results = {t["name"]: t for t in report["tests"]}
     failing = losing(report, mutant.exercise)
     context = f"\nfailing checks of {mutant.exercise}:\n{lines(failing)}"
+    # 0. the advice checks aimed at it show advice naming the idea, and cost nothing
+    for check_id in mutant.advice:
+        r = results[check_id]
+        assert r["status"] == "advice" and r["score"] == r["max_score"] == 0, (
+            f"{check_id} should give advice on {mutant.name}: {line(r)}")
+        assert mutant.idea.lower() in own_words(r).lower(), (
+            f"{check_id}: the advice should name {mutant.idea!r} in its own words: {line(r)}")
+        assert check_id in report.get("advice", []), report.get("advice")
     if not mutant.checks:
         # a mistake only a GPU shows (mutant.gpu; tools/gpu_mutants.py): here it runs, and is
-        # right, so that on the GPU it is caught for its race and not for a crash
+        # right, so that on the GPU it is caught for its race and not for a crash; a mistake
+        # only advice sees (mutant.advice) is right too, and keeps every point
         assert failing == [], f"{mutant.name} should be right on the CPU layers{context}"
         return
 

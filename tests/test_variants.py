@@ -12,7 +12,10 @@ folder of the latest of them in the lesson (it needs them all).
   near-correct: among the public checks exactly those in `loses_only` lose points, each says
   every word of `names` in its own words (its message, or the hint the failure gave), and the
   report leads with one of them with every other failure (hidden checks included) grouped under
-  it as the same cause.
+  it as the same cause. An optional "advice": [check ids] names the advice checks (Check.advice,
+  0 points) that must show advice, saying `names`, and no other; with "loses_only": [] the
+  variant keeps every point.
+- A correct variant gets no advice either.
 """
 
 from __future__ import annotations
@@ -67,11 +70,16 @@ def test_case_is_well_formed(case):
     assert exercise_of(case) == latest, f"{case.name} belongs in {latest}'s folder"
     if (case / "expect.json").exists():
         expect = json.loads((case / "expect.json").read_text())
-        assert set(expect) == {"loses_only", "names", "why"}, sorted(expect)
+        assert {"loses_only", "names", "why"} <= set(expect) <= {"loses_only", "names", "why",
+                                                                  "advice"}, sorted(expect)
+        assert expect["loses_only"] or expect.get("advice"), "name a check that loses or advises"
         assert len(exercises_of(case)) == 1, "a near-correct variant holds one exercise file"
         registry = all_checks(include_hidden=False)
         for check_id in expect["loses_only"]:
             assert check_id in registry, f"{case.name}: no public check {check_id!r}"
+            assert not registry[check_id].advice, f"{check_id} pays nothing: name it in advice"
+        for check_id in expect.get("advice", []):
+            assert check_id in registry and registry[check_id].advice, check_id
 
 
 @pytest.mark.parametrize("case", CORRECT, ids=lambda p: p.name)
@@ -86,6 +94,8 @@ def test_correct_variant_scores_full_marks(case, tmp_path, request):
         assert ran, f"{case.name}: no check of {exercise} ran"
         lost = losing(report, exercise)
         assert lost == [], f"{case.name} is correct but lost points on {exercise}:\n{lines(lost)}"
+        advised = [t for t in checks_of(report, exercise) if t["status"] == "advice"]
+        assert advised == [], f"{case.name} is correct but got advice on {exercise}:\n{lines(advised)}"
 
 
 @pytest.mark.parametrize("case", NEAR, ids=lambda p: p.name)
@@ -100,10 +110,17 @@ def test_near_correct_variant_loses_only_its_flaw(case, request):
     public = sorted(t["name"] for t in lost if not t["hidden"] and not t.get("secondary"))
     assert public == sorted(expect["loses_only"]), (
         f"expected only {expect['loses_only']} to lose points among the public checks{context}")
-    for t in lost:
-        if t["name"] in expect["loses_only"]:
+    advised = sorted(t["name"] for t in checks_of(report, exercise)
+                     if t["status"] == "advice" and not t["hidden"])
+    assert advised == sorted(expect.get("advice", [])), (
+        f"expected advice from {expect.get('advice', [])} alone, got {advised}{context}")
+    for t in checks_of(report, exercise):
+        if t["name"] in expect["loses_only"] or t["name"] in advised:
             missing = [w for w in expect["names"] if w.lower() not in own_words(t).lower()]
             assert missing == [], f"{t['name']} should say {missing} in its own words: {line(t)}"
+    if not expect["loses_only"]:   # advice alone: every point kept, no failure to lead
+        assert lost == [], f"{case.name} should keep every point{context}"
+        return
     assert "failures" in report, "the JSON report has no 'failures' list (lead / same_cause)"
     lead = report["failures"][0]
     assert lead["lead"] in expect["loses_only"], f"the report leads with {lead['lead']}{context}"

@@ -10,7 +10,7 @@ The case is graded as a copy of solutions/ with its files put in place, on its e
 the given layers (those that run on this machine), hidden checks included (beside cases of other
 exercises, each reading its own exercise's part of the report: tests.packs). `max_score` 0: the
 exercise earns nothing (work that computes or measures nothing); null: no bound. Every
-`must_fail` check loses points. tools/gpu_cheats.py grades the max_score 0 cases of Triton and
+`must_fail` check loses points, or, for an advice check (Check.advice: 0 points), shows advice. tools/gpu_cheats.py grades the max_score 0 cases of Triton and
 bench exercises on the gpu and perf layers too, and the cases with the optional `"gpu_zero": true`
 (work that keeps a CPU point but must earn nothing on the GPU layers, e.g. a timer that makes
 every call and returns a constant: its dishonest timers are still right).
@@ -94,6 +94,11 @@ def test_wrong_work_loses_its_points(case, request):
         if registry[check_id].layer not in layers.split(","):
             continue                       # a gpu or perf check, on a machine without CUDA
         r = results[check_id]
+        if registry[check_id].advice:   # pays nothing: it must show the advice instead
+            assert r["status"] == "advice", (
+                f"{case.name}: {check_id} should give advice ({expect['why']}): {line(r)}"
+                f"\nall checks:\n{lines(ran)}")
+            continue
         assert r["status"] != "not_run" and r["score"] < r["max_score"], (
             f"{case.name}: {check_id} should lose points ({expect['why']}): {line(r)}"
             f"\nall checks:\n{lines(ran)}")

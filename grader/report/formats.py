@@ -34,12 +34,15 @@ def to_json(report: GradeReport) -> dict:
         "device_info": report.device_info,
         "notes": report.notes,
         "failures": summary.failures(report),
+        # advice checks that did not see their idea: no points, never a failure (Check.advice)
+        "advice": [r.check.id for r in summary.advice(report)],
         "tests": [
             {"name": r.check.id, "title": r.check.title, "exercise": r.check.exercise,
              "layer": r.check.layer, "score": r.score, "max_score": r.max_score,
              "status": r.status, "message": clean(r.message),
              "hint": r.hint, "hint_from_failure": bool(r.failure_hint),
              "secondary": r.secondary,   # a property check that failed on a wrong answer
+             "advice": r.check.advice,   # teaches without paying: 0 points, status "advice"
              "undecided": r.undecided,   # its readings left the credit open (verdicts.Tally)
              "hidden": r.check.hidden, "output": output_of(r), "duration_s": round(r.duration_s, 3)}
             for r in report.results
@@ -65,7 +68,9 @@ def to_gradescope(report: GradeReport) -> dict:
         text = clean(r.message)
         if cid in repeats:   # a traceback shown under several checks: in full only once
             text = f"{text.strip().splitlines()[0]}\n(the same error as {repeats[cid]}: its output has the rest)"
-        if r.status not in ("passed", "not_run"):
+        if r.status == "advice":   # no points either way: the idea, and where the code differs
+            text = f"[advice, no points] {text.removeprefix('advice, no points: ')}\nHint: {clean(r.hint)}"
+        elif r.status not in ("passed", "not_run"):
             text = f"[{r.status}] {text}\nHint: {clean(r.hint)}"
             if cid in leads:
                 text += f"\nProbably the same cause as {leads[cid]}."
@@ -73,7 +78,8 @@ def to_gradescope(report: GradeReport) -> dict:
         if printed:
             text += f"\n\nYour code printed:\n{printed}"
         tests.append({
-            "name": f"{r.check.exercise}: {r.check.title} [{r.check.layer}]",
+            "name": f"{r.check.exercise}: {r.check.title} [{r.check.layer}]"
+                    + (" (advice, no points)" if r.check.advice else ""),
             "name_format": "text",
             "number": r.check.id,
             "score": r.score,

@@ -52,6 +52,17 @@ def to_markdown(report: GradeReport) -> str:
                 line += "; probably the same cause: " + ", ".join(f"`{c}`" for c in g["same_cause"])
             out.append(line)
         out.append("")
+    advice = summary.advice(report)
+    if advice:
+        out += ["## Advice (no points)", "",
+                f"These checks pay nothing ({summary.ADVICE_NOTE}); they say where your code "
+                f"differs from the lesson's idea.", ""]
+        for r in advice:
+            out.append(f"- **ADVICE `{r.check.id}`**: {r.check.title}. "
+                       f"{inline(clean(r.message).strip().split(chr(10))[0])}")
+            if r.hint:
+                out.append(f"  **Hint:** {inline(r.hint)}")
+        out.append("")
     if todo:
         out += ["## Still to write", ""]
         for ex, count, points, items in todo:
@@ -86,8 +97,9 @@ def to_markdown(report: GradeReport) -> str:
         out += ["| | check | layer | points | message |", "|---|---|---|---|---|"]
         for r in rs:
             msg = clean(r.message).strip().split("\n")[0] if r.message else ""
+            points = "advice" if r.check.advice else f"{fmt(r.score)}/{fmt(r.max_score)}"
             out.append(f"| {STATUS_MARK[r.status]} | `{r.check.id}` | {r.check.layer} | "
-                       f"{fmt(r.score)}/{fmt(r.max_score)} | {inline(msg[:300])} |")
+                       f"{points} | {inline(msg[:300])} |")
         out.append("")
     repeats = summary.repeats(report.results)
     detail = [by_id[c] for g in groups

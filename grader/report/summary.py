@@ -242,13 +242,23 @@ def blocked(group: dict, by_id: dict) -> str:
     return f"{ex}'s {len(ids)} checks ({points}): {names}"
 
 
+def advice(report: GradeReport) -> list[Result]:
+    """The advice checks (Check.advice) whose idea this run did not see, in report order: each
+    teaches without paying (its only evidence is a record the student's process could rewrite),
+    so it is listed apart from the failures, after them, and never leads."""
+    return [r for r in selected(report) if r.status == "advice"]
+
+
+ADVICE_NOTE = "advice, no points: the grader cannot check this idea from outside your code"
+
+
 def repeats(results: list[Result]) -> dict[str, str]:
     """check id -> the earlier check with the same long message (a traceback shown once)."""
     first: dict[str, str] = {}
     same = {}
     for r in results:
         msg = r.message.strip()
-        if r.status not in FAILING or (msg.count("\n") < 2 and len(msg) < 300):
+        if r.status not in (*FAILING, "advice") or (msg.count("\n") < 2 and len(msg) < 300):
             continue
         key = msg.split("\n", 1)[1] if msg.count("\n") >= 2 else msg   # body: the traceback
         if key in first:

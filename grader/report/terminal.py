@@ -26,9 +26,10 @@ INDENT = " " * 8  # where a failure's message and hint start, and every wrapped 
 MESSAGE_LINES = 12   # of the lead failure's message; the Markdown report has all of it
 ALSO_ROWS = 2     # kept for the "also" line while failures are left to show
 STATUS_MARK = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "timeout": "TIMEOUT",
-               "crashed": "CRASH", "not_implemented": "TODO", "not_run": "-"}
+               "crashed": "CRASH", "not_implemented": "TODO", "not_run": "-", "advice": "ADVICE"}
 STATUS_STYLE = {"passed": "green", "failed": "red", "error": "red", "timeout": "red",
-                "crashed": "red bold", "not_implemented": "yellow", "not_run": "dim"}
+                "crashed": "red bold", "not_implemented": "yellow", "not_run": "dim",
+               "advice": "cyan"}
 
 
 def device_line(info: dict) -> str:
@@ -109,6 +110,7 @@ def print_terminal(report: GradeReport, console: Console | None = None, details:
 
     todo_rows = screen.rows(_todo(report, screen, 10**6))
     middle = _failures(report, screen, budget - todo_rows, details)
+    middle += _advice(report, screen, budget - todo_rows - screen.rows(middle), details)
     middle += _todo(report, screen, budget - screen.rows(middle))
     for t in head:
         console.print(t, soft_wrap=True)
@@ -217,6 +219,32 @@ def _also(left: list[dict], screen: Screen, room: int, details: str | None) -> T
         line = screen.line(listed + where, prefix=(f"{'FAIL':>6} ", "red"))
         if screen.rows([line]) <= room or not k:
             return line
+
+
+def _advice(report: GradeReport, screen: Screen, budget: int, details: str | None) -> list[Text]:
+    """Advice checks that did not see their idea (summary.advice), after the failures: one
+    line each with the message's first line and the hint while they fit, else one line naming
+    them. They cost no points, and say so."""
+    found = summary.advice(report)
+    if not found:
+        return []
+    mark = (f"{STATUS_MARK['advice']:>6} ", STATUS_STYLE["advice"])
+    out: list[Text] = []
+    for n, r in enumerate(found):
+        block = [screen.line(f"{r.check.id} (no points) {r.check.title}", prefix=mark),
+                 screen.line(clean(r.message).strip().split("\n")[0], prefix=INDENT)]
+        if r.hint:
+            block.append(screen.line(("hint: ", "cyan"), clean(r.hint), prefix=INDENT))
+        left = len(found) - n - 1
+        if screen.rows(out + block) + (1 if left else 0) > budget:
+            block = block[:2]
+        if screen.rows(out + block) + (1 if left else 0) > budget:
+            where = f"; details in {details}" if details else ""
+            names = ", ".join(x.check.id for x in found[n:])
+            line = screen.line(f"{names} ({summary.ADVICE_NOTE}){where}", prefix=mark)
+            return out + ([line] if screen.rows(out + [line]) <= budget else [])
+        out += block
+    return out
 
 
 def _todo(report: GradeReport, screen: Screen, budget: int) -> list[Text]:

@@ -60,6 +60,26 @@ def available() -> bool:
     return Path("/proc/self/clear_refs").exists()
 
 
+# what a memory check says where this machine has no outside count (available() is False: no
+# /proc, not Linux): it fails closed, since tracemalloc, beside the student's code, is no evidence
+UNMEASURED = ("the worker's memory could not be measured here: this machine has no "
+              "/proc/<pid>/clear_refs (Linux has), so the grader cannot count it from outside "
+              "the worker, and a check of memory fails closed, no points. Grade on Linux (WSL "
+              "included) or on Gradescope for these points")
+UNMEASURED_HINT = "Nothing to fix in your code for this message: the memory checks need Linux."
+
+
+def traced(extras) -> str:
+    """tracemalloc's peak of a call (grader/worker/probes.py), as words for a message that
+    explains a failure: it runs in the student's process, so it is never the evidence of one."""
+    extras = extras if isinstance(extras, dict) else {}
+    peak = extras.get("peak_bytes")
+    if extras.get("tracemalloc_tampered"):
+        return f"tracemalloc, in the worker, was switched off ({extras['tracemalloc_tampered']})"
+    return (f"tracemalloc, in the worker, saw {peak} bytes" if type(peak) is int
+            else "tracemalloc, in the worker, sent nothing back")
+
+
 class Unmeasurable(Exception):
     """The worker's peak could not be read or reset, where a fresh worker's could: something in
     the submission changed its process (PR_SET_DUMPABLE, for one). Checks count it as failed."""
@@ -102,20 +122,28 @@ def peak_rss(sub):
     """The peak memory of `sub`'s worker over the block: result["bytes"], with "before" (the
     count when it started), "how", and "since_start" (True where the peak could not be reset,
     cgroup v2 before Linux 6.12: then it is the peak since the worker started, which a fresh
-    worker's measurement can still use). Raises Unmeasurable where it cannot be read or reset."""
+    worker's measurement can still use). Where it is, the worker process's own rise is counted
+    too, as at the process level (its VmHWM reset, its VmRSS sampled): result["process_bytes"]
+    and "process_before", so a gate on one call of a long-lived worker still has evidence of
+    what that call held. Raises Unmeasurable where it cannot be read or reset."""
     try:
         m = meter(sub)
         before = m.current()
         m.reset()
         since_start = m.cgroup is not None and not m.cgroup.resettable
         result = {"pid": m.pid, "before": before, "how": m.how, "since_start": since_start}
-    except (OSError, ValueError) as e:
+        if since_start:
+            result["process_before"] = status_bytes(m.pid, "VmRSS")
+            reset_peak(m.pid)
+    except (OSError, ValueError, RuntimeError) as e:
         raise Unmeasurable(f"could not reset the worker's peak memory ({e})") from None
-    sampler = _Sampler(m.pid) if m.cgroup is None else None
+    sampler = _Sampler(m.pid) if m.cgroup is None or since_start else None
     try:
         yield result
-        result["bytes"] = max(m.peak(), sampler.stop() if sampler else 0)
-    except (OSError, ValueError) as e:
+        result["bytes"] = max(m.peak(), sampler.stop() if sampler and not since_start else 0)
+        if since_start:
+            result["process_bytes"] = max(status_bytes(m.pid, "VmHWM"), sampler.stop())
+    except (OSError, ValueError, RuntimeError) as e:
         raise Unmeasurable(f"could not read the worker's peak memory ({e})") from None
     finally:
         if sampler is not None:

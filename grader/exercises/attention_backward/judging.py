@@ -171,10 +171,17 @@ def check_backward(sub, Q, K, V, dO, Br, Bc, causal, case, seed, L_shift=None):
 
 def reads_per_row(log: dict) -> np.ndarray:
     """How many reads of a recording array (grader.worker.recorders, rows kept) covered each
-    row, whole-array reads left out: (n,) ints."""
-    n = int(log.get("n", 0))
+    row, whole-array reads left out: (n,) ints. A log that is not what the recorder writes
+    (the worker's, so the student's process could have changed it) fails, saying so."""
+    n, ranges = log.get("n"), log.get("ranges")
+    ok = type(n) is int and 0 <= n and isinstance(ranges, list) and all(
+        isinstance(r, list) and len(r) == 3 and all(type(x) is int for x in r)
+        and 0 <= r[1] <= r[2] <= n for r in ranges)
+    if not ok:
+        raise CheckFailed("the grader's record of the reads came back malformed, so the skipped "
+                          "blocks cannot be seen; the evidence was missing, which is never a pass.")
     count = np.zeros(n, np.int64)
-    for _, start, stop in log.get("ranges", []):
+    for _, start, stop in ranges:
         if not (start == 0 and stop == n):
             count[start:stop] += 1
     return count

@@ -19,16 +19,16 @@ CHECKS = [
        "L = m + log(l) in the natural log, on scores near 512",
        "L = m + log(l): the log of the whole row's softmax denominator, with the running max m "
        "added back and the natural log, so that the backward's e^(S - L) is the exact P."),
-    _C("attention_backward.causal_mask", "cpu", 4,
+    _C("attention_backward.causal_mask", "cpu", 6,
        "causal=True: j <= i, the diagonal block with Br != Bc, short last blocks; O and L",
        "Causal: query i sees keys j <= i. Skip blocks above the diagonal (every key after every "
        "query of the block) and mask s where j > i in every block that crosses the diagonal.",
        follows=("attention_backward.lse_includes_m", "attention_backward.forward_matches_float64")),
-    _C("attention_backward.causal_skips_blocks", "cpu", 2,
+    _C("attention_backward.causal_skips_blocks", "cpu", 0,
        "causal=True: key blocks above the diagonal are skipped, not computed (rows of K read)",
        "FlashAttention-2 skips blocks that are fully masked out: a key block that starts after "
        "the query block's last row is never read or computed; stop the key loop there.",
-       follows=("attention_backward.causal_mask",)),
+       follows=("attention_backward.causal_mask",), advice=True),
     _C("attention_backward.max_in_last_block", "adversarial", 2,
        "O and L when the row max sits in the last key block",
        "Break It 2 with L: rescale acc and l by alpha when the max moves; L = m + log(l) uses "
@@ -62,7 +62,7 @@ CHECKS = [
                 "attention_backward.backward_causal"),
        evidence=OVERFLOW),
     _C("attention_backward.memory_is_linear", "cpu", 3,
-       "forward and backward hold nothing N x N (tracemalloc and the worker's resident memory)",
+       "forward and backward hold nothing N x N (the worker's peak memory, counted outside it)",
        "Recompute instead of remember: S and P exist one (Br, Bc) tile at a time in both passes; "
        "the only N-sized arrays are the outputs, L and D.",
        follows=("attention_backward.forward_matches_float64", "attention_backward.lse_includes_m",

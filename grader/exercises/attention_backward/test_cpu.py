@@ -9,10 +9,11 @@ idea per check:
   forward_matches_float64     O and L, ragged sizes, Br != Bc, not causal
   causal_mask                 j <= i, the diagonal block with Br != Bc, short last blocks
   causal_skips_blocks         the key blocks above the diagonal are skipped, not computed
+                              (advice, no points: a read log, built in the worker)
   backward_matches_float64    dQ, dK, dV against float64 analytic gradients
   backward_causal             the same with causal=True
   backward_finite_difference  an entry per row against central differences of the loss
-  memory_is_linear            forward + backward hold nothing N x N
+  memory_is_linear            forward + backward hold nothing N x N (counted outside the worker)
 
 The Break It cases are in test_adversarial.py.
 """
@@ -34,7 +35,7 @@ from grader.judge.inputs import round_to
 from grader.sandbox import memory
 from grader.wire.codec import Trusted
 
-KiB, MiB = 1 << 10, 1 << 20
+MiB = 1 << 20
 # (N, d, Br, Bc): N = 1, N < Br, N a multiple of neither block, Br < Bc and Br > Bc
 # O(N d) temporaries the memory check allows, as N x d float64 arrays
 TEMPORARIES = 6
@@ -91,11 +92,14 @@ def test_causal_mask(student, rng, credit):
 
 @pytest.mark.check("attention_backward.causal_skips_blocks")
 def test_causal_skips_blocks(student, rng):
-    """tiled_attention_lse(causal=True) gets Q and K as arrays that log which rows each read
-    covers (grader/worker/recorders.py, rows kept). Key row 0 is read by every query block; a
-    forward that skips the blocks above the diagonal reads the later key blocks in fewer query
-    blocks, in proportion (judging.blocks_above_diagonal). Not seen: K read whole into an
-    ndarray first (np.asarray(K)), then sliced: the check then fails closed and says so."""
+    """Advice, no points (Check.advice): tiled_attention_lse(causal=True) gets Q and K as
+    arrays that log which rows each read covers (grader/worker/recorders.py, rows kept). Key
+    row 0 is read by every query block; a forward that skips the blocks above the diagonal
+    reads the later key blocks in fewer query blocks, in proportion
+    (judging.blocks_above_diagonal). The log is built in the student's process, where gc,
+    frames and vars(module) reach it, so it teaches and pays nothing: causal_mask pays for the
+    answer (docs/SECURITY.md). Not seen: K read whole into an ndarray first (np.asarray(K)),
+    then sliced; a missing or malformed log: the advice then says the evidence was missing."""
     sub = student()
     for N, d, Br, Bc, dtype in ((64, 16, 16, 16, "float64"), (77, 32, 24, 10, "float32")):
         Q, K, V = qkv(rng, N, d, dtype)
@@ -115,7 +119,12 @@ def test_causal_skips_blocks(student, rng):
         with answer_must_be_right("was recorded", ("attention_backward.causal_mask",)):
             O, L = unpack(r.value, what, 2)
             assert_close(O, O_ref, what=f"{what}: O", input_dtype=dtype, terms=N)
-        logs = r.extras.get("reads") or [{}, {}]
+        logs = r.extras.get("reads")
+        if not (isinstance(logs, list) and len(logs) == 2 and all(isinstance(x, dict) and
+                x.get("n") == N and isinstance(x.get("ranges"), list) for x in logs)):
+            raise CheckFailed(f"{what}: the grader got no readable record of how Q and K were "
+                              f"read ({type(logs).__name__} {logs!r:.80}), so the skipped blocks "
+                              f"cannot be seen; the evidence was missing, which is never a pass.")
         count = reads_per_row(logs[1])
         if count[0] == 0:
             raise CheckFailed(
@@ -202,81 +211,64 @@ def test_backward_finite_difference(student, rng):
 # ------------------------------------------------------------------ memory
 
 def _measured_call(sub, fn, args, what, case, seed):
-    """fn(*args, causal=True) in a fresh worker with tracemalloc on, its peak memory counted
-    from here where it can be (grader/sandbox/memory.py: the worker's cgroup, or VmHWM): (result, the fresh worker's baseline or None, the
-    peak_rss reading or None)."""
-    rss = None
+    """fn(*args, causal=True) in a fresh worker, its peak memory counted from here
+    (grader/sandbox/memory.py: the worker's cgroup, or VmHWM with VmRSS sampled), tracemalloc
+    on in the worker for the message only: (result, the peak over a fresh worker's baseline).
+    Where this machine has no outside count, it fails closed (memory.UNMEASURED)."""
     with memory.fresh_worker(sub) as fresh:
         baseline = memory.fresh_baseline(fresh)
+        if baseline is None:   # no outside count on this machine: no evidence, no points
+            raise CheckFailed(f"{what} ({case}) [seed {seed}]: {memory.UNMEASURED}.",
+                              hint=memory.UNMEASURED_HINT, follows=())
         try:
-            if baseline is not None:
-                with memory.peak_rss(fresh) as rss:
-                    res = fresh.call(fn, *args, causal=True, opts={"tracemalloc": True})
-            else:
+            with memory.peak_rss(fresh) as rss:
                 res = fresh.call(fn, *args, causal=True, opts={"tracemalloc": True})
         except memory.Unmeasurable as e:
             raise CheckFailed(f"{what} ({case}) [seed {seed}]: {e}, though a fresh "
                               f"worker's could be; the memory check fails closed.",
                               hint="Leave the process alone: no prctl, no changes to /proc.") from None
-    return res, baseline, rss
+    return res, rss["bytes"] - baseline, rss["how"]
 
 
 @pytest.mark.check("attention_backward.memory_is_linear")
 def test_memory_is_linear(student, rng):
     """N = 1500, d = 16, Br = Bc = 16, causal: the forward and then the backward, each in a fresh
-    worker with tracemalloc on and its peak memory counted from here (its cgroup, or VmHWM), as
-    tiled_attention.memory_is_tiled measures; a call during which tracemalloc was stopped fails. Anything N x N (a float32 score or probability
-    matrix is 9 MB) is far above the bound: the outputs, three N x d temporaries, vectors of N,
-    a few tiles."""
+    worker, its peak memory counted from here (its cgroup, or VmHWM), as
+    tiled_attention.memory_is_tiled measures. Anything N x N (a float32 score or probability
+    matrix is 9 MB) is above the bound: the outputs, six N x d float64 temporaries, vectors of N
+    and 4 MiB for the allocator and the reply (the solution peaks 0.7 and 1.7 MB above a fresh
+    worker, every input in float64 up front 2.7 MB, one in-place float32 N x N 30 MB: cgroup
+    and VmHWM alike). tracemalloc's peak is in the message only: it is the student's process's
+    number (docs/SECURITY.md)."""
     sub = student()
     N, d, Br, Bc, dtype = 1500, 16, 16, 16, "float32"
     Q, K, V, dO = qkv(rng, N, d, dtype, 4)
     O_ref, L_ref = forward_reference(Q, K, V, True)
     O = round_to(O_ref, dtype)
     item = np.dtype(dtype).itemsize
-    tile = 8 * (3 * Br * Bc + 4 * Br * d + 4 * Bc * d)
     calls = [("tiled_attention_lse", (Q, K, V, Br, Bc), 2),
              ("tiled_backward", (Q, K, V, O, L_ref, dO, Br, Bc), 3)]
     for fn, args, n_out in calls:
         what = f"{fn}(..., Br={Br}, Bc={Bc}, causal=True)"
         case = f"N={N}, d={d}, {dtype}"
-        res, baseline, rss = _measured_call(sub, fn, args, what, case, rng.seed)
-        if res.extras.get("tracemalloc_tampered"):   # grader/worker/probes.py's sentinel
-            raise CheckFailed(
-                f"{what} ({case}) [seed {rng.seed}]: {res.extras['tracemalloc_tampered']}: the "
-                f"grader's in-process memory evidence was switched off, so this call earns no "
-                f"memory points. Leave tracemalloc alone.",
-                hint="The grader measures memory: never stop, restart or clear tracemalloc.",
-                follows=())
-        # every output counted as float64 (float32 input may give float64 gradients)
+        res, resident, how = _measured_call(sub, fn, args, what, case, rng.seed)
+        # every output counted as float64 (float32 input may give float64 gradients), and
+        # O(N d) temporaries in any dtype: up to six N x d float64 arrays (every input
+        # converted to float64 up front, dO * O for D), a few vectors of N
         outputs = n_out * N * d * 8
-        # and O(N d) temporaries in any dtype: up to six N x d float64 arrays (every input
-        # converted to float64 up front, dO * O for D), a few vectors of N and tile steps; the
-        # N x N scores are 9 MB, five times the bound
         temps = TEMPORARIES * N * d * 8
-        bound = outputs + temps + 4 * N * 8 + 4 * tile + 16 * KiB
-        peak = int(res.extras.get("peak_bytes", 0))
-        if peak > bound:
+        bound = outputs + temps + 4 * N * 8 + 4 * MiB
+        if resident > bound:
             raise CheckFailed(
-                f"{what} ({case}) [seed {rng.seed}]: expected peak memory under {bound} bytes "
-                f"(the outputs {outputs}, {TEMPORARIES} N x d temporaries as float64 {temps}, a "
-                f"few vectors of N, 4 tile steps, 16 KiB), got {peak} bytes as tracemalloc saw "
-                f"it; the N x N scores are {N * N * item} bytes.",
-                hint=f"The call's peak, {peak} bytes, is over the linear bound {bound} "
-                     f"({TEMPORARIES} N x d float64 arrays beside the outputs): recompute instead "
-                     f"of remember, S and P one (Br, Bc) tile at a time; nothing N x N is built "
-                     f"or kept.",
+                f"{what} ({case}) [seed {rng.seed}]: expected the worker's peak memory within "
+                f"{bound} bytes of a fresh worker's (the outputs {outputs}, {TEMPORARIES} N x d "
+                f"temporaries as float64 {temps}, a few vectors of N, 4 MiB), got {resident} "
+                f"more (counted outside it by {how}; {memory.traced(res.extras)}); the N x N scores are "
+                f"{N * N * item} bytes.",
+                hint="Recompute instead of remember: S and P exist one (Br, Bc) tile at a time "
+                     "in both passes, in any kind of memory; nothing N x N is built, kept or "
+                     "prepared at import.",
                 follows=())
-        if baseline is not None:
-            resident = rss["bytes"] - baseline
-            rss_bound = 4 * (5 * N * d * item + outputs) + 6 * MiB
-            if resident > rss_bound:
-                raise CheckFailed(
-                    f"{what} ({case}) [seed {rng.seed}]: expected the worker's peak resident "
-                    f"memory within {rss_bound} bytes of a fresh worker's, got {resident} more "
-                    f"(tracemalloc saw {peak}); the N x N scores are {N * N * item} bytes.",
-                    hint="Nothing N x N may exist anywhere, in any kind of memory, nor be "
-                         "prepared at import: one (Br, Bc) tile at a time.", follows=())
         # memory first, then the values: the point needs the right answer from this call
         got = unpack(res.value, what, n_out)
         if fn == "tiled_attention_lse":
@@ -286,7 +278,3 @@ def test_memory_is_linear(student, rng):
         for name, g, w in zip(names, got, want):
             assert_close(g, w, what=f"{what}: {name}", input_dtype=dtype, terms=N, case=case,
                          seed=rng.seed)
-        if peak < N * d * item:
-            raise CheckFailed(f"{what} ({case}) [seed {rng.seed}]: tracemalloc saw a peak of "
-                              f"{peak} bytes, less than one N x d output: compute with NumPy "
-                              f"arrays allocated in the call, and leave tracemalloc alone.")

@@ -1,5 +1,6 @@
-"""online_softmax's judgement of an (m, l) state: shared by its cpu and adversarial checks and
-its hidden checks (hidden_tests/online_softmax/)."""
+"""online_softmax's judgement of an (m, l) state, and of the read log of one_pass (advice, no
+points): shared by its cpu and adversarial checks and its hidden checks
+(hidden_tests/online_softmax/)."""
 
 from __future__ import annotations
 
@@ -50,3 +51,18 @@ def assert_state(got, expected: tuple[float, float], what: str, seed: int, rtol:
 def _kind(value: float) -> str:
     """CheckFailed.kind of a wrong number: "nan", "inf" (an overflow's marks) or "values"."""
     return "nan" if math.isnan(value) else "inf" if math.isinf(value) else "values"
+
+
+def read_log(extras: dict, what: str) -> dict:
+    """The recorder's log of x (grader.worker.recorders.collect): {"passes": int, ...}, or a
+    failure saying the evidence was missing or malformed (it fails closed, never passes)."""
+    logs = extras.get("reads")
+    log = logs[0] if isinstance(logs, list) and len(logs) == 1 else None
+    passes = log.get("passes") if isinstance(log, dict) else None
+    if type(passes) is not int or passes < 0:
+        raise CheckFailed(f"{what}: the grader got no readable record of how x was read "
+                          f"({type(logs).__name__} {logs!r:.80}), so one pass cannot be seen; "
+                          f"the evidence was missing, which is never a pass.",
+                          hint="Read x as given (x[i], iteration, slices): the grader's recording "
+                               "array logs those reads.")
+    return log

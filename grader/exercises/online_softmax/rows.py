@@ -11,13 +11,13 @@ EXERCISE = Exercise(
 CHECKS = [
     _C("online_softmax.safe_matches_float64", "cpu", 2, "softmax_safe matches a float64 softmax (float64 input)",
        "Safe softmax: three passes, m = max(x), l = sum(exp(x - m)), out = exp(x - m) / l."),
-    _C("online_softmax.online_max_sum", "cpu", 2, "online_max_sum returns the (m, l) of x (float64 input)",
+    _C("online_softmax.online_max_sum", "cpu", 4, "online_max_sum returns the (m, l) of x (float64 input)",
        "Online softmax: m_new = max(m, x); l = l * exp(m - m_new) + exp(x - m_new); start at "
        "m = -inf, l = 0. Is m updated every step, and l rescaled when it moves?"),
-    _C("online_softmax.one_pass", "cpu", 2, "online_max_sum reads x once, in order",
+    _C("online_softmax.one_pass", "cpu", 0, "online_max_sum reads x once, in order",
        "Online softmax is one pass: one element at a time, a running max m and a running sum l "
        "rescaled by exp(m_old - m_new) when m moves. x.max() then exp(x - m).sum() is two passes.",
-       follows=("online_softmax.online_max_sum",)),
+       follows=("online_softmax.online_max_sum",), advice=True),
     _C("online_softmax.online_matches_float64", "cpu", 2, "softmax_online matches a float64 softmax (float64 input)",
        "Online softmax: one pass for (m, l), then out = exp(x - m) / l.",
        follows=("online_softmax.online_max_sum",)),

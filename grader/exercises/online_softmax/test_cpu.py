@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from grader import errors
-from grader.exercises.online_softmax.judging import assert_state, state_of
+from grader.exercises.online_softmax.judging import assert_state, read_log, state_of
 from grader.judge import reference
 from grader.judge.compare import Cases, CheckFailed, assert_close, state_rtol
 from grader.judge.inputs import chunks, randn
@@ -60,13 +60,15 @@ def test_online_max_sum(student, rng, credit):
 
 @pytest.mark.check("online_softmax.one_pass")
 def test_one_pass(student, rng, credit):
-    """online_max_sum gets an array that logs its reads (grader/worker/recorders.py): a whole
-    read (x.max(), np.exp(x), x - m, np.asarray(x)) covers all of x; element-wise or chunk-wise
-    reading in order is one pass; going back to the start is a second pass. Copies made by x's
-    own methods (x.copy(), x.astype(), x.tolist(), np.copy(x)) log into the same record, so two
-    passes over them are two passes. Not seen: two passes over a copy made through NumPy's array
-    protocol (np.asarray(x), np.array(x): a plain ndarray, as NumPy requires), the line drawn in
-    docs/ARCHITECTURE.md ("One pass, and what a copy hides")."""
+    """Advice, no points (Check.advice): online_max_sum gets an array that logs its reads
+    (grader/worker/recorders.py): a whole read (x.max(), np.exp(x), x - m, np.asarray(x)) covers
+    all of x; element-wise or chunk-wise reading in order is one pass; going back to the start
+    is a second pass. Copies made by x's own methods (x.copy(), x.astype(), x.tolist(),
+    np.copy(x)) log into the same record, so two passes over them are two passes. The record is
+    built in the student's process, where gc, frames and vars(module) reach it, and no outside
+    observer tells one pass over x from one copy then two passes over the copy: it teaches,
+    its points are online_max_sum's (docs/SECURITY.md). A missing or unreadable record is
+    advice that says so, never a pass."""
     sub = student()
     cases = Cases(credit)
     for n, dtype in ((1000, "float64"), (333, "float32"), (7, "float64")):
@@ -84,8 +86,8 @@ def test_one_pass(student, rng, credit):
                          "iteration, slices, np.asarray(x) and NumPy functions all work on it; "
                          "isinstance(x, np.ndarray) is False). np.asarray(x) gives an ndarray.") from None
             assert_state(r.value, reference.max_sum(x), what, rng.seed, state_rtol(dtype, n), x)
-            reads = (r.extras.get("reads") or [{}])[0]
-            passes = int(reads.get("passes", 0))
+            reads = read_log(r.extras, what)
+            passes = reads["passes"]
             if passes == 0:
                 raise CheckFailed(f"{what}: returned the right (m, l) without reading x at all",
                                   hint="Compute (m, l) from the x you are given, in the call.")

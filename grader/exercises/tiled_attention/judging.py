@@ -1,8 +1,8 @@
 """tiled_attention's judgement of one call: the memory gate every tiled check goes through
-(tiled_call: tracemalloc in the worker, and the worker's memory counted outside it), the read
-records of K and V (key_tiles, one_pass_over_keys), and the comparison with the float64
-reference with a hint for a known mistake (check_tiled, check_naive). Shared by its cpu and
-adversarial checks and its hidden checks."""
+(tiled_call: the worker's memory counted outside it; tracemalloc's peak only explains a
+failure), the read records of K and V (key_tiles, one_pass_over_keys: advice, no points), and
+the comparison with the float64 reference with a hint for a known mistake (check_tiled,
+check_naive). Shared by its cpu and adversarial checks and its hidden checks."""
 
 from __future__ import annotations
 
@@ -53,8 +53,10 @@ def outside_extra(sub, rss: dict, io: int) -> tuple[int, int]:
     allocated at import, or kept from an earlier call."""
     if "bytes" not in rss:
         return 0, 0
-    # a peak that could not be reset (rss["since_start"]) holds earlier calls' too: no rise known
-    grown = 0 if rss["since_start"] else rss["bytes"] - rss["before"] - 2 * io - GROWTH_SLACK
+    # a cgroup peak that could not be reset (rss["since_start"]) holds earlier calls' too: the
+    # rise is then the worker process's own (its VmHWM, reset, and VmRSS sampled)
+    grown = (rss["process_bytes"] - rss["process_before"] if rss["since_start"]
+             else rss["bytes"] - rss["before"]) - 2 * io - GROWTH_SLACK
     base = memory.fresh_baseline(sub, WARM_MODULE, WARM)
     if base is None:
         return grown, 0
@@ -65,25 +67,23 @@ def outside_extra(sub, rss: dict, io: int) -> tuple[int, int]:
     return grown, rss["before"] - base - leftover - LEFTOVER_SLACK
 
 
-def tampered(what: str, case: str, seed: int, res, follows: tuple = (MEMORY,)) -> None:
-    """Fail the call whose tracemalloc evidence the student switched off (probes.py says so)."""
-    how = res.extras.get("tracemalloc_tampered")
-    if how:
-        raise CheckFailed(
-            f"{what} ({case}) [seed {seed}]: {how}: the grader's in-process memory evidence was "
-            f"switched off, so this call earns no tiled points. Leave tracemalloc alone.",
-            hint="Tiling is this exercise's idea, and the grader measures it: never stop, restart "
-                 "or clear tracemalloc.", follows=follows)
+def unmeasured(what: str, case: str, seed: int, follows: tuple = (MEMORY,)) -> CheckFailed:
+    """The failure of a memory check where no outside count exists (memory.available() is
+    False): it fails closed (grader.sandbox.memory.UNMEASURED)."""
+    return CheckFailed(f"{what} ({case}) [seed {seed}]: {memory.UNMEASURED}.",
+                       hint=memory.UNMEASURED_HINT, follows=follows)
 
 
 def tiled_call(sub, Q, K, V, Br: int | None, Bc: int | None, what: str, case: str, seed: int,
                opts: dict | None = None, record: bool = False):
-    """tiled_attention(Q, K, V[, Br, Bc]) with tracemalloc on in the worker and its memory
-    counted outside it too (grader.sandbox.memory: the worker's cgroup, or VmHWM; what it held
-    when the call started counts, outside_extra), gated on that memory: this exercise's idea is
-    tiling, so a call whose peak holds about the N x N scores earns nothing in any tiled check,
-    whatever its output (the kernel-use gate of the Triton exercises, for tiles). Any of the
-    counts trips the gate; a call during which tracemalloc was stopped or cleared fails as well.
+    """tiled_attention(Q, K, V[, Br, Bc]) with its memory counted outside the worker
+    (grader.sandbox.memory: the worker's cgroup, or VmHWM; what it held when the call started
+    counts, outside_extra), gated on that memory: this exercise's idea is tiling, so a call
+    whose peak holds about the N x N scores earns nothing in any tiled check, whatever its
+    output (the kernel-use gate of the Triton exercises, for tiles). Only the outside count
+    decides; tracemalloc runs in the worker too, and its peak explains a failure in the
+    message. Where no outside count exists (not Linux) the gate cannot trip: the tiled checks
+    judge the answer alone there, and memory_is_tiled, whose idea it is, fails closed.
     The gate trips only on N x N evidence: a peak beyond the output of more than 4 tile steps +
     8 KiB + four float64 N x d arrays (copies of Q, K, V and a float64 acc for the whole output:
     wasteful, memory_is_tiled's business, but tiled) AND of at least half an N x N float32
@@ -104,25 +104,24 @@ def tiled_call(sub, Q, K, V, Br: int | None, Bc: int | None, what: str, case: st
                           follows=(MEMORY,)) from None
     N, d = Q.shape
     Br, Bc = Br or 64, Bc or 64
-    tampered(what, case, seed, res)
     out_item = max(Q.dtype.itemsize, np.asarray(values(res.value)).dtype.itemsize
                    if np.asarray(values(res.value)).dtype.kind == "f" else 0)
     output = N * d * out_item
     io = io_bytes((Q, K, V)) + output
-    peak = int(res.extras.get("peak_bytes", 0))
-    outside = outside_extra(sub, rss, io)   # (grown during the call, held before it)
     if rss:
+        outside = outside_extra(sub, rss, io)   # (grown during the call, held before it)
         _LAST_IO[rss["pid"]] = io
-    memory_gate(what, case, seed, N, d, Br, Bc, Q.dtype.itemsize, output, peak, outside,
-                rss.get("how"))
+        memory_gate(what, case, seed, N, d, Br, Bc, Q.dtype.itemsize, outside, rss.get("how"),
+                    memory.traced(res.extras))
     return res if opts or record else res.value
 
 
 def memory_gate(what: str, case: str, seed: int, N: int, d: int, Br: int, Bc: int, item: int,
-                output: int, peak: int, outside: tuple, how: str | None) -> None:
-    """tiled_call's verdict on one call's memory (see there): tracemalloc's peak, and the
-    outside count's rise during the call with what the worker held before it, against one
-    bound; what was held before the call alone has its own message."""
+                outside: tuple, how: str | None, explained: str = "") -> None:
+    """tiled_call's verdict on one call's memory (see there): the outside count's rise during
+    the call with what the worker held before it, against one bound; what was held before the
+    call alone has its own message. `explained`: tracemalloc's peak in words, for the message
+    only (it runs in the worker, so it is not evidence)."""
     tile = tile_step(d, Br, Bc)
     scores = N * N * item
     allowed = 4 * tile + 8 * KiB + 4 * N * d * 8
@@ -136,27 +135,25 @@ def memory_gate(what: str, case: str, seed: int, N: int, d: int, Br: int, Bc: in
     hint = ("Tiling is this exercise's idea: build one (Br, Bc) score tile at a time from "
             "q = Q[i:i+Br] and k = K[j:j+Bc], never the N x N scores, in any memory (also none "
             "prepared at import or kept from an earlier call).")
+    also = f" ({explained})" if explained else ""
     if held > allowed and held >= 2 * N * N and held >= grown:
         raise CheckFailed(
             f"{what} ({case}) [seed {seed}]: when the call started, the worker already held "
             f"{held} bytes more than a fresh worker that loaded the same libraries and the "
             f"call's inputs (counted outside it: {how}), where one (Br, Bc) tile step takes "
-            f"{tile} bytes. Memory allocated at import or kept from an earlier call counts "
+            f"{tile} bytes{also}. Memory allocated at import or kept from an earlier call counts "
             f"against the call that uses it: a tiled call needs none.", hint=hint,
             follows=(MEMORY,))
-    for seen, by in ((peak - output, f"tracemalloc saw a peak of {peak} bytes, {peak - output} "
-                                     f"beyond the {output}-byte output"),
-                     (grown + max(held, 0),
-                      f"the worker's memory (counted outside it: {how}; mmaps included) rose "
-                      f"{grown} bytes more during the call than its inputs and output account "
-                      f"for" +
-                      (f", on top of {held} held before it" if held > 0 else ""))):
-        if seen > allowed and seen >= 2 * N * N:
-            raise CheckFailed(
-                f"{what} ({case}) [seed {seed}]: the call held about the N x N scores: {by}; "
-                f"one (Br, Bc) tile step takes {tile} bytes and the N x N scores {scores}. An "
-                f"output computed without tiles earns no tiled points, right or not "
-                f"(memory_is_tiled measures this).", hint=hint, follows=(MEMORY,))
+    seen = grown + max(held, 0)
+    if seen > allowed and seen >= 2 * N * N:
+        raise CheckFailed(
+            f"{what} ({case}) [seed {seed}]: the call held about the N x N scores: the "
+            f"worker's memory (counted outside it: {how}; mmaps included) rose {grown} bytes "
+            f"more during the call than its inputs and output account for"
+            + (f", on top of {held} held before it" if held > 0 else "") +
+            f"{also}; one (Br, Bc) tile step takes {tile} bytes and the N x N scores {scores}. "
+            f"An output computed without tiles earns no tiled points, right or not "
+            f"(memory_is_tiled measures this).", hint=hint, follows=(MEMORY,))
 
 
 def recorded(K, V) -> tuple:
@@ -166,17 +163,29 @@ def recorded(K, V) -> tuple:
                  for a, name in ((K, "K"), (V, "V")))
 
 
-def reads_of(res) -> dict:
-    """The row logs of K and V from a recorded call, by name (empty where none came back)."""
-    return {r.get("name"): r for r in res.extras.get("reads") or [] if isinstance(r, dict)}
+def reads_of(res, what: str, case: str, seed: int) -> dict:
+    """The row logs of K and V from a recorded call, by name: {"K": log, "V": log}, each with
+    int "widest_rows" and "passes". Missing, partial or malformed logs fail (the advice checks
+    that read them fail closed: no record is never a pass)."""
+    logs = res.extras.get("reads")
+    found = {r.get("name"): r for r in logs if isinstance(r, dict)} if isinstance(logs, list) else {}
+    fields = ("widest_rows", "passes")
+    if set(found) != {"K", "V"} or any(type(found[n].get(f)) is not int for n in found for f in fields):
+        raise CheckFailed(
+            f"{what} ({case}) [seed {seed}]: the grader got no readable record of how K and V "
+            f"were read ({type(logs).__name__} {logs!r:.80}), so the tiles cannot be seen; the "
+            f"evidence was missing, which is never a pass.",
+            hint="Read K and V as given, one block at a time (K[j:j + Bc]): the grader's "
+                 "recording arrays log those reads.", follows=())
+    return found
 
 
 def key_tiles(res, N: int, Bc: int, what: str, case: str, seed: int) -> None:
     """The lesson's tiles: K and V read Bc rows at a time. A read of more rows at once (K @ q
     for a whole query row, K.T of all keys in one product) is attention without key tiles,
-    whatever memory it took."""
-    for name, log in sorted(reads_of(res).items()):
-        widest = int(log.get("widest_rows", 0))
+    whatever memory it took. Advice, no points (the record is the worker's)."""
+    for name, log in sorted(reads_of(res, what, case, seed).items()):
+        widest = log["widest_rows"]
         if widest > Bc:
             raise CheckFailed(
                 f"{what} ({case}) [seed {seed}]: expected {name} to be read one block of at most "
@@ -191,10 +200,16 @@ def key_tiles(res, N: int, Bc: int, what: str, case: str, seed: int) -> None:
 def one_pass_over_keys(res, what: str, case: str, seed: int) -> None:
     """The online rescale: per query block, one pass over the key blocks, each read with its
     value block. More passes over K than over V is a pass for the max alone, then sums against
-    a fixed max: right, but the rescale by alpha that makes one pass enough is skipped."""
-    logs = reads_of(res)
-    k, v = (int(logs.get(name, {}).get("passes", 0)) for name in ("K", "V"))
-    if k > v > 0:
+    a fixed max: right, but the rescale by alpha that makes one pass enough is skipped.
+    Advice, no points (the record is the worker's)."""
+    logs = reads_of(res, what, case, seed)
+    k, v = logs["K"]["passes"], logs["V"]["passes"]
+    if v == 0:
+        raise CheckFailed(
+            f"{what} ({case}) [seed {seed}]: V was never read by rows (K in {k} passes): the "
+            f"record shows no pass over the value blocks to compare with the key blocks'.",
+            hint="Read each value block with its key block, v = V[j:j + Bc], in the same loop.")
+    if k > v:
         raise CheckFailed(
             f"{what} ({case}) [seed {seed}]: expected one pass over the key blocks per query "
             f"block, each key block read with its value block; K was read in {k} passes and V "
@@ -205,14 +220,14 @@ def one_pass_over_keys(res, what: str, case: str, seed: int) -> None:
                  "block's p and p @ v. No separate pass to find the max first.")
 
 
-def check_tiled(sub, Q, K, V, Br: int, Bc: int, case: str, seed: int, one_pass: bool = False):
+def check_tiled(sub, Q, K, V, Br: int, Bc: int, case: str, seed: int, record: bool = False):
     """Call tiled_attention (gated on its memory) and compare with the float64 reference.
-    one_pass: K and V recorded, and the call must make one pass over the key blocks
-    (one_pass_over_keys), judged after its values."""
+    record: K and V recorded, and the call's result returned whole (its read logs for the
+    advice checks: key_tiles, one_pass_over_keys)."""
     label = f"N={Q.shape[0]}, d={Q.shape[1]}, {Q.dtype.name}, {case}"
     what = f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})"
-    res = tiled_call(sub, Q, K, V, Br, Bc, what, label, seed, record=one_pass)
-    out = res.value if one_pass else res
+    res = tiled_call(sub, Q, K, V, Br, Bc, what, label, seed, record=record)
+    out = res.value if record else res
     try:
         assert_close(out, reference.attention(Q, K, V), what=what,
                      input_dtype=Q.dtype.name, terms=Q.shape[0],
@@ -221,8 +236,7 @@ def check_tiled(sub, Q, K, V, Br: int, Bc: int, case: str, seed: int, one_pass: 
         # the hint only when the output equals a known mistake's answer (grader/judge/diagnose.py)
         raise CheckFailed(str(e), hint=diagnose.attention_hint(
             out, Q, K, V, block_n=Bc, input_dtype=Q.dtype.name) or e.hint) from None
-    if one_pass:
-        one_pass_over_keys(res, what, label, seed)
+    return res
 
 
 def check_naive(sub, Q, K, V, case: str, seed: int):

@@ -19,15 +19,28 @@ CHECKS = [
        "Slices past N are shorter: the last query block has N - i rows and the last key block "
        "N - j keys. Slice with Q[i:i + Br], never assume a full block.",
        follows=("tiled_attention.tiled_matches_float64",)),
-    _C("tiled_attention.memory_is_tiled", "cpu", 3, "peak memory stays near the output plus a few Br x Bc tiles, also outside tracemalloc",
+    _C("tiled_attention.memory_is_tiled", "cpu", 3, "the worker's peak memory, counted outside it, holds nothing N x N",
        "Tiling: never build anything bigger than a Br x Bc score tile (no N x N scores, no "
        "row of N scores); S and P exist only a tile at a time (that is the whole point of "
        "FlashAttention), and the only N-sized array is the output.",
        follows=("tiled_attention.tiled_matches_float64", "tiled_attention.ragged_sizes")),
+    _C("tiled_attention.key_tiles", "cpu", 0, "K and V are read one block of at most Bc rows at a time",
+       "Tiling: the inner loop takes one key/value block at a time, k = K[j:j+Bc] and "
+       "v = V[j:j+Bc], and builds the (Br, Bc) score tile q @ k.T; a whole row of scores "
+       "(K @ q against every key) is not a tile.",
+       follows=("tiled_attention.tiled_matches_float64", "tiled_attention.ragged_sizes"),
+       advice=True),
     _C("tiled_attention.max_in_last_block", "adversarial", 2, "correct when the row max sits in the last key block",
        "Break It 2: right until the row max moves into a later key block. Is acc rescaled by "
        "alpha, as l is?",
        follows=("tiled_attention.tiled_matches_float64", "tiled_attention.ragged_sizes")),
+    _C("tiled_attention.one_pass_over_keys", "adversarial", 0, "one pass over the key blocks per query block, each read with its value block",
+       "The online rescale: one pass over the key blocks. Keep a running max m; when a block "
+       "raises it, rescale l and acc by alpha = exp(m - m_new) before adding the block's p and "
+       "p @ v. No separate pass to find the max first.",
+       follows=("tiled_attention.tiled_matches_float64", "tiled_attention.ragged_sizes",
+                "tiled_attention.max_in_last_block"),
+       advice=True),
     _C("tiled_attention.large_scores", "adversarial", 2, "scores large enough to overflow exp without the max subtracted (naive and tiled)",
        "The running max is what keeps exp from overflowing: p = exp(s - m_new), never exp(s); "
        "naive_attention subtracts each row's max.",

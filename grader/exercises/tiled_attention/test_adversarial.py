@@ -1,8 +1,9 @@
 """adversarial checks for exercises/tiled_attention.py (lesson: Break It 2, and the running max
 that keeps exp in range). One idea per check:
 
-  max_in_last_block      Break It 2: the row max moves into the last key block (alpha), and
-                         one pass over the key blocks (no pass for the max alone first)
+  max_in_last_block      Break It 2: the row max moves into the last key block (alpha)
+  one_pass_over_keys     one pass over the key blocks, no pass for the max alone first
+                         (advice, no points: K and V's read logs, built in the worker)
   large_scores           scores that overflow exp without the max subtracted
   negative_scores        rows whose scores are all far below 0 (the running max starts at -inf)
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.exercises.tiled_attention.judging import check_naive, check_tiled
+from grader.exercises.tiled_attention.judging import check_naive, check_tiled, one_pass_over_keys
 from grader.exercises.tiled_attention.reference import DTYPES
 from grader.judge.compare import Cases, CheckFailed
 from grader.judge.inputs import randn
@@ -34,6 +35,19 @@ OFF_BUT_FINITE = ("The output is finite but wrong here, so exp did not overflow 
 
 
 
+def max_in_last(rng, N: int, d: int, Bc: int, dtype: str):
+    """(Q, K, V, boosted): Q and K with entries in {-1, 0, 1}: scores ~ N(0, 0.67^2). Every
+    query gets 1 as its first coordinate and the last few keys (all in the last key block)
+    about 10 * sqrt(d) on theirs, so their scores rise by 10: every row's max appears only in
+    the last block, where alpha ~ e^-8. Random data alone mostly hides a missing rescale of
+    acc; this makes it loud. Integer Q and K keep q . k exact in float32."""
+    Q, K = (rng.integers(-1, 2, (N, d)).astype(np.float64) for _ in range(2))
+    boosted = min(3, N - (N - 1) // Bc * Bc)
+    Q[:, 0] = 1.0
+    K[-boosted:, 0] += round(10 * np.sqrt(d))
+    return Q.astype(dtype), K.astype(dtype), randn(rng, (N, d), dtype), boosted
+
+
 @pytest.mark.check("tiled_attention.max_in_last_block")
 def test_max_in_last_block(student, rng, credit):
     sub = student()
@@ -41,23 +55,12 @@ def test_max_in_last_block(student, rng, credit):
     # (N, d, Br, Bc): the last key block is short (8, 1 and 40 keys)
     for dtype in DTYPES:
         for N, d, Br, Bc in ((200, 64, 32, 48), (113, 128, 64, 16), (1000, 64, 64, 64)):
-            # Q and K with entries in {-1, 0, 1}: scores ~ N(0, 0.67^2). Every query gets 1 as
-            # its first coordinate and the last few keys (all in the last key block) about
-            # 10 * sqrt(d) on theirs, so their scores rise by 10: every row's max appears only
-            # in the last block, where alpha ~ e^-8. Random data alone mostly hides a missing
-            # rescale of acc; this makes it loud. Integer Q and K keep q . k exact in float32.
-            Q, K = (rng.integers(-1, 2, (N, d)).astype(np.float64) for _ in range(2))
-            boosted = min(3, N - (N - 1) // Bc * Bc)
-            Q[:, 0] = 1.0
-            K[-boosted:, 0] += round(10 * np.sqrt(d))
-            Q, K, V = Q.astype(dtype), K.astype(dtype), randn(rng, (N, d), dtype)
+            Q, K, V, boosted = max_in_last(rng, N, d, Bc, dtype)
             with cases.case(f"N={N}, d={d}, {dtype}, Br={Br}, Bc={Bc}", seed=rng.seed):
                 try:
-                    # K and V recorded: a pass over the keys for the max, then sums against
-                    # it, is right here but skips the rescale (judging.one_pass_over_keys)
                     check_tiled(sub, Q, K, V, Br, Bc,
                            f"Br={Br}, Bc={Bc}, row max in the last key block (last {boosted} keys)",
-                           rng.seed, one_pass=True)
+                           rng.seed)
                 except CheckFailed as e:
                     if e.follows is not None:   # the memory gate's failure, as it is
                         raise
@@ -65,6 +68,22 @@ def test_max_in_last_block(student, rng, credit):
                                       "a later key block. Is acc rescaled by alpha = "
                                       "exp(m - m_new), as l is?") from None
     cases.finish()
+
+
+@pytest.mark.check("tiled_attention.one_pass_over_keys")
+def test_one_pass_over_keys(student, rng):
+    """Advice, no points (Check.advice): K and V arrive as arrays that log the rows each NumPy
+    operation reads (grader/worker/recorders.py); more passes over K than over V is a pass for
+    the row max alone, then sums against a fixed max (judging.one_pass_over_keys). Right on
+    these inputs (the max in the last block), so max_in_last_block pays for them; the log is
+    built in the student's process, so it teaches and pays nothing (docs/SECURITY.md)."""
+    sub = student()
+    for N, d, Br, Bc in ((200, 64, 32, 48), (113, 128, 64, 16)):
+        Q, K, V, boosted = max_in_last(rng, N, d, Bc, "float32")
+        case = f"Br={Br}, Bc={Bc}, row max in the last key block (last {boosted} keys)"
+        res = check_tiled(sub, Q, K, V, Br, Bc, case, rng.seed, record=True)   # right first
+        one_pass_over_keys(res, f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})",
+                           f"N={N}, d={d}, float32, {case}", rng.seed)
 
 
 @pytest.mark.check("tiled_attention.large_scores")

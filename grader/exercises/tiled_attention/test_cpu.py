@@ -6,7 +6,8 @@ receives, computes the float64 reference here, in the trusted process, and calls
 functions through the worker proxy (judging.py: every tiled call goes through the memory gate,
 tiled_call). One idea per check:
 
-  memory_is_tiled        peak memory relative to the tile (tracemalloc and the worker's RSS)
+  memory_is_tiled        nothing N x N in the worker's peak memory, counted outside it
+  key_tiles              K and V read Bc rows at a time (advice, no points: a read log)
   naive_matches_float64  naive_attention on random inputs
   tiled_matches_float64  tiled_attention on sizes that are multiples of Br and Bc
   ragged_sizes           N = 1, N < Br, N a multiple of neither block, Br != Bc
@@ -23,8 +24,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.exercises.tiled_attention.judging import (KiB, MiB, check_naive, check_tiled, key_tiles,
-                                                     tampered, tiled_call)
+from grader.exercises.tiled_attention.judging import (MiB, check_naive, check_tiled, key_tiles,
+                                                     tiled_call, unmeasured)
 from grader.exercises.tiled_attention.reference import DTYPES, max_in_first_key, qkv
 from grader.judge import reference
 from grader.judge.compare import Cases, CheckFailed, answer_must_be_right, assert_close, values
@@ -40,17 +41,16 @@ RAGGED = [(1, 64, 32, 48), (17, 128, 32, 48), (113, 64, 32, 48), (203, 128, 64, 
 
 @pytest.mark.check("tiled_attention.memory_is_tiled")
 def test_memory_is_tiled(student, rng):
-    """N = 2011 with Br = Bc = 16 and d = 16: N is much larger than a tile, so a strip of N
-    scores per row (one row at a time, K @ q), a Br x N strip or a copy of Q, K or V costs far
-    more than the tiles do. Two measurements, one call:
-      tracemalloc in the worker: Python and NumPy allocations (evidence from inside);
-      the worker's memory counted outside it, reset before the call and read by this process
-      (grader/sandbox/memory.py: its cgroup, the whole process tree, or its VmHWM): everything
-      resident, an anonymous mmap and a child's memory included, against a fresh worker's
-      baseline, so memory allocated at import counts. The call runs in a fresh worker of its
-      own. A call during which tracemalloc was stopped or cleared fails.
-    Then a second call, N = 1000, in the exercise's worker, with K and V recorded
-    (judging.key_tiles): each read must cover at most Bc rows (no whole row of N scores)."""
+    """N = 2011 with Br = Bc = 16 and d = 16: N is much larger than a tile, so the N x N scores
+    (16 MB in float32) stand far above everything a tiled call holds. The verdict rests on the
+    worker's memory counted outside it, reset before the call and read by this process
+    (grader/sandbox/memory.py: its cgroup, the whole process tree, or its VmHWM with VmRSS
+    sampled): everything resident, an anonymous mmap and a child's memory included, against a
+    fresh worker's baseline, so memory allocated at import counts. The call runs in a fresh
+    worker of its own. tracemalloc runs beside it in the worker: its peak only explains a
+    failure (it is the student's process's number, docs/SECURITY.md). Where this machine has
+    no outside count (not Linux), the check fails closed and says so. What tiles themselves
+    look like (K and V read Bc rows at a time, no row of N scores) is key_tiles' advice."""
     sub = student()
     N, d, Br, Bc, dtype = 2011, 16, 16, 16, "float32"
     Q, K, V = max_in_first_key(rng, N, d, dtype)
@@ -60,8 +60,10 @@ def test_memory_is_tiled(student, rng):
     # a worker of its own, fresh: memory kept by earlier calls does not count, import does
     with memory.fresh_worker(sub) as fresh:
         baseline = memory.fresh_baseline(fresh)
+        if baseline is None:   # no outside count on this machine: no evidence, no points
+            raise unmeasured(what, case, rng.seed, follows=())
         try:
-            with memory.peak_rss(fresh) if baseline is not None else _nothing() as rss:
+            with memory.peak_rss(fresh) as rss:
                 res = fresh.call("tiled_attention", Q, K, V, Br=Br, Bc=Bc,
                                  opts={"tracemalloc": True})
         except memory.Unmeasurable as e:
@@ -69,65 +71,48 @@ def test_memory_is_tiled(student, rng):
             raise CheckFailed(f"{what} ({case}) [seed {rng.seed}]: {e}, though a fresh worker's "
                               f"could be; the memory check fails closed.",
                               hint="Leave the process alone: no prctl, no changes to /proc.") from None
-    tampered(what, case, rng.seed, res, follows=())   # tracemalloc switched off: no evidence
     # the output may be float64 for float32 input (the policy in grader/judge/compare.py)
     output = N * d * max(item, np.asarray(values(res.value)).dtype.itemsize)
-    # the tiles of one step, each counted as float64 (a float32 input may be widened per tile):
-    # the (Br, Bc) scores, the (Br, d) acc and q, the (Bc, d) k and v
-    tile = 8 * (Br * Bc + Br * d + Bc * d)
-    bound = output + 4 * tile + 8 * KiB
-    peak = int(res.extras.get("peak_bytes", 0))
-    sizes = (f"The output is {output} bytes; one tile step {tile} bytes; a strip of N scores "
-             f"per row {N * item} bytes (a Br x N strip {Br * N * item}); a copy of Q, K or V "
-             f"{N * d * item} bytes; the N x N scores {N * N * item} bytes.")
-    if peak > bound:
-        extra = peak - output
+    # resident: the inputs as received and decoded, the output and its encoded reply, and
+    # allocator slack; an N x N float32 matrix is 16.2 MB on top
+    resident = rss["bytes"] - baseline
+    rss_bound = 4 * (3 * N * d * item + output) + 6 * MiB
+    if resident > rss_bound:
+        # tracemalloc's peak says what the memory was, where it saw it (explanation only)
+        peak = res.extras.get("peak_bytes")
+        extra = peak - output if type(peak) is int else resident
         cause = ("about an N x N score matrix" if extra >= N * N * item // 2 else
                  "a copy of Q, K or V (N x d) or more" if extra >= N * d * item else
-                 "strips of N scores: Br and Bc must bound every score array" if extra >= N * item else
                  "more than a few tiles")
         raise CheckFailed(
-            f"{what} ({case}) [seed {rng.seed}]: expected peak memory under {bound} bytes "
-            f"(the output + 4 tile steps + 8 KiB), got {peak} bytes as tracemalloc saw it: "
-            f"{extra} bytes beyond the output, {cause}. {sizes}",
-            hint="Tiling: build one (Br, Bc) score tile at a time from q = Q[i:i+Br] and "
-                 "k = K[j:j+Bc]; never the N x N scores, a whole row of N scores, a Br x N "
-                 "strip, or a copy of Q, K or V. The only N-sized array is the output.",
+            f"{what} ({case}) [seed {rng.seed}]: expected the worker's peak memory within "
+            f"{rss_bound} bytes of a fresh worker's, got {resident} bytes more (counted outside "
+            f"it by {rss['how']}: {rss['bytes']}, a fresh worker {baseline}): {cause}; "
+            f"{memory.traced(res.extras)}. Memory that tracemalloc cannot see (an mmap, a buffer made at "
+            f"import) counts too. The output is {output} bytes; one tile step "
+            f"{8 * (Br * Bc + Br * d + Bc * d)} bytes; a copy of Q, K or V {N * d * item} bytes; "
+            f"the N x N scores {N * N * item} bytes.",
+            hint="Tiling: the N x N scores must not exist anywhere, in any kind of memory, "
+                 "and nothing N x N may be prepared at import; one (Br, Bc) tile at a time.",
             follows=())   # memory is this check's own evidence: it leads, whatever else failed
     # memory first, then the values: a wrong output from tiled memory is the value checks' cause
     with answer_must_be_right("kept its memory tiled", ("tiled_attention.tiled_matches_float64",
                                                         "tiled_attention.ragged_sizes")):
         assert_close(res.value, reference.attention(Q, K, V), what=what, input_dtype=dtype,
                      terms=N, case=case, seed=rng.seed)
-    if peak < output:  # the output itself is allocated during the call
-        raise CheckFailed(
-            f"{what} ({case}) [seed {rng.seed}]: tracemalloc saw a peak of {peak} bytes, less "
-            f"than the N x d output itself ({output} bytes): compute with NumPy arrays "
-            f"allocated in the call, and leave tracemalloc alone.")
-    if baseline is not None:
-        # resident: the inputs as received and decoded, the output and its encoded reply, and
-        # allocator slack; an N x N float32 matrix is 16.2 MB on top
-        resident = rss["bytes"] - baseline
-        rss_bound = 4 * (3 * N * d * item + output) + 6 * MiB
-        if resident > rss_bound:
-            raise CheckFailed(
-                f"{what} ({case}) [seed {rng.seed}]: expected the worker's peak resident memory "
-                f"within {rss_bound} bytes of a fresh worker's, got {resident} bytes more "
-                f"(counted by {rss['how']}: {rss['bytes']}, a fresh worker {baseline}; "
-                f"tracemalloc saw only {peak}). "
-                f"Memory that tracemalloc cannot see (an mmap, a buffer made at import) counts "
-                f"too. {sizes}",
-                hint="Tiling: the N x N scores must not exist anywhere, in any kind of memory, "
-                     "and nothing N x N may be prepared at import; one (Br, Bc) tile at a time.",
-                follows=())
-    _read_in_tiles(sub, rng, d, dtype)
 
 
-def _read_in_tiles(sub, rng, d: int, dtype: str) -> None:
-    """The tiles themselves: K and V read Bc rows at a time. A row of N scores fits in a few
-    tiles' memory, so only the reads show it: a second call, smaller (recording every read
-    costs ~60 us; at N = 2011 that doubles the call), K and V recorded (judging.key_tiles)."""
-    N, Br, Bc = 1000, 32, 32
+@pytest.mark.check("tiled_attention.key_tiles")
+def test_key_tiles(student, rng):
+    """Advice, no points (Check.advice): K and V read Bc rows at a time. A row of N scores
+    fits in a few tiles' memory, so only the reads show it: K and V arrive as arrays that log
+    the rows each NumPy operation reads (grader/worker/recorders.py, judging.key_tiles). The
+    log is built in the student's process, where gc, frames and vars(module) reach it, so it
+    teaches and pays nothing (docs/SECURITY.md). Smaller than memory_is_tiled's call
+    (recording every read costs ~60 us; at N = 2011 that doubles the call); the memory gate
+    and a right answer first, as in every tiled call."""
+    sub = student()
+    N, d, Br, Bc, dtype = 1000, 16, 32, 32, "float32"
     Q, K, V = max_in_first_key(rng, N, d, dtype)
     what = f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})"
     case = f"N={N}, d={d}, {dtype}, K and V recorded"
@@ -137,14 +122,6 @@ def _read_in_tiles(sub, rng, d: int, dtype: str) -> None:
         assert_close(res.value, reference.attention(Q, K, V), what=what, input_dtype=dtype,
                      terms=N, case=case, seed=rng.seed)
     key_tiles(res, N, Bc, what, case, rng.seed)
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 @pytest.mark.check("tiled_attention.naive_matches_float64")

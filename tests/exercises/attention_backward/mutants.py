@@ -70,9 +70,10 @@ MUTANTS = [
            find="m = np.full(br, -np.inf)              # running row max",
            replace="m = np.zeros(br)                     # running row max",
            checks=("attention_backward.lse_includes_m",), idea="-inf"),
-    # the causal skip one block late: a key block above the diagonal is still computed
+    # the causal skip one block late: a key block above the diagonal is still computed (and
+    # masked: the answer is right, so only the read log, advice with no points, sees it)
     Mutant("skip_one_block_late", "attention_backward",
            find="            if causal and j > i + br - 1:     # the whole block is above the diagonal: skip it",
            replace="            if causal and j > i + br - 1 + Bc:",
-           checks=("attention_backward.causal_skips_blocks",), idea="not skipped"),
+           checks=(), advice=("attention_backward.causal_skips_blocks",), idea="not skipped"),
 ]
