@@ -21,6 +21,7 @@ student can reproduce a case; set GRADER_SEED to fix it). `credit` gives partial
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
@@ -32,7 +33,7 @@ from grader.judge import provenance   # the replay behind it
 from grader.judge import fresh   # and its second replay, on fresh inputs
 from grader.plugin import PLUGIN_KEY
 from grader.results import Credit
-from grader.sandbox.proxy import label
+from grader.sandbox.proxy import CallResult, label
 from grader.wire import checksum
 from grader.registry import EXERCISES
 
@@ -47,12 +48,21 @@ def _plugin(request):
     return request.config.stash[PLUGIN_KEY]
 
 
+@dataclass
+class GatedCall(CallResult):
+    """A gated call's result: the opts it ran with, and the provenance.Call its replay judges
+    (None where no replay runs), so a check can judge on the replay's evidence
+    (kernel_use.assert_in_bounds)."""
+    opts: dict = field(default_factory=dict)
+    replayed: object = None
+
+
 class Gated:
     """A Submission whose every call into a Triton exercise's graded function proves that the
     student's kernel computed the answer: traced (a launch, no computing torch op), and on CUDA
     profiled (no device kernel but the student's Triton kernels and copies) with no helper
     process on the GPU; its program replayed from the kernels alone (`replayer`). Under the interpreter, loads and stores are bounds-checked
-    (grader/worker/bounds.py); the check that owns the masks judges what they recorded."""
+    (grader/worker/bounds.py); the check that owns the masks judges what the replay recorded."""
 
     def __init__(self, sub, exercise: str, target=None, check_id: str = "", replayer=None,
                  pending: list | None = None):
@@ -103,7 +113,7 @@ class Gated:
         kernel_use.gate(r.extras, self._exercise, fn,
                         gpu_pid=self._sub.worker_pid if cuda else None, replayed=replayed,
                         defer=self._pending)
-        return r
+        return GatedCall(r.value, r.stdout, r.wall_s, r.extras, opts, replayed)
 
     def _fresh(self, fn: str, args: tuple, kwargs: dict):
         """() -> the call's fresh inputs and their reference (grader.judge.fresh), made when the

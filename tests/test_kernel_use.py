@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from grader.judge.compare import CheckFailed
+from grader.fixtures import GatedCall
 from grader.judge.kernel_use import (assert_in_bounds, assert_kernel_computed, assert_kernel_wrote,
-                                     foreign_kernels)
+                                     foreign_kernels, out_of_bounds)
+from grader.judge.provenance import Call
 
 TRACE = {"ops": ["empty_like", "view"], "launches": 1, "triton_kernels": ["_flash_fwd"]}
 
@@ -35,16 +37,40 @@ def test_library_kernels_from_any_thread_fail_naming_the_kernel(kernel):
     assert kernel[:60] in str(e.value)
 
 
+RECORD = [{"access": "tl.load", "line": "flash_triton.py:72", "code": "k = tl.load(K + off)",
+           "tensor": {"arg": 1}, "lanes": 896, "past": 448}]
+MASKS = {"tl.load": "mask the K load", "tl.store": "mask the store"}
+
+
 def test_out_of_bounds_names_tensor_line_and_mask():
-    extras = {"out_of_bounds": [{"access": "tl.load", "line": "flash_triton.py:72",
-                                 "code": "k = tl.load(K + off)", "tensor": {"arg": 1},
-                                 "lanes": 896, "past": 448}]}
     with pytest.raises(CheckFailed) as e:
-        assert_in_bounds(extras, ["q", "k", "v"], "flash_fwd(q, k, v)",
-                         {"tl.load": "mask the K load", "tl.store": "mask the store"})
+        out_of_bounds(RECORD, ["q", "k", "v"], "flash_fwd(q, k, v)", MASKS)
     assert "flash_triton.py:72" in str(e.value) and "outside k" in str(e.value)
     assert e.value.hint == "mask the K load"
-    assert_in_bounds({"out_of_bounds": []}, ["q"], "x", {})
+    out_of_bounds([], ["q"], "x", {})
+
+
+@pytest.mark.parametrize("record", [None, {"lanes": 3}, [1, 2], "[]"])
+def test_a_missing_or_malformed_bounds_record_fails(record):
+    """Fail closed: no record of the lanes is never in bounds."""
+    with pytest.raises(CheckFailed, match="evidence was missing"):
+        out_of_bounds(record, ["q"], "flash_fwd(q, k, v)", MASKS)
+
+
+def test_the_bounds_verdict_waits_for_the_replay():
+    """With a replay, assert_in_bounds judges nothing at once, however the call's own record
+    reads (the student's process made it): it leaves its judge on the replay, which the
+    replay's record decides (grader.judge.provenance); without one, the call's own record."""
+    replayed = Call(None, None, [], None, {"bounds": True})
+    clean = GatedCall(None, extras={"out_of_bounds": []}, opts={"bounds": True}, replayed=replayed)
+    assert_in_bounds(clean, ["q", "k", "v"], "flash_fwd(q, k, v)", MASKS)
+    with pytest.raises(CheckFailed, match="outside k"):
+        replayed.bounds_judge(RECORD)
+    alone = GatedCall(None, extras={"out_of_bounds": RECORD}, opts={"bounds": True})
+    with pytest.raises(CheckFailed, match="outside k"):
+        assert_in_bounds(alone, ["q", "k", "v"], "flash_fwd(q, k, v)", MASKS)
+    cuda = GatedCall(None, extras={}, opts={"kernels": True})
+    assert_in_bounds(cuda, ["q"], "x", MASKS)   # compute-sanitizer judges masks on a GPU
 
 
 def test_a_kernel_that_stores_nothing_or_nan_earns_nothing():

@@ -52,6 +52,9 @@ class Filtered:
     refused: dict = field(default_factory=dict)   # kernel -> why its body is not Triton
     constexprs: dict = field(default_factory=dict)  # kernel -> names of its constexpr parameters
     digest: str = ""                              # sha256 of the filtered text
+    # line in the filtered text -> line in the submission's file, for every statement of a
+    # kept kernel: what the replay worker records (a lane out of bounds) names the student's line
+    lines: dict = field(default_factory=dict)
 
 
 def filtered(source: str) -> tuple[str, Filtered]:
@@ -89,9 +92,19 @@ def filtered(source: str) -> tuple[str, Filtered]:
     head = [n for n in kept if isinstance(n, ast.ImportFrom) and n.module == "__future__"]
     rest = [n for n in kept if n not in head]
     module = ast.Module(body=[*head, ast.Import([ast.alias("triton")]), *rest], type_ignores=[])
+    original = {n.name: _statement_lines(n) for n in kept if isinstance(n, ast.FunctionDef)}
     text = ast.unparse(ast.fix_missing_locations(module)) + "\n"
     info.digest = hashlib.sha256(text.encode()).hexdigest()
+    for node in ast.parse(text).body:   # the same statements, in the same order, unparsed
+        if isinstance(node, ast.FunctionDef) and node.name in original:
+            info.lines.update(zip(_statement_lines(node), original[node.name]))
     return text, info
+
+
+def _statement_lines(fn: ast.FunctionDef) -> list[int]:
+    """The first line of every statement of a function, the def's own first, in source order."""
+    return [n.lineno for n in sorted((n for n in ast.walk(fn) if isinstance(n, ast.stmt)),
+                                     key=lambda n: (n.lineno, n.col_offset))]
 
 
 def _triton_aliases(tree) -> dict:

@@ -8,7 +8,8 @@ Evidence, gathered in the worker around one call (grader/worker/probes.py) and j
     by torch.profiler (CUPTI): only the student's Triton kernels and copies/fills may run;
   - on a GPU, NVML's list of processes using the device: only the grader and its worker;
   - under the interpreter (`bounds`), every load and store checked against the tensors of the
-    call (grader/worker/bounds.py).
+    call (grader/worker/bounds.py); the masks' verdict (assert_in_bounds) is judged on the same
+    record made by the call's replay, where no student code runs.
 All of that is evidence from the student's process, which can switch it off. What decides
 whether the kernels computed the answer is provenance (grader.judge.provenance, through `gate`'s
 `replayed`): the call's recorded program is replayed in a worker holding only the submission's
@@ -126,12 +127,33 @@ def foreign_kernels(kernels: list, triton_names: list) -> list:
 # ------------------------------------------------------------------------- out of bounds
 
 
-def assert_in_bounds(extras: dict, names: list[str], call: str, masks: dict) -> None:
-    """Fail when a load or store of the call reached past the end of a tensor.
+def assert_in_bounds(r, names: list[str], call: str, masks: dict) -> None:
+    """Fail when a load or store of the call `r` (a gated call's result, grader.fixtures)
+    reached past the end of a tensor, judged on evidence the student's process never held:
+    the replay of the call's launches, bounds-checked lane by lane in the replay worker
+    (grader.judge.provenance: `bounds_judge`, run when the check's body is over). Only where no
+    replay runs (the repo's mutant corpus, tests.helpers.grader_command(replay=False)) is the
+    call's own record judged, at once. On CUDA nothing is recorded (compute-sanitizer judges
+    there): no verdict here.
 
     names: the argument names in order ("q", "k", "v"); masks: {"tl.load": hint, "tl.store":
     hint} naming the mask each kind of access needs."""
-    records = list(extras.get("out_of_bounds", []))
+    if not (getattr(r, "opts", None) or {}).get("bounds"):
+        return
+    if getattr(r, "replayed", None) is not None:
+        r.replayed.bounds_judge = lambda records: out_of_bounds(records, names, call, masks)
+    else:
+        out_of_bounds(r.extras.get("out_of_bounds"), names, call, masks)
+
+
+def out_of_bounds(records, names: list[str], call: str, masks: dict) -> None:
+    """assert_in_bounds' verdict on a record of lanes outside the call's tensors
+    (grader/worker/bounds.py): [{access, line, code, tensor, lanes, past}]. A record that is
+    not a list fails: the evidence was missing."""
+    if not isinstance(records, list) or not all(isinstance(x, dict) for x in records):
+        raise CheckFailed(f"{call}: the grader got no readable record of which lanes its loads "
+                          f"and stores touched, so staying in bounds cannot be judged; the "
+                          f"evidence was missing, which is never a pass.")
     if not records:
         return
     lines = []

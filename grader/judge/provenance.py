@@ -63,6 +63,9 @@ class Call:
     opts: dict
     compiler: object = None
     fresh: object = None
+    # records -> None, raising the check's own CheckFailed: the bounds verdict of a check that
+    # owns the masks (kernel_use.assert_in_bounds), judged on the replay's record of every lane
+    bounds_judge: object = None
 
     def replay(self, program: dict, opts: dict, module: str, kernels: kernel_source.Filtered,
                args: list | None = None):
@@ -178,31 +181,93 @@ def check(extras: dict, exercise: str, call: str, allowed: frozenset, replayed: 
     call (`timed`), compare the replay's checksum with the one the call sent back instead: to
     the last bit (same kernels, same inputs, same device; within `timed.tol` with atomics), so
     an answer that the recorded kernels did not compute differs even where it is right. Raises
-    CheckFailed (follows <exercise>.uses_kernel)."""
+    CheckFailed (follows <exercise>.uses_kernel).
+
+    Under the interpreter (the call's opts asked for `bounds`) the replay is bounds-checked
+    every time, whatever the call's own record said: that record was made in the student's
+    process (a fake `bounds` module, a rewritten list), the replay's in a worker that runs no
+    host code of the student's (grader.judge.kernel_source keeps only kernels, imports and
+    literal constants, and every kernel passes Triton's front end first). Where the check owns
+    the masks (`replayed.bounds_judge`, kernel_use.assert_in_bounds), its verdict is judged on
+    the replay's record alone, and a replay that sends none back fails it."""
+    own = None
     try:
         program = extras.get("program")
         kernels = kernels_of(replayed.sources, exercise)
         carried = validate(program, call, allowed, kernels)
-        # the replay runs the same kernels on the same inputs, so it reaches out of bounds
-        # only where the call did: bounds-checked (masking those lanes as there) only then
-        bounds = bool(replayed.opts.get("bounds")) and bool(extras.get("out_of_bounds"))
-        opts = {"bounds": bounds, "poison_empty": True}
+        opts = {"bounds": bool(replayed.opts.get("bounds")), "poison_empty": True}
         if timed is not None:
             opts.update(refill=timed.refill, summed=timed.summed)
         got = _replay(replayed, program, opts, exercise, kernels, call)
+        own = _bounds_verdict(replayed, got, call, kernels, exercise)   # the check's own failure
+        if own is not None:
+            raise own
         if timed is None:
             compare(got, replayed.value, call, kernels.atomics)
             form = (replayed.fresh() if replayed.fresh is not None
                     and fresh.wanted(carried, replayed.value, CAPACITY_BITS) else None)
-            if form is not None:   # the same program on moved inputs (grader.judge.fresh)
-                fresh.judge(form, lambda f: _replay(replayed, program, opts, exercise, kernels,
+            # the same program on moved inputs (grader.judge.fresh), bounds-checked only where
+            # the replay's lanes went out of bounds (masked there as here)
+            moved = {**opts, "bounds": opts["bounds"] and bool(_lanes_out(got))}
+            if form is not None:
+                fresh.judge(form, lambda f: _replay(replayed, program, moved, exercise, kernels,
                                                     call, [*f.args, *f.kwargs.values()]),
                             replayed.fresh, replayed.value, call)
         else:
             compare_sum(got, timed, call, kernels.atomics)
     except CheckFailed as e:
-        e.follows = (f"{exercise}.uses_kernel",)
+        if e is not own:
+            e.follows = (f"{exercise}.uses_kernel",)
         raise
+
+
+def _lanes_out(got) -> list:
+    """The replay's record of lanes out of bounds (grader.worker.bounds), [] where none came."""
+    record = got.get("bounds") if isinstance(got, dict) else None
+    lanes = record.get("out_of_bounds") if isinstance(record, dict) else None
+    return lanes if isinstance(lanes, list) else []
+
+
+def _bounds_verdict(replayed: Call, got, call: str, kernels: kernel_source.Filtered,
+                    exercise: str) -> CheckFailed | None:
+    """The failure `replayed.bounds_judge` gives on the replay's record of every lane (None:
+    in bounds, or no judge asked), its lines those of the submission's file. A replay that ran
+    its steps and sent back no record fails (uses_kernel's failure: the evidence was missing);
+    one that did not run them (a kernel the front end refused, a step that failed) is
+    compare's to report."""
+    ran = isinstance(got, dict) and not got.get("compile") and not got.get("error")
+    if replayed.bounds_judge is None or not ran:
+        return None
+    record = got.get("bounds")
+    if not isinstance(record, dict) or not isinstance(record.get("out_of_bounds"), list):
+        raise _fail(call, "its replay sent back no record of which lanes its loads and stores "
+                          "touched, so staying in bounds cannot be judged; the evidence was "
+                          "missing, which is never a pass")
+    try:
+        replayed.bounds_judge(_student_lines(record["out_of_bounds"], kernels,
+                                             Path(replayed.sources) / f"{exercise}.py"))
+    except CheckFailed as e:
+        return e
+    return None
+
+
+def _student_lines(records: list, kernels: kernel_source.Filtered, path: Path) -> list:
+    """The replay's records of lanes out of bounds, each "line" ("<file>.py:<n>" of the
+    filtered copy the replay worker ran) and "code" moved to the submission's own file
+    (kernel_source.Filtered.lines)."""
+    try:
+        source = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return records
+    out = []
+    for r in records:
+        r = dict(r) if isinstance(r, dict) else r
+        name, _, n = str(r.get("line", "")).rpartition(":") if isinstance(r, dict) else ("", "", "")
+        line = kernels.lines.get(int(n)) if n.isdigit() else None
+        if line is not None and line <= len(source):
+            r["line"], r["code"] = f"{name}:{line}", source[line - 1].strip()
+        out.append(r)
+    return out
 
 
 # ---------------------------------------------------------------------------------- validate

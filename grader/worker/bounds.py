@@ -14,8 +14,10 @@ even when a later tl.where hides the value, and never corrupts the worker's heap
 Stores into tensors allocated during the call are tracked element by element, so the trusted
 side can tell "never written" (no store reached the element) from "written with NaN".
 
-Evidence only: this runs next to student code, which the static audit (grader.judge.audit) keeps
-from reaching these hooks.
+In the student's worker this is evidence for nothing: student code can reach these hooks and
+their records (gc, closures, sys.modules). The bounds verdict is judged on the record the same
+hooks make in the replay worker (grader.judge.provenance), which runs none of the student's host
+code; the worker imports this module before any student code runs (grader.worker.probes).
 """
 
 from __future__ import annotations

@@ -52,8 +52,9 @@ import numpy as np
 
 from grader.wire import checksum, codec
 from grader.wire.seeded import torch_randn
-from grader.worker import recorders, tracing, workloads   # imported here, never inside a measured
-# call, nor after student code ran (it may have set sys.modules["grader..."] = None)
+from grader.worker import bounds, recorders, tracing, workloads   # imported here, never inside a
+# measured call, nor after student code ran (it may have set sys.modules["grader..."] = None, or
+# planted a module of that name there)
 
 # state of the call being decoded/run (the worker runs one call at a time)
 _built_tensors: list = []   # (view, guard) for each TensorArg, in argument order
@@ -147,8 +148,6 @@ def around_call(opts: dict, args: list, kwargs: dict):
             stack.enter_context(trace(extras, target if isinstance(target, dict) else None,
                                       record=bool(opts.get("program"))))
         if opts.get("bounds"):
-            from grader.worker import bounds
-
             stack.enter_context(bounds.checked(extras, [v for v, _ in _built_tensors]))
         if opts.get("poison_empty"):
             stack.enter_context(_poison_empty())
@@ -284,9 +283,10 @@ _TM_TRACEBACK = _tracemalloc.get_object_traceback
 def _tracemalloc_peak(extras: dict):
     """extras["peak_bytes"]: tracemalloc's peak over the call, above what was traced at its start.
     Stopping tracing (stop() ... start()) or clearing it drops every trace, so a sentinel block
-    allocated after the start loses its own: extras["tracemalloc_tampered"] says what was seen,
-    and the trusted side fails the call. reset_peak() is not seen here: the outside count
-    (grader/sandbox/memory.py) gates every call that this peak gates."""
+    allocated after the start loses its own: extras["tracemalloc_tampered"] says what was seen.
+    Both are words for a failure's message only: this runs beside student code (which can also
+    reset_peak() or rebind these globals), so every memory verdict rests on the count from
+    outside the worker (grader/sandbox/memory.py; docs/SECURITY.md)."""
     _TM_START()
     _TM_RESET()
     sentinel = bytearray(64)   # traced from here: its trace goes if tracing is stopped or cleared

@@ -255,6 +255,10 @@ class Worker:
                         "message": f"Triton's front end cannot be run here: {e}", "traceback": ""}
             except BaseException as e:  # noqa: BLE001
                 return failure(e, at="replay", student_file=self.cfg["path"])
+        if isinstance(value, dict) and "out_of_bounds" in extras:
+            # the replay's own record of every lane (grader.worker.bounds), which the trusted
+            # side judges bounds on: made here, where no host code of the student's runs
+            value["bounds"] = {k: extras[k] for k in ("out_of_bounds", "allocations") if k in extras}
         return {"ok": True, "value": value, "extras": extras}
 
     # ------------------------------------------------------------------------------ call

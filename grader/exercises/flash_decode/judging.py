@@ -110,7 +110,7 @@ def assert_decode(sub, q, k, v, seq_lens, *, dtype="float16", num_splits=None, g
                  opts={"poison_empty": True})
     out = r.value
     if bounds:   # the lanes the bounds hooks switched off (grader/worker/bounds.py), judged here
-        assert_in_bounds(r.extras, ["q", "k_cache", "v_cache", "seq_lens"], f"{what} ({context})",
+        assert_in_bounds(r, ["q", "k_cache", "v_cache", "seq_lens"], f"{what} ({context})",
                          BOUNDS_HINTS)
     expected = decode_reference(q, k, v, lens)
     # flash-attention's rule: within a multiple of plain PyTorch's error in `dtype` on these
