@@ -39,12 +39,16 @@ class Result:
     def __post_init__(self):
         """An advice check (Check.advice) that failed is advice: status "advice", 0 points, its
         message saying so. A stub, a file that could not run and the grader's own failure keep
-        their status: they say nothing about the idea."""
-        if (getattr(self.check, "advice", False) and self.status in ADVISED
-                and not self.grader_error and not self.file_error):
-            self.status, self.score, self.secondary = "advice", 0.0, False
-            if not self.message.startswith(ADVICE_PREFIX):
-                self.message = ADVICE_PREFIX + self.message
+        their status: they say nothing about the idea; so does a secondary failure (the call's
+        answer was wrong: the correctness checks' business), which stays a failure worth 0,
+        grouped under theirs."""
+        if getattr(self.check, "advice", False):
+            self.score = 0.0
+            if (self.status in ADVISED and not self.secondary and not self.grader_error
+                    and not self.file_error):
+                self.status = "advice"
+                if not self.message.startswith(ADVICE_PREFIX):
+                    self.message = ADVICE_PREFIX + self.message
 
     @property
     def hint(self) -> str:

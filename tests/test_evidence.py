@@ -87,6 +87,20 @@ def test_a_failed_advice_check_is_advice_in_every_report(capsys):
     json.dumps(data)
 
 
+def test_advice_on_a_wrong_answer_is_the_correctness_checks_business():
+    """A secondary failure (the advice check's own call answered wrong) is no advice: a failure
+    worth 0, under the correctness check that failed, and never a lead on its own."""
+    checks = all_checks()
+    secondary = Result(checks["tiled_attention.key_tiles"], "failed", 0.0,
+                       "The answer was wrong: ...", secondary=True)
+    lead = Result(checks["tiled_attention.tiled_matches_float64"], "failed", 0.0, "wrong")
+    assert secondary.status == "failed" and secondary.max_score == 0
+    assert summary.failures(_report([lead, secondary])) == [
+        {"lead": "tiled_attention.tiled_matches_float64", "same_cause": ["tiled_attention.key_tiles"]}]
+    alone = Result(checks["tiled_attention.key_tiles"], "failed", 0.0, "The answer was wrong", secondary=True)
+    assert summary.failures(_report([alone])) == []
+
+
 def test_a_stub_or_a_file_error_stays_what_it_is():
     check = all_checks()["online_softmax.one_pass"]
     assert Result(check, "not_implemented", 0.0, "TODO").status == "not_implemented"

@@ -194,11 +194,13 @@ def failures(report: GradeReport) -> list[dict]:
         own = getattr(failing[cid], "failure_follows", None)
         follows = own if own is not None else getattr(failing[cid].check, "follows", ())
         for other in follows or ():
-            if other in failing and other != cid and not getattr(failing[other], "secondary", False):
+            if other in failing and other != cid and not getattr(failing[other], "secondary", False) \
+                    and not _advice(failing[other]):
                 return other, own is not None
         if getattr(failing[cid], "secondary", False):   # under its exercise's first primary failure
             for other, r in failing.items():
-                if r.check.exercise == failing[cid].check.exercise and not r.secondary:
+                if r.check.exercise == failing[cid].check.exercise and not r.secondary \
+                        and not _advice(r):
                     return other, True
         return None, False
 
@@ -218,7 +220,10 @@ def failures(report: GradeReport) -> list[dict]:
             path.append(nxt)
 
     leads = {cid: lead_of(cid) for cid in order}
-    same = {cid: [c for c in order if c != cid and leads[c] == cid] for cid in order if leads[cid] == cid}
+    # an advice check (a secondary failure of one: its answer was wrong) never leads: where no
+    # failure of its exercise explains it, it is left out (it costs nothing; the Markdown has it)
+    same = {cid: [c for c in order if c != cid and leads[c] == cid] for cid in order
+            if leads[cid] == cid and not _advice(failing[cid])}
     # within an exercise, the lead that explains most failures first, then registry order
     per_exercise: dict[str, list[str]] = {}
     for cid in sorted(same, key=lambda c: (-len(same[c]), order.index(c))):
@@ -228,6 +233,10 @@ def failures(report: GradeReport) -> list[dict]:
                                         exercises.index(failing[c].check.exercise)
                                         if failing[c].check.exercise in exercises else len(exercises)))
     return files + [{"lead": cid, "same_cause": same[cid]} for cid in heads]
+
+
+def _advice(r: Result) -> bool:
+    return bool(getattr(r.check, "advice", False))
 
 
 def blocked(group: dict, by_id: dict) -> str:

@@ -16,7 +16,7 @@ import pytest
 from grader import errors
 from grader.exercises.online_softmax.judging import assert_state, read_log, state_of
 from grader.judge import reference
-from grader.judge.compare import Cases, CheckFailed, assert_close, state_rtol
+from grader.judge.compare import Cases, CheckFailed, answer_must_be_right, assert_close, state_rtol
 from grader.judge.inputs import chunks, randn
 from grader.wire.codec import Trusted
 
@@ -85,7 +85,8 @@ def test_one_pass(student, rng, credit):
                     hint="Here x is an array-like that logs how it is read (len, dtype, x[i], "
                          "iteration, slices, np.asarray(x) and NumPy functions all work on it; "
                          "isinstance(x, np.ndarray) is False). np.asarray(x) gives an ndarray.") from None
-            assert_state(r.value, reference.max_sum(x), what, rng.seed, state_rtol(dtype, n), x)
+            with answer_must_be_right("was recorded", ("online_softmax.online_max_sum",)):
+                assert_state(r.value, reference.max_sum(x), what, rng.seed, state_rtol(dtype, n), x)
             reads = read_log(r.extras, what)
             passes = reads["passes"]
             if passes == 0:

@@ -15,9 +15,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.exercises.tiled_attention.judging import check_naive, check_tiled, one_pass_over_keys
+from grader.exercises.tiled_attention.judging import (check_naive, check_tiled, one_pass_over_keys,
+                                                     tiled_call)
 from grader.exercises.tiled_attention.reference import DTYPES
-from grader.judge.compare import Cases, CheckFailed
+from grader.judge import reference
+from grader.judge.compare import Cases, CheckFailed, answer_must_be_right, assert_close
 from grader.judge.inputs import randn
 
 # the label of each call in a case's name
@@ -81,9 +83,12 @@ def test_one_pass_over_keys(student, rng):
     for N, d, Br, Bc in ((200, 64, 32, 48), (113, 128, 64, 16)):
         Q, K, V, boosted = max_in_last(rng, N, d, Bc, "float32")
         case = f"Br={Br}, Bc={Bc}, row max in the last key block (last {boosted} keys)"
-        res = check_tiled(sub, Q, K, V, Br, Bc, case, rng.seed, record=True)   # right first
-        one_pass_over_keys(res, f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})",
-                           f"N={N}, d={d}, float32, {case}", rng.seed)
+        what, label = f"tiled_attention(Q, K, V, Br={Br}, Bc={Bc})", f"N={N}, d={d}, float32, {case}"
+        res = tiled_call(sub, Q, K, V, Br, Bc, what, label, rng.seed, record=True)
+        with answer_must_be_right("was recorded", ("tiled_attention.max_in_last_block",)):
+            assert_close(res.value, reference.attention(Q, K, V), what=what,
+                         input_dtype="float32", terms=N, case=label, seed=rng.seed)
+        one_pass_over_keys(res, what, label, rng.seed)
 
 
 @pytest.mark.check("tiled_attention.large_scores")
