@@ -63,8 +63,12 @@ INSTRUCTOR_ONLY = @test -d solutions || { echo "make $@ is for course staff: it 
 
 # one pytest process per core, at most four, where pytest-xdist is installed (tests/conftest.py)
 TEST_JOBS ?= $(shell $(PY) -c "import os, xdist; print(min(4, len(os.sched_getaffinity(0))))" 2>/dev/null)
+# tests/test_pages.py opens the report pages in Chromium: installed here when missing and run
+# as root (Debian's package, best effort, quietly); the test skips, saying why, without it
 test: .python $(STUB_FILES)
 	$(INSTRUCTOR_ONLY)
+	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1 || true
 	@$(PY) -m pytest tests $(if $(TEST_JOBS),-n $(TEST_JOBS) --dist loadgroup,)
 
 # exercises/<ex>.py written from the markers in solutions/<ex>.py (tools/stubs.py)

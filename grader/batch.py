@@ -9,10 +9,14 @@ graded by its own grader process (`python -I grader/__main__.py --sandbox`), so 
 isolation as a single run and a grader problem with one submission costs only that row; its
 reports count only when that process completed them (see grade_one). Written under DIR (default batch/):
 
-    reports/<name>.json, reports/<name>.md    each submission's reports
+    reports/<name>.json, .md, .html           each submission's reports (the page with its
+                                              pictures inlined)
     gradebook.csv                             submission, one column per exercise, total, max,
                                               note (why grading failed), undecided (the perf
                                               checks this run's readings left open: grade again)
+    class.html, class.csv                     the class view (grader/report/class_view.py): the
+                                              score distribution, each check's failure rate,
+                                              the lead mistakes ranked, the slowest kernels
 
 --jobs N grades N submissions at once; where several GPUs are visible and the GPU layers run,
 each job gets a GPU of its own through CUDA_VISIBLE_DEVICES. --gpus all (or a count) grades on
@@ -172,11 +176,14 @@ def grade_one(sub: Path, out: Path, args, exercises: list[str], gpu: str | None,
     stdin). The reports move into reports/ only when the grader exited 0 and the marker holds
     the nonce and the reports' SHA-256; otherwise the row says grading failed."""
     reports = out / "reports"
-    final = {"json": reports / f"{sub.name}.json", "md": reports / f"{sub.name}.md"}
+    final = {"json": reports / f"{sub.name}.json", "md": reports / f"{sub.name}.md",
+             "html": reports / f"{sub.name}.html"}
     for path in final.values():
         path.unlink(missing_ok=True)
     private = Path(tempfile.mkdtemp(prefix=".grading-", dir=out))   # mode 0700
-    made = {"json": private / "report.json", "md": private / "report.md"}
+    # the page is written beside the Markdown (grader.report.page_path), sealed with it
+    made = {"json": private / "report.json", "md": private / "report.md",
+            "html": private / "report.html"}
     marker = private / "complete"
     nonce = secrets.token_hex(16)
     cmd = [sys.executable, "-I", str(ROOT / "grader" / "__main__.py"), "--submission", str(sub.resolve()),
@@ -302,6 +309,10 @@ def grade_all(args) -> int:
     write_gradebook(book, header, rows)
     print(f"gradebook: {book} ({len(rows)} submissions"
           + (f", {len(kept)} of them kept from before" if kept else "") + ")")
+    from grader.report import class_view
+
+    page, table = class_view.write(out, rows)
+    print(f"class view: {page} and {table}")
     return 0
 
 

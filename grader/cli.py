@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with calllog.span("reports"):
             if not args.quiet:
-                report.print_terminal(result, details=args.markdown)
+                report.print_terminal(result, details=args.markdown,
+                                      page=report.page_path(args.markdown, args.json))
             written = report.write(result, args.json, args.markdown, args.gradescope)
             if nonce is not None:
                 report.seal(args.completion_marker, nonce, written)

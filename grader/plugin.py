@@ -259,7 +259,8 @@ class GradePlugin:
             message = str(e).split("\nassert ")[0].strip() or "assertion failed"
             return Result(check, "failed", 0.0, message, failure_hint=getattr(e, "hint", ""),
                           failure_follows=getattr(e, "follows", None),
-                          secondary=bool(getattr(e, "secondary", False)))
+                          secondary=bool(getattr(e, "secondary", False)),
+                          picture=getattr(e, "picture", None))
         if typename == "Failed" and "Timeout" in str(e):
             return Result(check, "timeout", 0.0, f"the check ran past the grader's limit: {e}")
         # the grader's machinery (errors.GraderError: no sandbox, a worker that could not start)

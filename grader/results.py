@@ -35,6 +35,9 @@ class Result:
     file_error: bool = False
     # a secondary failure's hint, from the whole report's failures (GradeReport.explain_secondary)
     report_hint: str = ""
+    # where a failed comparison is wrong (CheckFailed.picture, grader/judge/pictured.py): plain
+    # JSON, drawn by grader/report/pictures.py; None when the failure compared no values
+    picture: dict | None = None
 
     def __post_init__(self):
         """An advice check (Check.advice) that failed is advice: status "advice", 0 points, its

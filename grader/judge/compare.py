@@ -39,6 +39,7 @@ import sys
 import numpy as np
 
 from grader import errors
+from grader.judge import pictured
 from grader.wire.codec import TensorValue
 
 # dtype of the output (Triton) or precision used (NumPy) -> (atol, rtol) against float64
@@ -97,15 +98,23 @@ class CheckFailed(AssertionError):
     names the failing checks that show the wrong answer (GradeReport.explain_secondary).
     kind: what a comparison found (assert_close): "shape", "dtype", "nan", "inf" or "values";
     "" for any other failure. A check whose idea is one of them (overflow: "nan", "inf") tells
-    its own failure from a wrong answer by it."""
+    its own failure from a wrong answer by it.
+    picture: what a picture of a failed comparison needs (grader/judge/pictured.py), or None.
+    A CheckFailed made while a comparison's failure is handled keeps that failure's picture
+    (`raise CheckFailed(str(e), hint=...)` in an except block), so a check's own wording of a
+    failure still shows where the answer is wrong."""
 
     def __init__(self, message: str = "", hint: str = "", follows: tuple | None = None,
-                 secondary: bool = False, kind: str = ""):
+                 secondary: bool = False, kind: str = "", picture: dict | None = None):
         super().__init__(message)
         self.hint = hint
         self.follows = follows
         self.secondary = secondary
         self.kind = kind
+        handled = sys.exc_info()[1]
+        if picture is None and isinstance(handled, CheckFailed):
+            picture = handled.picture
+        self.picture = picture
 
 
 @contextlib.contextmanager
@@ -130,7 +139,7 @@ def as_secondary(e: CheckFailed, prop: str = "", follows: tuple | None = None) -
     """`e`, a wrong answer, as a property check's secondary failure (answer_must_be_right)."""
     said = f"; the call {prop}, but its answer is wrong, so that earns nothing" if prop else ""
     return CheckFailed(f"The answer was wrong: {e}{said}", follows=follows, secondary=True,
-                       kind=e.kind)
+                       kind=e.kind, picture=e.picture)
 
 
 def assert_right_answer(got, expected, *, prop: str, follows: tuple, what: str, dtype: str,
@@ -172,7 +181,7 @@ def assert_close(got, expected, *, what: str = "output", dtype: str | None = Non
                  input_dtype: str | None = None, terms: int = 1,
                  atol: float | None = None, rtol: float | None = None,
                  baseline=None, floor: float | None = None,
-                 case: str = "", seed: int | None = None) -> float:
+                 case: str = "", seed: int | None = None, grid: tuple | None = None) -> float:
     """Fail with "expected vs got" unless `got` matches `expected` everywhere.
 
     got: what the student returned (NumPy array, TensorValue or number).
@@ -187,6 +196,9 @@ def assert_close(got, expected, *, what: str = "output", dtype: str | None = Non
         `expected`). The max abs error may be at most BASELINE_MULT times the baseline's, plus `floor`
         (default BASELINE_FLOOR[dtype] * max(1, max |expected|)); a baseline that is not finite
         (PyTorch overflowed) leaves the floor alone.
+    grid: (rows, columns) of the exercise's tiles in the output's last two dimensions (BLOCK_M
+        rows for attention, BLOCK columns for softmax; None: no blocks), for the picture of a
+        failure (grader/judge/pictured.py), drawn on that grid.
     Returns the max abs error.
     """
     context = "".join([f" ({case})" if case else "", f" [seed {seed}]" if seed is not None else ""])
@@ -219,17 +231,24 @@ def assert_close(got, expected, *, what: str = "output", dtype: str | None = Non
     if baseline is not None:
         atol, allowed = _baseline_rule(ops, e, baseline, floor, dtype or got_dtype)
         rtol = 0.0
+
+    def picture(bad, kind: str, idx: tuple):
+        return pictured.capture(g, e, bad, atol=atol, rtol=rtol, kind=kind, index=idx,
+                                what=what, case=context.strip(), grid=grid)
+
     nan = ops.isnan(g) & ~ops.isnan(e)
     if nan.any():
         idx = ops.first(nan)
         why = ", e.g. never written or read from past the end" if ops is not _NumPy else ""
         raise CheckFailed(f"{what}{context}: got NaN at {where(idx)} ({int(nan.sum())} of {size} "
-                          f"elements are NaN{why}); expected {float(e[idx]):.6g} there", kind="nan")
+                          f"elements are NaN{why}); expected {float(e[idx]):.6g} there", kind="nan",
+                          picture=picture(nan, "nan", idx))
     inf = ops.isinf(g) & ~ops.isinf(e)
     if inf.any():
         idx = ops.first(inf)
         raise CheckFailed(f"{what}{context}: got {float(g[idx])} at {where(idx)} ({int(inf.sum())} "
-                          f"elements overflowed); expected {float(e[idx]):.6g}", kind="inf")
+                          f"elements overflowed); expected {float(e[idx]):.6g}", kind="inf",
+                          picture=picture(inf, "inf", idx))
     err = abs(g - e)
     err[ops.isinf(e) & (g == e)] = 0.0
     bad = err > atol + rtol * abs(e)
@@ -239,7 +258,8 @@ def assert_close(got, expected, *, what: str = "output", dtype: str | None = Non
         raise CheckFailed(
             f"{what}{context}: max abs error {worst:.3g} at {where(idx)}: got {float(g[idx]):.6g}, "
             f"expected {float(e[idx]):.6g}; {int(bad.sum())} of {size} elements outside "
-            f"atol={atol:.3g}, rtol={rtol:.3g}{allowed}{note}", kind="values")
+            f"atol={atol:.3g}, rtol={rtol:.3g}{allowed}{note}", kind="values",
+            picture=picture(bad, "values", idx))
     return worst
 
 
@@ -366,5 +386,5 @@ class _Case:
         if isinstance(value, CheckFailed) and self.label not in str(value):
             raise CheckFailed(f"{value} (case: {self.label}{self.seed})", hint=value.hint,
                               follows=value.follows, secondary=value.secondary,
-                              kind=value.kind) from None
+                              kind=value.kind, picture=value.picture) from None
         return False

@@ -1,4 +1,5 @@
-"""Reports of one grading run: terminal (rich), Markdown, JSON and Gradescope's results.json.
+"""Reports of one grading run: terminal (rich), Markdown, JSON, the HTML page, the pictures of
+failed comparisons and Gradescope's results.json.
 
 All are written by the trusted process from `GradeReport`, after every worker has stopped.
 `write` puts each file in place atomically (a temporary file in the same folder, then
@@ -15,12 +16,14 @@ import os
 import tempfile
 from pathlib import Path
 
+from grader.report import pictures, summary
 from grader.report.formats import to_gradescope, to_json
 from grader.report.markdown import to_markdown
+from grader.report.page import to_html
 from grader.report.terminal import device_line, print_terminal
 
-__all__ = ["to_json", "to_gradescope", "to_markdown", "print_terminal", "device_line",
-           "write", "seal", "check_path", "ReportPathError"]
+__all__ = ["to_json", "to_gradescope", "to_markdown", "to_html", "print_terminal", "device_line",
+           "write", "seal", "check_path", "page_path", "ReportPathError"]
 
 
 class ReportPathError(Exception):
@@ -37,8 +40,8 @@ def check_path(path) -> None:
         raise ReportPathError(f"cannot write the report {path}: {parent} is not a writable folder")
 
 
-def write_atomic(path, text: str) -> str:
-    """Write text to path through a temporary file and os.replace; its SHA-256."""
+def write_atomic(path, text: str | bytes) -> str:
+    """Write text (or bytes) to path through a temporary file and os.replace; its SHA-256."""
     path = Path(path)
     check_path(path)
     try:
@@ -46,7 +49,7 @@ def write_atomic(path, text: str) -> str:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as e:
         raise ReportPathError(f"cannot write the report {path}: {e.strerror or e}") from None
-    data = text.encode()
+    data = text if isinstance(text, bytes) else text.encode()
     try:
         umask = os.umask(0)
         os.umask(umask)
@@ -62,14 +65,39 @@ def write_atomic(path, text: str) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def page_path(markdown_path=None, json_path=None) -> Path | None:
+    """The HTML page beside the Markdown report (else the JSON one): reports/grade.md ->
+    reports/grade.html; None when neither is written."""
+    if not (markdown_path or json_path):
+        return None
+    base = Path(markdown_path or json_path)
+    return base.with_suffix(".html") if base.suffix != ".html" else base.with_suffix(".page.html")
+
+
 def write(report, json_path=None, markdown_path=None, gradescope_path=None) -> dict[str, str]:
-    """Write the reports asked for; {absolute path: SHA-256} of each file written."""
+    """Write the reports asked for, and beside the Markdown (else the JSON) report the page
+    and pictures/<check>.png for every failed comparison; {absolute path: SHA-256} of each file
+    written. Pictures are drawn only when a comparison failed (pictures.render_all)."""
+    page = page_path(markdown_path, json_path)
+    pngs = pictures.render_all(report) if page or gradescope_path else {}
     written = {}
     for path, text in ((json_path, lambda: json.dumps(to_json(report), indent=1)),
                        (markdown_path, lambda: to_markdown(report)),
-                       (gradescope_path, lambda: json.dumps(to_gradescope(report), indent=1))):
+                       (gradescope_path, lambda: json.dumps(to_gradescope(report, pngs), indent=1)),
+                       (page, lambda: to_html(report, pngs))):
         if path:
             written[str(Path(path).resolve())] = write_atomic(path, text() + "\n")
+    if page:
+        folder = page.parent / "pictures"
+        try:
+            if folder.is_symlink():   # a planted link is replaced by a folder, not followed
+                folder.unlink()
+            for r in summary.selected(report):   # an earlier run's picture of a check that passed now
+                if r.check.id not in pngs:
+                    (folder / f"{r.check.id}.png").unlink(missing_ok=True)
+        except OSError:
+            pass   # the page holds every picture; these files are a convenience
+        written.update(pictures.write(folder, pngs, write_atomic))
     return written
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from grader.registry import EXERCISES
-from grader.report import summary
+from grader.report import page, pictures, summary
 from grader.report.summary import clean, output_of
 from grader.results import GradeReport
 
@@ -44,20 +44,23 @@ def to_json(report: GradeReport) -> dict:
              "secondary": r.secondary,   # a property check that failed on a wrong answer
              "advice": r.check.advice,   # teaches without paying: 0 points, status "advice"
              "undecided": r.undecided,   # its readings left the credit open (verdicts.Tally)
-             "hidden": r.check.hidden, "output": output_of(r), "duration_s": round(r.duration_s, 3)}
+             "hidden": r.check.hidden, "output": output_of(r), "duration_s": round(r.duration_s, 3),
+             "picture": pictures.brief(r.picture)}   # where a failed comparison is wrong
             for r in report.results
         ],
     }
 
 
-def to_gradescope(report: GradeReport) -> dict:
+def to_gradescope(report: GradeReport, pngs: dict[str, bytes] | None = None) -> dict:
     """Gradescope's results.json: score, execution_time, output, tests[].
 
     Checks that could not run on the autograder's machine (no GPU) are left out of tests[] and
     counted nowhere; the output's "not run" line says which layers and why. Hidden checks are
     after_published tests, never with what the code printed under them, and the visible output
     counts public points only: nothing a student sees before publication tells how the hidden
-    checks went."""
+    checks went. pngs (check id -> PNG, pictures.render_all): the first failures' pictures go
+    into their tests' output as HTML (page.gradescope_pictures says which)."""
+    pictured = page.gradescope_pictures(report, pngs or {})
     leads = {c: g["lead"] for g in summary.failures(report) for c in g["same_cause"]}
     repeats = summary.repeats(report.results)
     tests = []
@@ -85,8 +88,9 @@ def to_gradescope(report: GradeReport) -> dict:
             "score": r.score,
             "max_score": r.max_score,
             "status": "passed" if r.status == "passed" else "failed",
-            "output": text.strip(),
-            "output_format": "text",
+            "output": page.gradescope_output(text, pictured[cid], cid) if cid in pictured
+                      else text.strip(),
+            "output_format": "html" if cid in pictured else "text",
             "tags": [r.check.exercise, r.check.layer, summary.track_of(r) + " track"]
                     + (["hidden"] if r.check.hidden else []),
             "visibility": "after_published" if r.check.hidden else "visible",

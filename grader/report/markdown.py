@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from grader.report import summary, table
+from grader.report import pictures, summary, table
 from grader.report.summary import clean, fmt
 from grader.report.terminal import STATUS_MARK, device_line
 from grader.results import GradeReport
@@ -105,6 +105,7 @@ def to_markdown(report: GradeReport) -> str:
     detail = [by_id[c] for g in groups
               for c in ([g["lead"]] if by_id[g["lead"]].file_error else [g["lead"], *g["same_cause"]])
               if by_id[c].status != "not_implemented"]
+    drawn = {r.check.id for r in pictures.pictured(report)}
     if detail:
         out += ["## Failures in detail", ""]
         for r in detail:
@@ -113,6 +114,9 @@ def to_markdown(report: GradeReport) -> str:
                 out += [f"Same error as `{repeats[r.check.id]}` (above).", ""]
             else:
                 out += fenced(r.message) + [""]
+            if r.check.id in drawn:   # written beside this report (grader.report.write)
+                out += [f"![where {r.check.id} is wrong: yours, the reference, the error]"
+                        f"(pictures/{r.check.id}.png)", ""]
             if r.file_error:
                 group = next(g for g in groups if g["lead"] == r.check.id)
                 out += [f"It blocked {summary.blocked(group, by_id)}.", ""]

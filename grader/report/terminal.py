@@ -17,9 +17,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from grader.report import summary, table
+from grader.report import pictures, summary, table
 from grader.report.summary import clean, fmt
-from grader.results import GradeReport
+from grader.results import FAILING, GradeReport
 
 SCREEN = 39       # rows the report may take: 40 with the "Grading ..." line printed before it
 INDENT = " " * 8  # where a failure's message and hint start, and every wrapped row
@@ -73,7 +73,10 @@ class Screen:
         return out
 
 
-def print_terminal(report: GradeReport, console: Console | None = None, details: str | None = None) -> None:
+def print_terminal(report: GradeReport, console: Console | None = None, details: str | None = None,
+                   page: str | None = None) -> None:
+    """page: the HTML report (report.page_path), named on one line; where the lead failure has
+    a picture and the screen has room, a text map of where it is wrong goes under it."""
     console = console or Console(soft_wrap=True, highlight=False)
     screen = Screen(console)
     head: list = []
@@ -106,17 +109,44 @@ def print_terminal(report: GradeReport, console: Console | None = None, details:
                             f"  ({report.elapsed_s:.0f} s)"))   # time per layer: in the Markdown report
     for note in report.notes:
         tail.append(screen.line((clean(note), "yellow")))
+    if page:
+        tail.append(screen.line((f"report page: {page} (every check; pictures of what is wrong)", "dim")))
     budget = SCREEN - len(console.render_lines(grid)) - screen.rows(head + tail)
 
     todo_rows = screen.rows(_todo(report, screen, 10**6))
     middle = _failures(report, screen, budget - todo_rows, details)
     middle += _advice(report, screen, budget - todo_rows - screen.rows(middle), details)
     middle += _todo(report, screen, budget - screen.rows(middle))
+    middle = _with_map(report, middle, screen, budget - screen.rows(middle))
     for t in head:
         console.print(t, soft_wrap=True)
     console.print(grid)
     for t in middle + tail:
         console.print(t, soft_wrap=True)
+
+
+def _with_map(report: GradeReport, middle: list[Text], screen: Screen, room: int) -> list[Text]:
+    """`middle` with the lead failure's text map (pictures.text_map) under its block, where the
+    lead is a failure with a picture and the map fits in the rows left over."""
+    by_id = {r.check.id: r for r in report.results}
+    lead = next((by_id[g["lead"]] for g in summary.failures(report)
+                 if by_id[g["lead"]].status != "not_implemented"), None)
+    if lead is None or lead.status not in FAILING or not lead.picture:
+        return middle
+    title = f"{STATUS_MARK[lead.status]} {lead.check.id} ("
+    start = next((i for i, t in enumerate(middle) if t.plain.lstrip().startswith(title)), None)
+    if start is None:
+        return middle
+    for height in (8, 6, 4, 3, 2):   # bands of rows: as many as the rows left over allow
+        lines = [screen.line((line, "red" if i else "dim"), prefix=INDENT) for i, line in
+                 enumerate(pictures.text_map(lead.picture, width=screen.width - 30, height=height))]
+        if lines and screen.rows(lines) <= room:
+            break
+    else:
+        return middle
+    end = next((i for i in range(start + 1, len(middle)) if not middle[i].plain.startswith(INDENT)),
+               len(middle))
+    return middle[:end] + lines + middle[end:]
 
 
 def _short(cid: str, lead: str) -> str:

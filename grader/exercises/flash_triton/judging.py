@@ -41,7 +41,8 @@ def _flash(sub, q, k, v, *, dtype="float16", BLOCK_M=64, BLOCK_N=64, case="", se
     expected = reference.attention(q, k, v)
     try:
         assert_close(out, expected, what="flash_fwd(q, k, v)", dtype=dtype,
-                     case=describe(q, dtype, BLOCK_M, BLOCK_N, case), seed=seed)
+                     case=describe(q, dtype, BLOCK_M, BLOCK_N, case), seed=seed,
+                     grid=(BLOCK_M, None))   # a picture of a failure: one band per program
     except CheckFailed as e:
         hint = (explain(out, expected) if explain else "") or diagnose.attention_hint(
             out, q, k, v, block_n=BLOCK_N, dtype=dtype)

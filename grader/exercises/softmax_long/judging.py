@@ -74,7 +74,8 @@ def run_softmax(sub, x: np.ndarray, dtype: str, case: str, seed: int, block: int
     got = call_softmax(sub, x, dtype, block, pad_cols).value
     expected = reference.softmax(x, axis=1)
     try:
-        assert_close(got, expected, what="softmax(x)", dtype=dtype, case=case, seed=seed)
+        assert_close(got, expected, what="softmax(x)", dtype=dtype, case=case, seed=seed,
+                     grid=(None, block))   # a picture of a failure: one band per column block
     except CheckFailed as e:
         said, follows = mistakes.hint(got, x, expected, dtype=dtype, block=block,
                                       contiguous=not pad_cols)

@@ -231,7 +231,8 @@ def check_tiled(sub, Q, K, V, Br: int, Bc: int, case: str, seed: int, record: bo
     try:
         assert_close(out, reference.attention(Q, K, V), what=what,
                      input_dtype=Q.dtype.name, terms=Q.shape[0],
-                     case=f"N={Q.shape[0]}, d={Q.shape[1]}, {Q.dtype.name}, {case}", seed=seed)
+                     case=f"N={Q.shape[0]}, d={Q.shape[1]}, {Q.dtype.name}, {case}", seed=seed,
+                     grid=(Br, None))   # a picture of a failure: one band per query block
     except CheckFailed as e:
         # the hint only when the output equals a known mistake's answer (grader/judge/diagnose.py)
         raise CheckFailed(str(e), hint=diagnose.attention_hint(
