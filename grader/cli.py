@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser().parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
-    from grader.judge import target as targets
+    from grader.judge.machine import target as targets
 
     wanted = args.target if args.target is not None else os.environ.get("GRADER_TARGET")
     try:

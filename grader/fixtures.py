@@ -5,13 +5,13 @@
         flash = student("flash_triton")        # proxy to the worker; mode from the check's layer
         out = flash.flash_fwd(q, k, v)          # decoded values, never student objects
 
-Every submission file is audited first (grader.judge.audit, in this process, before any of it
+Every submission file is audited first (grader.judge.source.audit, in this process, before any of it
 runs): a flagged construct fails every check of its exercise. For the Triton exercises, `student`
 returns a `Gated` proxy: every call to the graded function proves kernel use (a launch, no
 computing torch op; on CUDA no foreign device kernel and no helper process on the GPU; under the
 interpreter every load/store is bounds-checked) and provenance (its recorded program, replayed
 in a worker that holds only the submission's kernels, gives the same answer:
-grader.judge.provenance, then again on fresh inputs against the reference: grader.judge.fresh),
+grader.judge.evidence.provenance, then again on fresh inputs against the reference: grader.judge.evidence.fresh),
 so no check can earn points for an answer the student's kernel did not compute.
 
 `rng` is a fresh NumPy generator for every check (its seed goes into failure messages so a
@@ -27,10 +27,10 @@ import numpy as np
 import pytest
 
 from grader import errors
-from grader.judge import target   # a grading target's spec and tiles (--target gb10)
-from grader.judge import kernel_use   # the kernel-use gate
-from grader.judge import provenance   # the replay behind it
-from grader.judge import fresh   # and its second replay, on fresh inputs
+from grader.judge.machine import target   # a grading target's spec and tiles (--target gb10)
+from grader.judge.evidence import kernel_use   # the kernel-use gate
+from grader.judge.evidence import provenance   # the replay behind it
+from grader.judge.evidence import fresh   # and its second replay, on fresh inputs
 from grader.plugin import PLUGIN_KEY
 from grader.results import Credit
 from grader.sandbox.proxy import CallResult, label
@@ -70,10 +70,10 @@ class Gated:
         # the replays of this check's calls, run when the check is over (grader.plugin)
         self._pending = pending
         # () -> (replay worker, compile worker, sources): every gated call is replayed from the
-        # kernels alone (grader.judge.provenance)
+        # kernels alone (grader.judge.evidence.provenance)
         self._replayer = replayer
         self._kernels = kernel_use.KERNELS.get(exercise, {})
-        # grader.judge.target.Evidence when a target was asked for: on CUDA every gated call
+        # grader.judge.machine.target.Evidence when a target was asked for: on CUDA every gated call
         # also compiles its kernels for the target, and the records go there (advice, no points)
         self._target = target
         self._exercise = exercise
@@ -116,7 +116,7 @@ class Gated:
         return GatedCall(r.value, r.stdout, r.wall_s, r.extras, opts, replayed)
 
     def _fresh(self, fn: str, args: tuple, kwargs: dict):
-        """() -> the call's fresh inputs and their reference (grader.judge.fresh), made when the
+        """() -> the call's fresh inputs and their reference (grader.judge.evidence.fresh), made when the
         replay runs; values the student's code never sees, drawn from the OS's entropy."""
         def form():
             return fresh.form_of(self._exercise, fn, args, kwargs, np.random.default_rng())
@@ -130,7 +130,7 @@ class Gated:
 
     def check_timed(self, fn: str, args: list, kwargs: dict, extras: dict,
                     timed: provenance.TimedCall, what: str) -> None:
-        """The kernel-use gate on one timed call (grader.judge.timing.Requests picked it after
+        """The kernel-use gate on one timed call (grader.judge.perf.timing.Requests picked it after
         the call): its trace, and its program replayed on its own inputs, judged by checksum."""
         replayer, compiler, sources = self._replayer()
         replayed = provenance.Call(replayer, sources, [*args, *kwargs.values()], None, {},
@@ -139,9 +139,9 @@ class Gated:
 
 
 def audited(plugin, exercise: str) -> None:
-    """Run the static audit (grader.judge.audit) of the exercise's file once per run; a flagged
+    """Run the static audit (grader.judge.source.audit) of the exercise's file once per run; a flagged
     construct fails every check of the exercise, before any of its code runs."""
-    from grader.judge import audit
+    from grader.judge.source import audit
 
     cache = plugin.__dict__.setdefault("audits", {})
     if exercise not in cache:
@@ -234,7 +234,7 @@ def environment(request):
 
 
 class GpuContext:
-    """The GPU as the trusted process sees it: its description, its profile (grader.judge.devices),
+    """The GPU as the trusted process sees it: its description, its profile (grader.judge.machine.devices),
     and ceilings measured once per run in this process (copy GB/s, fp16 matmul TFLOP/s).
 
     `tile_profile` is what the perf layer's tile sweeps read: this device's profile, or with a
@@ -245,8 +245,9 @@ class GpuContext:
     def __init__(self, plugin):
         import torch
 
-        from grader.judge import ceilings, devices, quiet
-        from grader.judge.remembered import remembered
+        from grader.judge.machine import ceilings, devices
+        from grader.judge.perf import quiet
+        from grader.judge.perf.remembered import remembered
 
         quiet.stop_students(plugin.workers)   # no student process alive while the ceilings are timed
         self.info = devices.describe(torch)

@@ -23,7 +23,7 @@ import pytest
 from grader import errors
 from grader.environment import Environment
 from grader.registry import EXERCISES, Check
-from grader.judge.compare import CheckFailed, as_secondary
+from grader.judge.answers.compare import CheckFailed, as_secondary
 from grader.results import NOT_SELECTED, PARALLEL, Credit, Result, Selection
 from grader.sandbox import calllog
 
@@ -109,11 +109,11 @@ class GradePlugin:
     def stubbed(self, exercise: str) -> str:
         """Why the exercise's perf checks are not run, or "": every function they time
         (Exercise.timed, else the kernel-use gate's Exercise.kernels) still begins with the
-        stub's `raise NotImplementedError` in the submission's file (grader.judge.stubbed).
+        stub's `raise NotImplementedError` in the submission's file (grader.judge.source.stubbed).
         Read from the source, so it is known before any of the exercise's other checks ran:
         the perf checks may run first (grader.run). One function written, and they run."""
         if exercise not in self._stubbed:
-            from grader.judge.stubbed import still_stubs
+            from grader.judge.source.stubbed import still_stubs
 
             names = list(EXERCISES[exercise].timed or EXERCISES[exercise].kernels)
             directory = (getattr(self.workers, "sources", None)
@@ -141,14 +141,14 @@ class GradePlugin:
                 outcome.force_exception(e)
 
     def replays_of(self, nodeid: str, pipelined: bool = False) -> Replays:
-        """Where a check's gated calls put their replays (grader.judge.kernel_use.gate): a
+        """Where a check's gated calls put their replays (grader.judge.evidence.kernel_use.gate): a
         list run at the check's end, or, `pipelined`, each begun at once (Pipelined)."""
         if nodeid not in self.pending_replays:
             self.pending_replays[nodeid] = Pipelined() if pipelined else Replays()
         return self.pending_replays[nodeid]
 
     def _settle(self, nodeid: str) -> None:
-        """The check's later work, then the replays of its gated calls (grader.judge.provenance),
+        """The check's later work, then the replays of its gated calls (grader.judge.evidence.provenance),
         those the later work made included: a failure there is the check's own failure."""
         for work in self.pending_later.pop(nodeid, []):
             work()
@@ -284,7 +284,7 @@ class GradePlugin:
 
 
 class Replays(list):
-    """A check's replays (grader.judge.kernel_use.gate appends them), run in order by `_settle`
+    """A check's replays (grader.judge.evidence.kernel_use.gate appends them), run in order by `_settle`
     at the check's end."""
 
     def close(self) -> None:

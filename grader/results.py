@@ -27,7 +27,7 @@ class Result:
     # failed only because another check's idea failed in the same call (CheckFailed.secondary):
     # the report groups it under that check and never groups anything under it
     secondary: bool = False
-    # a graded-by-degree check whose readings left its credit open (grader.judge.verdicts.Tally):
+    # a graded-by-degree check whose readings left its credit open (grader.judge.perf.verdicts.Tally):
     # the sentence saying so; graded at the medians all the same
     undecided: str = ""
     # the exercise's file could not be run at all (errors.FileProblem: missing, refused by the
@@ -35,7 +35,7 @@ class Result:
     file_error: bool = False
     # a secondary failure's hint, from the whole report's failures (GradeReport.explain_secondary)
     report_hint: str = ""
-    # where a failed comparison is wrong (CheckFailed.picture, grader/judge/pictured.py): plain
+    # where a failed comparison is wrong (CheckFailed.picture, grader/judge/answers/pictured.py): plain
     # JSON, drawn by grader/report/pictures.py; None when the failure compared no values
     picture: dict | None = None
 
@@ -114,7 +114,7 @@ class GradeReport:
     device_info: dict = field(default_factory=dict)   # GPU details and ceilings measured in the run
     isolation: str = ""   # how student code was isolated (grader.sandbox.isolation), one line
     seccomp: str = ""     # what the kernel denied the workers, per mode (grader.worker.seccomp)
-    target: dict = field(default_factory=dict)   # grader.judge.target.Evidence.to_dict(); {}: none
+    target: dict = field(default_factory=dict)   # grader.judge.machine.target.Evidence.to_dict(); {}: none
     timed_first: bool = False   # the timed checks ran first, verified afterwards (parallel.timed_first)
 
     def __post_init__(self):

@@ -73,13 +73,13 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
           compiled: str | None = None) -> GradeReport:
     """Grade `submission`. `sandbox`: True/False asks for OS isolation or not; None leaves the
     launcher's default (on when root). It reaches the launcher as GRADER_SANDBOX=1/0.
-    `target`: a grading target's name ("gb10", grader.judge.target.lookup; the CLI reads
+    `target`: a grading target's name ("gb10", grader.judge.machine.target.lookup; the CLI reads
     --target or GRADER_TARGET): every Triton kernel launched on CUDA is also compiled for it and
     checked against its shared memory (report.target), and the perf layer sweeps its tiles.
     `kernels`: the kernel cache of the grade this one is a part of (grader.parallel); by
     default the run opens its own (grader.sandbox.kernel_cache). `compiled`: that grade's
     bytecode folder, likewise (grader.sandbox.bytecode)."""
-    from grader.judge import target as targets
+    from grader.judge.machine import target as targets
     from grader.sandbox import bytecode, kernel_cache
 
     target_profile = targets.lookup(target)   # UnknownTarget for a bad name, before anything runs
@@ -91,7 +91,7 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
 
 def _grade(submission, exercises, layers, include_hidden, only_checks, sandbox, progress,
            target, target_profile) -> GradeReport:
-    from grader.judge import target as targets
+    from grader.judge.machine import target as targets
 
     start = time.perf_counter()
     submission = Path(submission).resolve()

@@ -14,7 +14,7 @@ OVERFLOW = ("nan", "inf")
 
 @dataclass(frozen=True)
 class Band:
-    """How a graded-by-degree measurement becomes credit (grader.judge.verdicts): full credit at
+    """How a graded-by-degree measurement becomes credit (grader.judge.perf.verdicts): full credit at
     `full` or better, none at `zero` or worse, linear in between, either way round: a time
     ratio (lower is better: full < zero) or a fraction of a ceiling (higher is better)."""
     full: float
@@ -29,22 +29,22 @@ class Exercise:
     needs: frozenset          # Python packages the exercise's worker needs: numpy, torch, triton
     mode: str                 # worker mode for the cpu/adversarial/interp layers
     track: str = "core"       # "core": the 100 public points; "extension": points of its own
-    # The kernel-use gate (grader.fixtures.Gated, judge/kernel_use.py): every graded function
+    # The kernel-use gate (grader.fixtures.Gated, judge/evidence/kernel_use.py): every graded function
     # that must compute with the student's Triton kernels, as {function: (call, launch, work)}
     # for the messages, and the torch ops its wrapper may run beyond allocations, views and copies.
     kernels: dict = dataclasses.field(default_factory=dict)
     extra_ops: frozenset = frozenset()
-    # The static audit's rules (judge/audit.py): "numpy" (the general rules), "triton" (the whole
+    # The static audit's rules (judge/source/audit.py): "numpy" (the general rules), "triton" (the whole
     # file under the Triton rules), "mixed" (a NumPy part, and the code `kernels` reaches under
     # the Triton rules).
     audit: str = "numpy"
     order: int = 100          # its place in the lesson: reports list exercises in this order
-    # The perf checks' thresholds, as data (grader.judge.verdicts): {measure: Band}, and where a
-    # device profile needs others, {profile key: {measure: Band}} (grader.judge.devices).
+    # The perf checks' thresholds, as data (grader.judge.perf.verdicts): {measure: Band}, and where a
+    # device profile needs others, {profile key: {measure: Band}} (grader.judge.machine.devices).
     bands: dict = dataclasses.field(default_factory=dict)
     device_bands: dict = dataclasses.field(default_factory=dict)
     # The perf layer's timed calls recorded and one per measurement replayed
-    # (grader.judge.timing.Requests, provenance of timed answers). Recording costs 0.3 to 1.2 ms
+    # (grader.judge.perf.timing.Requests, provenance of timed answers). Recording costs 0.3 to 1.2 ms
     # of CPU per call on the H200 (a dispatch mode and each launch's arguments), hidden only
     # under calls that keep the GPU busy longer: on for the attention kernels, off for the
     # bandwidth-bound ones (softmax, decode), whose calls take 0.08 to 0.3 ms there.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.judge.compare import CheckFailed, values, where
+from grader.judge.answers.compare import CheckFailed, values, where
 from grader.sandbox import memory
 
 
@@ -86,7 +86,7 @@ def assert_written(got, expected, what: str, seed: int, extras: dict | None = No
     evidence: under the interpreter, stores into the tensors the call allocated are tracked
     (grader/worker/bounds.py), so an element no store reached is told apart from a NaN the
     kernel computed and stored."""
-    from grader.judge.kernel_use import allocation_of
+    from grader.judge.evidence.kernel_use import allocation_of
 
     g = np.asarray(values(got), dtype=np.float64)
     if g.shape != np.shape(expected):

@@ -19,7 +19,7 @@ GRADER = [sys.executable, "-I", str(ROOT / "grader" / "__main__.py")]   # the co
 
 def grader_command(root: Path = ROOT, audit: bool = True, replay: bool = True) -> list[str]:
     """The command line make runs, or the same with a part of the grader switched off:
-    `audit=False`, the static audit (grader.judge.audit), for tests of what stops student code at
+    `audit=False`, the static audit (grader.judge.source.audit), for tests of what stops student code at
     run time (the sandbox, the launcher's limits): the audit is a first filter a determined
     submission can get past, so those defences must hold without it; `replay=False`, the
     provenance replay (grader.fixtures.REPLAY), for the mutant corpus (wrong answers, caught by
@@ -30,7 +30,7 @@ def grader_command(root: Path = ROOT, audit: bool = True, replay: bool = True) -
         return [sys.executable, "-I", str(root / "grader" / "__main__.py")]
     code = f"import os, sys; os.environ['GRADER_JOBS'] = '1'; sys.path.append({str(root)!r}); "
     if not audit:
-        code += ("from grader.judge import audit; "
+        code += ("from grader.judge.source import audit; "
                  "audit.audit; audit.audit = lambda directory, exercise: []; ")
     if not replay:
         code += "from grader import fixtures; fixtures.REPLAY; fixtures.REPLAY = False; "

@@ -3,7 +3,7 @@ wrong work), each of a different exercise, put in one copy of solutions/ and gra
 each test reading its own exercise's part of the report (`own_part`).
 
 Why: a grade's fixed cost is the grader's start and, with the provenance replay, the front-end
-worker that every exercise of a run shares (grader.judge.provenance), together about 3 s of CPU;
+worker that every exercise of a run shares (grader.judge.evidence.provenance), together about 3 s of CPU;
 a pack pays them once. Why it changes no verdict: every exercise of a run is graded by its own
 workers, from its own file, with its own seeds, and the report groups failures within an
 exercise (grader/report/summary.py). Only honest work is packed: a cheat could aim at the shared

@@ -107,7 +107,7 @@ def run_grader(repo: Path, submission: Path, report: Path, timeout: float = 300,
     """`sandbox`: the grader must run student code at the os level or not at all. Attacks that
     only the os level stops are always graded so: unsandboxed, they would write into the
     interpreter's own folders (sys.path) on the machine running the tests.
-    `audit`: the static audit (grader.judge.audit) refuses most attacks before they run, so
+    `audit`: the static audit (grader.judge.source.audit) refuses most attacks before they run, so
     they are graded with it off: what is proven here is that the sandbox and the launcher hold
     on their own, against an attack that got past the audit."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
@@ -295,8 +295,8 @@ FAKE_SANITIZER = ["/bin/sh", "-c", 'while [ "$#" -gt 0 ]; do case "$1" in --log-
 def test_sanitizer_verdict_comes_from_the_tools(case, tmp_path, monkeypatch):
     pytest.importorskip("triton")
     from grader import errors
-    from grader.judge.compare import CheckFailed
-    from grader.sandbox import sanitize
+    from grader.judge.answers.compare import CheckFailed
+    from grader.judge.evidence import sanitize
 
     monkeypatch.setenv("GRADER_TIMEOUT_SCALE", "0.1")
     sub = tmp_path / "sub"
@@ -311,8 +311,8 @@ def test_sanitizer_points_need_the_students_kernel(cheat, tmp_path):
     """PyTorch computing the answer (beside a dummy launch) earned the sanitizer's points on the
     H200: the checked call under the tool is traced like every gated call."""
     pytest.importorskip("triton")
-    from grader.judge.compare import CheckFailed
-    from grader.sandbox import sanitize
+    from grader.judge.answers.compare import CheckFailed
+    from grader.judge.evidence import sanitize
     from tests.cases import case, folder_files
 
     sub = tmp_path / "sub"
@@ -326,7 +326,7 @@ def test_sanitizer_points_need_the_students_kernel(cheat, tmp_path):
 
 def test_sanitizer_passes_a_correct_kernel(tmp_path):
     pytest.importorskip("triton")
-    from grader.sandbox import sanitize
+    from grader.judge.evidence import sanitize
 
     summary = sanitize.memcheck(ROOT / "solutions", "softmax_triton", tool=FAKE_SANITIZER, mode="interp")
     assert "ERROR SUMMARY: 0 errors" in summary
@@ -345,8 +345,8 @@ def test_sanitizer_verdict_when_the_checked_call_fails(tmp_path):
     """memcheck aborts the kernel at its first bad access, so the student's call raises ("unspecified
     launch failure", seen on the H200): the verdict is still the tool's, with its message."""
     pytest.importorskip("triton")
-    from grader.judge.compare import CheckFailed
-    from grader.sandbox import sanitize
+    from grader.judge.answers.compare import CheckFailed
+    from grader.judge.evidence import sanitize
 
     sub = tmp_path / "sub"
     sub.mkdir()
@@ -360,7 +360,7 @@ def _gpu_sanitizer() -> bool:
     try:
         import torch
 
-        from grader.sandbox import sanitize
+        from grader.judge.evidence import sanitize
     except ImportError:
         return False
     return torch.cuda.is_available() and sanitize.sanitizer_path() is not None
@@ -372,8 +372,9 @@ def test_sanitizer_under_isolation_on_the_gpu(tmp_path):
     compute-sanitizer through the launcher, at whatever level this run has: the solutions pass,
     an exit at import and an unmasked store do not."""
     from grader import errors
-    from grader.judge.compare import CheckFailed
-    from grader.sandbox import isolation, sanitize
+    from grader.judge.answers.compare import CheckFailed
+    from grader.sandbox import isolation
+    from grader.judge.evidence import sanitize
 
     print("isolation:", isolation.choose().description)
     for exercise in ("softmax_triton", "flash_triton"):

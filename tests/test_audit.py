@@ -1,4 +1,4 @@
-"""The static audit (grader/judge/audit.py) flags what it must and nothing a correct
+"""The static audit (grader/judge/source/audit.py) flags what it must and nothing a correct
 submission needs: every file of solutions/, the stubs, the correct variants (Triton tutorial
 styles included) and the lesson's own code (tests/audit_lesson/, copied from the lesson's Build
 It) pass it; each forbidden construct is flagged with its file and line."""
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.judge import audit
+from grader.judge.source import audit
 
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = ("online_softmax", "tiled_attention", "softmax_triton", "flash_triton", "bench_attn",

@@ -118,7 +118,7 @@ def test_without_ncu_the_report_says_so_in_one_line(monkeypatch, capsys):
 
 def test_no_permission_is_one_line_and_nothing_else(monkeypatch):
     monkeypatch.setattr(ncu, "ncu_path", lambda: "/usr/local/cuda/bin/ncu")
-    monkeypatch.setattr("grader.judge.gpu.attention_reference", lambda *t: None)
+    monkeypatch.setattr("grader.judge.answers.gpu.attention_reference", lambda *t: None)
 
     def refused(*args, **kwargs):
         raise ncu.Unavailable(ncu.refusal(PERMISSION, counted=False))
@@ -163,7 +163,7 @@ def test_placement_between_the_bounds():
 def test_a_profile_fills_the_row_with_the_kernels_block_m(monkeypatch):
     """BLOCK_M as compiled (128 here, though 64 was asked) is the Br of the worst case."""
     monkeypatch.setattr(ncu, "ncu_path", lambda: "/usr/local/cuda/bin/ncu")
-    monkeypatch.setattr("grader.judge.gpu.attention_reference", lambda *t: None)
+    monkeypatch.setattr("grader.judge.answers.gpu.attention_reference", lambda *t: None)
     launches = ncu.parse_csv(SAMPLE)
     extras = {"compiled": [{"name": "_flash_fwd", "constexprs": {"BLOCK_M": 128, "BLOCK_N": 64}}]}
     monkeypatch.setattr(ncu, "profile", lambda sub, ex, call: ncu.Profile(
@@ -209,8 +209,8 @@ FAKE_NCU = ["/bin/sh", "-c", 'while [ "$#" -gt 0 ]; do case "$1" in --log-file) 
 def test_a_worker_under_a_stand_in_ncu_counts_only_the_call_s_kernels():
     pytest.importorskip("triton")
     from grader.exercises.flash_triton.reference import reference_torch
-    from grader.judge.inputs import seeded, torch_randn
-    from grader.sandbox import sanitize
+    from grader.judge.answers.inputs import seeded, torch_randn
+    from grader.judge.evidence import sanitize
 
     shape, seeds = (1, 1, 32, 16), (1, 2, 3)
 

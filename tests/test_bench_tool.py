@@ -18,8 +18,9 @@ import types
 import pytest
 import torch
 
-from grader.judge import ceilings, devices, timing
-from grader.judge.baselines import attention_flops
+from grader.judge.machine import ceilings, devices
+from grader.judge.perf import timing
+from grader.judge.perf.baselines import attention_flops
 from grader.registry import exercise_module
 from tests.helpers import EXERCISES, ROOT, SOLUTIONS
 from tools.bench import cli, runner
@@ -370,7 +371,7 @@ def test_backward_flops_and_plan():
 
 def test_backward_without_flash_backward_still_times_sdpa():
     """A submission without flash_backward.py: its rows say why, SDPA's are measured."""
-    from grader.judge.inputs import seeded, torch_randn
+    from grader.judge.answers.inputs import seeded, torch_randn
 
     plan = dict(device="cpu", bhd=[1, 1, 16], backward=[32], warmup=1, rep=2)
     said = []

@@ -7,7 +7,7 @@ whose other answers are computed by their own code in the graded call, hard-code
 cache by shape: the checks built to catch them, `Cheat.zero_on`). A cheat the static audit must
 flag says so in a message that names the file and the line; one marked `without_audit` is graded
 with the audit switched off, so what catches it is a run-time defence (provenance's replay,
-grader.judge.provenance). A cheat that computes right answers and forges only the evidence of
+grader.judge.evidence.provenance). A cheat that computes right answers and forges only the evidence of
 how (a read log rewritten, issue 53) names in `earns_only` the checks its answers earn: the
 forgery pays nothing, so every other check scores 0. side_stream and sdpa_on_cuda need a
 GPU: their tests are skipped here, and tools/gpu_cheats.py grades every cheat marked "gpu" on the

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.judge.compare import CheckFailed, assert_close
+from grader.judge.answers.compare import CheckFailed, assert_close
 from grader.wire.codec import TensorValue
 
 torch = pytest.importorskip("torch")
@@ -61,7 +61,7 @@ def test_right_answers_pass_on_both():
 def test_baseline_rule_moves_with_pytorch_error():
     """flash-attention's rule (`baseline=`): within BASELINE_MULT x the same-precision error plus
     a floor, the same on the host and on a device; an overflowed baseline leaves the floor."""
-    from grader.judge.compare import BASELINE_FLOOR, BASELINE_MULT
+    from grader.judge.answers.compare import BASELINE_FLOOR, BASELINE_MULT
 
     ref = np.random.default_rng(2).standard_normal((6, 8)) * 0.5
     base = ref + 1e-2                     # PyTorch in float16 off by 1e-2 everywhere

@@ -18,7 +18,7 @@ import os
 
 import pytest
 
-from grader.judge.compare import CheckFailed
+from grader.judge.answers.compare import CheckFailed
 
 
 def log(what):

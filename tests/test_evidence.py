@@ -19,7 +19,7 @@ import pytest
 from grader.exercises.attention_backward.judging import reads_per_row
 from grader.exercises.online_softmax.judging import read_log
 from grader.exercises.tiled_attention.judging import key_tiles, one_pass_over_keys, reads_of
-from grader.judge.compare import CheckFailed
+from grader.judge.answers.compare import CheckFailed
 from grader.registry import CHECKS, all_checks
 from grader.report import formats, markdown, summary
 from grader.report.terminal import print_terminal

@@ -1,5 +1,5 @@
 """Triton's front end's verdicts outlive a grade only where no student can write them
-(grader.judge.frontend): at the os and user levels, in the grader's own folder; never at the
+(grader.judge.evidence.frontend): at the os and user levels, in the grader's own folder; never at the
 process level, nor with GRADER_CACHE=0."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from grader.judge import frontend
+from grader.judge.evidence import frontend
 
 pytest.importorskip("triton")
 

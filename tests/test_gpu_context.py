@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from grader import fixtures
-from grader.judge import ceilings, devices
+from grader.judge.machine import ceilings, devices
 from grader.results import Selection
 
 

@@ -45,7 +45,7 @@ def fake_h200():
 
 
 def test_gpu_ladder_from_the_device(monkeypatch):
-    from grader.judge import ceilings
+    from grader.judge.machine import ceilings
 
     monkeypatch.setattr(ceilings, "copy_bandwidth_gbs",
                         lambda t, nbytes=None, device="cuda": 9000.0 if nbytes else 4300.0)

@@ -26,7 +26,7 @@ FAULTS = {
     "runaway_alloc": ({"error", "crashed", "failed"}, "Memory"),
     "monkeypatch": ({"failed"}, "expected"),
 }
-# faults the static audit (grader.judge.audit) refuses before any of the file runs → the
+# faults the static audit (grader.judge.source.audit) refuses before any of the file runs → the
 # construct it must name, with the file and line; the others it must let through to run
 AUDITED = {
     "segfault": "online_softmax.py:2: import ctypes",

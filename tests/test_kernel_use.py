@@ -1,4 +1,4 @@
-"""Kernel-use evidence judged on the trusted side (grader/judge/kernel_use.py), without a GPU:
+"""Kernel-use evidence judged on the trusted side (grader/judge/evidence/kernel_use.py), without a GPU:
 device-kernel names from the profiler, out-of-bounds records from the interpreter's bounds
 checks, and stores tracked per allocation."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.judge.compare import CheckFailed
+from grader.judge.answers.compare import CheckFailed
 from grader.fixtures import GatedCall
-from grader.judge.kernel_use import (assert_in_bounds, assert_kernel_computed, assert_kernel_wrote,
+from grader.judge.evidence.kernel_use import (assert_in_bounds, assert_kernel_computed, assert_kernel_wrote,
                                      foreign_kernels, out_of_bounds)
-from grader.judge.provenance import Call
+from grader.judge.evidence.provenance import Call
 
 TRACE = {"ops": ["empty_like", "view"], "launches": 1, "triton_kernels": ["_flash_fwd"]}
 
@@ -60,7 +60,7 @@ def test_a_missing_or_malformed_bounds_record_fails(record):
 def test_the_bounds_verdict_waits_for_the_replay():
     """With a replay, assert_in_bounds judges nothing at once, however the call's own record
     reads (the student's process made it): it leaves its judge on the replay, which the
-    replay's record decides (grader.judge.provenance); without one, the call's own record."""
+    replay's record decides (grader.judge.evidence.provenance); without one, the call's own record."""
     replayed = Call(None, None, [], None, {"bounds": True})
     clean = GatedCall(None, extras={"out_of_bounds": []}, opts={"bounds": True}, replayed=replayed)
     assert_in_bounds(clean, ["q", "k", "v"], "flash_fwd(q, k, v)", MASKS)

@@ -1,5 +1,7 @@
 """The import rules of the tree, read from the source (ast) of grader/, tools/ and hidden_tests/:
 
+- the layers, lowest first: wire, worker, sandbox, judge, then exercises and report; a module
+  imports only from its own layer or below;
 - grader/worker/ runs beside student code: of the grader it imports only grader.worker and
   grader.wire; grader/wire/ imports only grader.wire (the boundary is the tree);
 - nothing imports a check module (grader/exercises/<ex>/test_*.py, hidden_tests/<ex>/test_*.py):
@@ -245,3 +247,24 @@ def test_the_rules_see_the_tree():
     assert any(in_package(t, "grader.wire") for t in graph["grader.worker.worker"])
     assert any(i.target.startswith("grader.exercises.") for i in all_imports()
                if in_package(i.source, "hidden_tests")), "hidden_tests import no exercise module"
+
+
+# the layers of the grader, lowest first: a module imports only from its own layer or below
+LAYERS = ("grader.wire", "grader.worker", "grader.sandbox", "grader.judge",
+          ("grader.exercises", "grader.report"))
+
+
+def layer_of(name: str) -> int | None:
+    for rank, packages in enumerate(LAYERS):
+        if any(in_package(name, p) for p in ((packages,) if isinstance(packages, str) else packages)):
+            return rank
+    return None
+
+
+def test_packages_import_only_downward():
+    """report and exercises above judge, judge above sandbox, sandbox above worker, worker above
+    wire: what starts student code never reaches back into what judges it."""
+    bad = [(module_path(i.source), f"imports {i.target}", i.line) for i in all_imports()
+           if layer_of(i.source) is not None and layer_of(i.target) is not None
+           and layer_of(i.target) > layer_of(i.source)]
+    assert_none(bad, "an import upward across the grader's layers")

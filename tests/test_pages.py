@@ -30,9 +30,9 @@ import types
 import numpy as np
 import pytest
 
-from grader.judge import reference
-from grader.judge.compare import CheckFailed, assert_close
-from grader.judge.pictured import wrong_map
+from grader.judge.answers import reference
+from grader.judge.answers.compare import CheckFailed, assert_close
+from grader.judge.answers.pictured import wrong_map
 from grader.report import pictures
 from tests.helpers import EXERCISES, ROOT, SOLUTIONS, copy_solutions
 

@@ -1,6 +1,6 @@
 """Every perf check's credit from its readings, on the CPU: the check's own body runs with its
 GPU work replaced (inputs, baselines and the student's requests are fakes that report chosen
-times), so what is tested is how each check turns readings into credit (grader.judge.verdicts):
+times), so what is tested is how each check turns readings into credit (grader.judge.perf.verdicts):
 a kernel well inside full marks takes three samples and is decided; one whose readings span
 the band takes more, up to timing.SAMPLES_MAX, and its report says the credit was not decided.
 """
@@ -11,7 +11,7 @@ import types
 
 import pytest
 
-from grader.judge import baselines, timing
+from grader.judge.perf import baselines, timing
 from grader.results import Credit
 from tests.helpers import Rng
 
@@ -86,8 +86,8 @@ def _run(check, **fixtures) -> Credit:
 
 def _flash_triton(monkeypatch, speeds):
     from grader.exercises.flash_triton import test_perf as m
-    from grader.judge import gpu as g
-    from grader.judge import quiet
+    from grader.judge.answers import gpu as g
+    from grader.judge.perf import quiet
 
     monkeypatch.setattr(quiet, "quiet_gpu", lambda workers, what: "")
     monkeypatch.setattr(g, "seeded_inputs", lambda rng, shape, dtype: ([], []))
@@ -173,7 +173,7 @@ def _flash_backward_causal(monkeypatch, speeds, again=None):
 def _softmax(monkeypatch, module_name, speeds):
     import importlib
 
-    from grader.judge import gpu as g
+    from grader.judge.answers import gpu as g
 
     m = importlib.import_module(f"grader.exercises.{module_name}.test_perf")
     monkeypatch.setattr(g, "seeded_inputs",
@@ -256,14 +256,14 @@ def test_a_time_the_harness_outweighs_earns_no_bandwidth(monkeypatch):
     """A reading above the floor but below the harness's own cost leaves no time for the
     kernel: the check fails, as it did before readings had a range (never a division that the
     range's clamp at zero would turn into full marks)."""
-    from grader.judge.compare import CheckFailed
+    from grader.judge.answers.compare import CheckFailed
 
     with pytest.raises(CheckFailed, match="impossible; no bandwidth points"):
         _flash_decode_bandwidth(monkeypatch, [1.0] * 7, harness=2.0)
 
 
 def test_nan_earns_nothing_and_a_zero_range_settles():
-    from grader.judge import verdicts
+    from grader.judge.perf import verdicts
 
     assert verdicts.linear(float("nan"), 3.0, 6.0) == 0.0
     assert timing.span(float("nan"))[0] != timing.span(float("nan"))[0]
@@ -282,7 +282,7 @@ def test_the_credit_is_the_one_the_medians_gave_before_readings_had_ranges(seed,
     import numpy as np
 
     from grader.exercises.softmax_long.test_perf import WIDTHS
-    from grader.judge import verdicts
+    from grader.judge.perf import verdicts
 
     speed = float(np.random.default_rng(seed).uniform(0.2, 2.0))
 
@@ -319,7 +319,7 @@ def test_the_tile_sweep_stops_where_no_shape_could_change_the_credit(ratios, tim
     student's defaults first, then each shape until one is well inside full marks, or until the
     fastest so far is more than TILE_SPREAD times past no credit."""
     from grader.exercises.flash_triton import test_perf as m
-    from grader.judge.devices import HOPPER
+    from grader.judge.machine.devices import HOPPER
 
     assert len(HOPPER.flash_configs) > 4
     gpu = types.SimpleNamespace(tile_profile=HOPPER, target=None)

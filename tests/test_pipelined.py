@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from grader.judge.compare import CheckFailed
+from grader.judge.answers.compare import CheckFailed
 from grader.plugin import PLUGIN_KEY
 
 
@@ -115,7 +115,7 @@ def test_a_real_grade_pipelined_gives_the_same_verdicts(tmp_path, monkeypatch):
     solution earns the same full marks, and a wrapper whose answer rides in launch scalars
     (softmax_triton's host_max_in_scalars, caught by the replay on fresh inputs) the same zeros."""
     from grader import run
-    from grader.judge import audit
+    from grader.judge.source import audit
     from tests.helpers import ROOT, copy_solutions
 
     monkeypatch.setenv("GRADER_JOBS", "1")

@@ -1,6 +1,6 @@
-"""Provenance (grader.judge.provenance, issue 18): a Triton exercise's answer must be what its
+"""Provenance (grader.judge.evidence.provenance, issue 18): a Triton exercise's answer must be what its
 recorded launches compute from the call's inputs, replayed in a worker that holds only the
-submission's kernels (grader.judge.kernel_source).
+submission's kernels (grader.judge.evidence.kernel_source).
 
 The cheats that prove it end to end, graded with the static audit off, are
 tests/exercises/*/cheats/ marked `without_audit` (tests/test_cheats.py): SDPA or torch.softmax
@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.judge import kernel_source, kernel_use, provenance
-from grader.judge import replayed as replay_compare
-from grader.judge.compare import CheckFailed
+from grader.judge.evidence import kernel_source, kernel_use, provenance
+from grader.judge.evidence import replayed as replay_compare
+from grader.judge.answers.compare import CheckFailed
 from grader.wire.codec import TensorValue
 
 SOURCE = '''
@@ -158,7 +158,7 @@ def test_replayed_outputs_must_equal_the_call_exactly():
 
 
 def test_the_same_bits_pass_at_once_and_a_differing_bit_is_still_found():
-    """The comparison's fast path (grader.judge.replayed._same_bits) agrees with the elementwise
+    """The comparison's fast path (grader.judge.evidence.replayed._same_bits) agrees with the elementwise
     one: the same bytes (NaN payloads included) pass, one element off fails with its place,
     and -0.0 against 0.0, different bits but equal values, passes as it did."""
     a = np.random.default_rng(0).standard_normal((4, 1000)).astype(np.float16)
@@ -188,7 +188,7 @@ def test_the_sanitizers_call_is_replayed_too(tmp_path):
     of _DisableTorchDispatch, copied by a kernel, earns nothing under the tool either (here a
     stand-in for compute-sanitizer that runs the worker and reports no error)."""
     pytest.importorskip("triton")
-    from grader.sandbox import sanitize
+    from grader.judge.evidence import sanitize
     from tests.cases import case, folder_files
     from tests.test_attacks import FAKE_SANITIZER
 
@@ -213,10 +213,11 @@ def test_a_numpy_answer_cannot_skip_the_comparison():
 
 
 def test_a_replay_on_moved_inputs_must_err_no_more_than_the_call():
-    """grader.judge.fresh: numbers carried over from the call's values fail; a kernel that errs
+    """grader.judge.evidence.fresh: numbers carried over from the call's values fail; a kernel that errs
     as much on the moved inputs as on its own passes, rounding and all."""
-    from grader.judge import fresh, reference
-    from grader.judge.inputs import tensor
+    from grader.judge.evidence import fresh
+    from grader.judge.answers import reference
+    from grader.judge.answers.inputs import tensor
 
     rng = np.random.default_rng(0)
     x0 = rng.standard_normal((3, 50)).astype(np.float32)
@@ -242,18 +243,18 @@ def test_a_replay_on_moved_inputs_must_err_no_more_than_the_call():
                       "softmax(x)")
     # the worker's own draws (GPU sizes) have no fresh form: their outputs are too large for
     # launch scalars to carry
-    from grader.judge.inputs import seeded
+    from grader.judge.answers.inputs import seeded
     assert fresh.form_of("softmax_triton", "softmax", (seeded((4, 8), "float16", "cuda", 1),),
                          {}, rng) is None
     assert fresh.form_of("online_softmax", "online_max_sum", (x,), {}, rng) is None
 
 
 def test_a_failure_on_moved_inputs_must_repeat_on_a_new_draw():
-    """grader.judge.fresh.judge: an honest kernel past the limit on one draw (a near-tie the
+    """grader.judge.evidence.fresh.judge: an honest kernel past the limit on one draw (a near-tie the
     moved values made) passes on the next; numbers carried from the call's values fail every
     draw, and the call fails."""
-    from grader.judge import fresh
-    from grader.judge.inputs import tensor
+    from grader.judge.evidence import fresh
+    from grader.judge.answers.inputs import tensor
 
     rng = np.random.default_rng(1)
     x = tensor(rng.standard_normal((4, 32)).astype(np.float32), "float32")
@@ -287,7 +288,7 @@ def test_a_failure_on_moved_inputs_must_repeat_on_a_new_draw():
 def _decode_fp16_scores(q, k, v):
     """flash_decode with q . k formed as decode_fp16_elementwise_qk does under the interpreter:
     float16 products, their sum rounded to float16 (full caches, Hq = Hkv)."""
-    from grader.judge.inputs import round_to
+    from grader.judge.answers.inputs import round_to
 
     s = (q[:, :, None, :].astype(np.float16) * k.astype(np.float16)).astype(np.float32).sum(-1)
     s = s.astype(np.float16).astype(np.float64) / np.sqrt(q.shape[-1])
@@ -302,8 +303,8 @@ def test_decode_floor_covers_float16_scores_at_a_near_tie():
     where a near-tie the moved values make puts it past GROWTH times its own error (it failed CI
     twice without the floor); a carried-over answer at ordinary scores still fails."""
     from grader.exercises.flash_decode.reference import decode_inputs
-    from grader.judge import fresh
-    from grader.judge.inputs import tensor
+    from grader.judge.evidence import fresh
+    from grader.judge.answers.inputs import tensor
 
     rng = np.random.default_rng(7)
     past_without = 0
@@ -329,8 +330,9 @@ def test_decode_floor_covers_float16_scores_at_a_near_tie():
 
 
 def test_flash_bwd_gets_the_o_and_lse_of_its_fresh_inputs():
-    from grader.judge import fresh, reference
-    from grader.judge.inputs import round_to, tensor
+    from grader.judge.evidence import fresh
+    from grader.judge.answers import reference
+    from grader.judge.answers.inputs import round_to, tensor
 
     rng = np.random.default_rng(1)
     shape = (1, 2, 9, 16)
@@ -362,7 +364,7 @@ def test_every_triton_exercise_has_a_fresh_form():
 def test_which_calls_get_the_second_replay():
     """Small outputs and launches that carry more than an honest wrapper's always; the rest
     sampled, the draw made in the grader after the call."""
-    from grader.judge import fresh
+    from grader.judge.evidence import fresh
 
     cap = provenance.CAPACITY_BITS
     honest = {"launches": 1, "float": {0.25}, "int": {4, 64, 1000}, "str": set()}

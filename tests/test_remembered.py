@@ -1,10 +1,10 @@
-"""grader.judge.remembered: the grader's own measurements, once per batch and device."""
+"""grader.judge.perf.remembered: the grader's own measurements, once per batch and device."""
 
 from __future__ import annotations
 
 import json
 
-from grader.judge import remembered as r
+from grader.judge.perf import remembered as r
 
 
 def test_measured_once_per_batch_and_device(tmp_path, monkeypatch):

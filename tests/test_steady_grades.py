@@ -2,7 +2,7 @@
 solution's gets the same score on every fresh draw of the inputs.
 
 The comparisons behind it: flash-attention's rule for attention outputs and gradients
-(grader/judge/compare.py, `baseline=`: the error may be a multiple of what plain PyTorch in
+(grader/judge/answers/compare.py, `baseline=`: the error may be a multiple of what plain PyTorch in
 float16 gets on the very same inputs, so it moves with the draw instead of sitting at one fixed
 tolerance that a correct kernel lands on either side of), and the float16 tolerance for softmax.
 One float16 variant of each Triton extension exercise (the variant folders marked `steady`,

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.judge import devices, target, verdicts
+from grader.judge.machine import devices, target
+from grader.judge.perf import verdicts
 from grader.registry import ROOT
 
 SPARK_LIMIT = 101376

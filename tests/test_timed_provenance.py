@@ -1,6 +1,6 @@
 """Provenance of the perf layer's timed calls, on the CPU (softmax_triton under the interpreter).
 
-The perf layer times R calls per request (grader.judge.timing.Requests) and checks their
+The perf layer times R calls per request (grader.judge.perf.timing.Requests) and checks their
 checksums against the reference, so a timed call that computed its answer with PyTorch instead
 of the kernel would pass on correctness alone and be timed at PyTorch's speed. Every timed call
 of a gated function is recorded like an untimed gated call; after each request the grader may
@@ -15,8 +15,10 @@ import re
 import pytest
 
 from grader.fixtures import Gated
-from grader.judge import compare, provenance, timing
-from grader.judge.inputs import seeded, torch_randn
+from grader.judge.answers import compare
+from grader.judge.evidence import provenance
+from grader.judge.perf import timing
+from grader.judge.answers.inputs import seeded, torch_randn
 from grader.sandbox import proxy
 from tests.helpers import SOLUTIONS, Rng, copy_solutions
 

@@ -18,8 +18,9 @@ import torch
 from grader.exercises.bench_attn.clock import Clock, Stream, log_spread, work_seen
 from grader.exercises.bench_attn.judging import (WORK_MS, Busy, again, failure, fits_clock,
                                                  judge_proper)
-from grader.judge import baselines, compare, quiet, timing
-from grader.judge.inputs import seeded, torch_randn
+from grader.judge.perf import baselines, quiet, timing
+from grader.judge.answers import compare
+from grader.judge.answers.inputs import seeded, torch_randn
 from grader.sandbox import launcher, proxy
 from grader.worker import probes, workloads
 from tests.helpers import SOLUTIONS, Rng
@@ -359,7 +360,7 @@ def test_an_array_argument_crosses_with_the_first_request_only(tmp_path):
     later requests name the values the worker kept, and every request's outputs verify; a
     worker started afresh (the last one died between two requests) gets the array again; the
     replay's arguments (Requests.args) keep the array."""
-    from grader.judge.inputs import tensor
+    from grader.judge.answers.inputs import tensor
 
     workers = proxy.Workers(SOLUTIONS, tmp_path)
     sent = []
@@ -592,9 +593,9 @@ def test_perf_checks_wait_for_a_kernel_that_exists(tmp_path):
 
 
 def test_a_stub_is_read_from_the_first_statement(tmp_path):
-    """grader.judge.stubbed: only a plain def whose first statement after its docstring raises
+    """grader.judge.source.stubbed: only a plain def whose first statement after its docstring raises
     NotImplementedError, and which is the name's last binding, is still the stub."""
-    from grader.judge.stubbed import still_stubs
+    from grader.judge.source.stubbed import still_stubs
 
     cases = {
         'def f(x):\n    """doc"""\n    raise NotImplementedError("TODO")\n    return x\n': True,

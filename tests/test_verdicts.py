@@ -1,4 +1,4 @@
-"""grader.judge.verdicts: partial credit from a measurement, with thresholds that are data (each
+"""grader.judge.perf.verdicts: partial credit from a measurement, with thresholds that are data (each
 exercise's bands, a device profile's where the exercise gives one), and no check body writing a
 threshold of its own."""
 
@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from grader.judge import devices, verdicts
+from grader.judge.machine import devices
+from grader.judge.perf import verdicts
 from grader.registry import EXERCISES, ROOT
 
 
@@ -45,7 +46,7 @@ def test_every_band_a_check_asks_for_exists_and_no_check_writes_a_threshold():
         asked |= {(path.parent.name, m)
                   for m in re.findall(r'(?:tally|width)\.(?:add|reading|ratio)\("(\w+)"', text)}
         assert not re.search(r"(?<![\w.])linear(_credit)?\(", text), f"{path}: credit outside verdicts"
-    assert asked, "no perf check asks grader.judge.verdicts"
+    assert asked, "no perf check asks grader.judge.perf.verdicts"
     for exercise, measure in asked:
         assert measure in EXERCISES[exercise].bands, (exercise, measure)
     for ex in EXERCISES.values():
@@ -77,7 +78,7 @@ def test_tally_is_the_weighted_mean_and_says_when_the_readings_leave_it_open():
 
 
 def test_a_reading_settles_when_its_range_gives_one_credit():
-    from grader.judge import timing
+    from grader.judge.perf import timing
 
     def reading(*samples):
         return timing.Reading.of(samples)
@@ -94,7 +95,7 @@ def test_a_reading_settles_when_its_range_gives_one_credit():
 
 
 def test_a_ratio_of_two_readings_less_a_cost_is_judged_across_both_ranges():
-    from grader.judge import timing
+    from grader.judge.perf import timing
 
     top, bottom = timing.Reading.of([4.0, 4.6, 5.2]), timing.Reading.of([1.1, 1.2, 1.3])
     tally, by_hand = verdicts.Tally("flash_triton"), verdicts.Tally("flash_triton")

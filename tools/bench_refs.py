@@ -22,7 +22,8 @@ import json
 import os
 from pathlib import Path
 
-from grader.judge import baselines, ceilings
+from grader.judge.perf import baselines
+from grader.judge.machine import ceilings
 from tools import solution
 
 # (what, case, ours, baseline, ratio, target) rows; a target of None is information only

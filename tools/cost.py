@@ -19,7 +19,7 @@ measurement:
 
 Everything above the fixed part is taken to be device work, though much of it is not (compiling,
 more worker starts, the gate's profiler, verifying outputs on the CPU), and a timed loop spans
-about the same time on any device (grader.judge.timing.per_call_ms repeats a call until a fixed
+about the same time on any device (grader.judge.perf.timing.per_call_ms repeats a call until a fixed
 span is covered): the estimate is an upper bound for the same work, the time here a lower bound.
 The CPU layers are taken to cost on the Spark what they cost here. Run on a Spark's own report,
 the tool prints that report's measured table and no model.
@@ -33,7 +33,7 @@ import math
 import sys
 from pathlib import Path
 
-from grader.judge.devices import GB10
+from grader.judge.machine.devices import GB10
 from tools.gpuinfo import LESSON
 
 LAYERS = ("cpu", "adversarial", "interp", "gpu", "perf")
@@ -179,7 +179,7 @@ def model_notes(report: dict, stubs_name: str | None, ratio: dict, gbs: float,
         f"check, GB10 seconds = fixed + ({here} seconds - fixed) x ratio, where fixed is "
         f"{fixed}; ratio is {ratio['memory']:.1f} for memory-bound exercises ({by['memory']}): "
         f"{info['copy_gbs']:.0f} GB/s of copy measured in this run over the GB10's {gbs:g} GB/s "
-        f"(the GB10 profile's spec figure, grader/judge/devices.py), and {ratio['compute']:.1f} "
+        f"(the GB10 profile's spec figure, grader/judge/machine/devices.py), and {ratio['compute']:.1f} "
         f"for "
         f"compute-bound ones ({by['compute']}): {info['matmul_tflops']:.1f} TFLOP/s of fp16 matmul "
         f"measured in this run over {tflops:g} TFLOP/s (the lesson's figure for the Spark, "
@@ -188,7 +188,7 @@ def model_notes(report: dict, stubs_name: str | None, ratio: dict, gbs: float,
         "It is an upper bound for the same work on a Spark that reaches those figures: all but "
         "the fixed part is scaled, though much of it is compiling, starting more workers and "
         "verifying outputs, and each timed loop spans about the same time on any device "
-        f"(grader.judge.timing.per_call_ms); the {here}'s seconds are the lower bound. The perf "
+        f"(grader.judge.perf.timing.per_call_ms); the {here}'s seconds are the lower bound. The perf "
         "checks time the same sizes on every profile (the constants of each test_perf.py); the "
         "tile sweep tries the student's default tiles, then the GB10 profile's shapes that fit "
         "its 99 KB, and stops at the first one well inside full marks, or once the fastest so "

@@ -8,7 +8,7 @@ The variants (tests/exercises/<exercise>/variants/<case>/ marked `steady`) round
 from the solutions: flash_decode's forms q . k element-wise in float16 (on a GPU, float16 sums
 in a tree of adds); flash_backward's computes D = rowsum(dO * O) in float16; softmax_long's
 rounds x - max to float16 before the exp. The comparison that must hold still is
-flash-attention's rule (grader/judge/compare.py, `baseline=`). --checks: the check names graded
+flash-attention's rule (grader/judge/answers/compare.py, `baseline=`). --checks: the check names graded
 in each exercise (default gpu_real_sizes, the gpu layer's comparison; "all" grades the whole
 layer, compute-sanitizer included). --jobs: grades at once, each its own grader and worker on
 the one GPU (as tools/gpu_triton.py runs them): nothing here is timed, and the kernels' compiles

@@ -37,7 +37,7 @@ D = 128                    # the head size naive attention is placed with (the l
 
 # The lesson's figures ("Two kinds of memory on one chip", the roofline), for a machine without
 # a GPU. Where the lesson gives a range ("a few hundred KB per SM", "100 to 228 KB", "tens of
-# MB"), the part's spec-sheet value, or the lab's GB10 profile (grader/judge/devices.py).
+# MB"), the part's spec-sheet value, or the lab's GB10 profile (grader/judge/machine/devices.py).
 LESSON = {
     "A100": dict(name="NVIDIA A100 (the FlashAttention paper's GPU; the lesson's figures)",
                  sms=108, clock_hz=1.41e9, regs_per_sm=256 * KB, smem_per_sm=164 * KB,
@@ -87,7 +87,7 @@ def sm_clock_hz(props) -> float | None:
 
 def measure(torch) -> dict:
     """The ladder of this machine's GPU 0: sizes from the device, bandwidths measured here."""
-    from grader.judge import ceilings, devices
+    from grader.judge.machine import ceilings, devices
 
     info = devices.describe(torch)
     p = torch.cuda.get_device_properties(0)

@@ -1,7 +1,7 @@
 """Perf credit that holds still (issue 20): one submission's perf layer graded REPEATS times in a
 row, each grade with fresh seeds; prints every perf check's score in each run, the largest
 difference between runs, and how often a check's readings left its credit open ("Not decided in
-this run", grader.judge.verdicts.Tally). Run on a CUDA machine, with nothing else on the GPU:
+this run", grader.judge.perf.verdicts.Tally). Run on a CUDA machine, with nothing else on the GPU:
 
     python3 tools/perf_repeat.py [--repeats 5] [--variant flash_decode/decode_fp16_elementwise_qk]
                                  [--exercises NAMES] [--layers perf] [--out DIR] [--tolerance 0.05]

@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from grader.judge import devices, target  # noqa: E402
+from grader.judge.machine import devices, target  # noqa: E402
 from grader.worker import probes  # noqa: E402
 
 # BLOCK_M, BLOCK_N, num_warps, num_stages: tiles an H200 can run (128 x 64 x 8 x 3 is what

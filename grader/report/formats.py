@@ -22,7 +22,7 @@ def to_json(report: GradeReport) -> dict:
         "totals": summary.totals(report),
         "submission": report.submission,
         "device": report.device,
-        "target": summary.target_of(report) or None,   # grader.judge.target: advice, not points
+        "target": summary.target_of(report) or None,   # grader.judge.machine.target: advice, not points
         "isolation": summary.isolation(report),
         "seccomp": summary.seccomp(report),
         "grading_failed": report.grading_failed,   # non-empty: not a grade (the CLI exits 3)

@@ -2,7 +2,7 @@
 map as a few lines of text for the terminal.
 
 Drawn by the trusted process after every worker has stopped, from `Result.picture` (the values
-grader/judge/pictured.py took where the comparison failed), never from anything a worker made.
+grader/judge/answers/pictured.py took where the comparison failed), never from anything a worker made.
 Three panels, as Triton-Puzzles shows "Yours" beside "Spec": the student's output, the
 reference, and |yours - spec| against the tolerance, on the grid of the exercise's tiles, wrong
 cells outlined in red and the rows that hold them marked at the left; NaN and inf get colours of

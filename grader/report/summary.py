@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from grader.judge import target
+from grader.judge.machine import target
 from grader.registry import EXERCISES
 from grader.results import FAILING, NOT_SELECTED, GradeReport, Result
 
@@ -296,7 +296,7 @@ def todos(report: GradeReport) -> list[tuple[str, int, float, list[str]]]:
 
 
 def target_of(report: GradeReport) -> dict:
-    """report.target (grader.judge.target.Evidence.to_dict), {} without a grading target."""
+    """report.target (grader.judge.machine.target.Evidence.to_dict), {} without a grading target."""
     t = getattr(report, "target", None)
     return t if isinstance(t, dict) and t.get("arch") else {}
 

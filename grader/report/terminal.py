@@ -33,7 +33,7 @@ STATUS_STYLE = {"passed": "green", "failed": "red", "error": "red", "timeout": "
 
 
 def device_line(info: dict) -> str:
-    """The GPU (grader.judge.devices.describe) and the ceilings measured in this run, for headers."""
+    """The GPU (grader.judge.machine.devices.describe) and the ceilings measured in this run, for headers."""
     cap = info.get("capability") or ["?", "?"]
     parts = [f"{info.get('name')} (sm_{cap[0]}{cap[1]})", f"{info.get('sms')} SMs",
              f"{info.get('total_memory_gb', 0):.0f} GB",

@@ -10,7 +10,7 @@ folders that its CUDA workers use as TRITON_CACHE_DIR:
   student   every worker that imports the submission. What one of them writes there, another
             reads: a planted cubin reaches only this submission's own workers, which could
             plant it in their own cache anyway; what they compute is judged by the replay.
-  replay    the replay workers (grader.judge.provenance), which import only the AST-filtered
+  replay    the replay workers (grader.judge.evidence.provenance), which import only the AST-filtered
             kernels. At the `os` level the folder is bound into their namespaces alone, so no
             worker that runs the student's Python can write a binary that a replay would load
             instead of compiling the kernel's source. At the `user` level nothing but file

@@ -346,7 +346,7 @@ class Workers:
 
     def replayer(self, exercise: str, mode: str, sources: Path) -> Submission:
         """The replay worker of (exercise, mode): imports `sources`, the filtered copy of the
-        submission (grader.judge.provenance), reused across calls like every worker. Mode "cpu"
+        submission (grader.judge.evidence.provenance), reused across calls like every worker. Mode "cpu"
         is the front end's worker of the interp layer: one serves every exercise of the run."""
         key = ("compile" if mode == "cpu" else exercise, f"{mode}:replay")
         if key not in self._subs:

@@ -16,7 +16,7 @@ side can tell "never written" (no store reached the element) from "written with 
 
 In the student's worker this is evidence for nothing: student code can reach these hooks and
 their records (gc, closures, sys.modules). The bounds verdict is judged on the record the same
-hooks make in the replay worker (grader.judge.provenance), which runs none of the student's host
+hooks make in the replay worker (grader.judge.evidence.provenance), which runs none of the student's host
 code; the worker imports this module before any student code runs (grader.worker.probes).
 """
 

@@ -2,7 +2,7 @@
 
 Recorded in the worker by `grader.worker.probes.trace` (the same TorchDispatchMode that lists the
 aten ops, and the same wrapper of Triton's launch entry points), sent back in extras["program"]
-and judged by the trusted side (grader.judge.provenance), which REPLAYS it in a clean worker
+and judged by the trusted side (grader.judge.evidence.provenance), which REPLAYS it in a clean worker
 holding only the submission's @triton.jit functions and compares the replayed outputs with what
 the call returned. So nothing recorded here has to be honest: a program that leaves a step out,
 or names a tensor it did not make, replays to a different answer.

@@ -2,7 +2,7 @@
 
 The replay worker is an ordinary worker (same launcher, sandbox and mode) whose sources folder
 holds an AST-filtered copy of the submission, made by the trusted side
-(grader.judge.provenance): imports, @triton.jit functions without their other decorators, and
+(grader.judge.evidence.provenance): imports, @triton.jit functions without their other decorators, and
 literal module constants. No other student code exists in this process. A `replay` request
 carries the original call's input markers (built here exactly as there, guard and padding
 included) and its program (grader.worker.program); this module

@@ -13,7 +13,7 @@ answered.
 
 Nothing here may change the student's launch or raise into the student's call: every failure
 becomes data ({"error": ...}). These numbers come from the worker, next to student code, so the
-trusted side treats them as advice (grader/judge/target.py), never as points.
+trusted side treats them as advice (grader/judge/machine/target.py), never as points.
 """
 
 from __future__ import annotations

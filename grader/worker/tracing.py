@@ -2,7 +2,7 @@
 ops below the dispatcher, the Triton launches (counted, described from what they compiled to,
 and with a program recorder, each one's arguments: grader.worker.program), and on CUDA every
 device kernel of the process (torch.profiler). Evidence only: the trusted side judges it
-(grader.judge.kernel_use) and replays the program (grader.judge.provenance)."""
+(grader.judge.evidence.kernel_use) and replays the program (grader.judge.evidence.provenance)."""
 
 from __future__ import annotations
 

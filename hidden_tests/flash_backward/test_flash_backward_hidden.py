@@ -9,8 +9,8 @@ import pytest
 
 from grader.exercises.flash_backward.judging import check_backward, check_forward
 from grader.exercises.flash_backward.reference import qkv
-from grader.judge.compare import Cases, CheckFailed
-from grader.judge.inputs import randn
+from grader.judge.answers.compare import Cases, CheckFailed
+from grader.judge.answers.inputs import randn
 from hidden_tests.common import assert_guards_untouched, assert_untouched
 
 # (B, H, N, D), dtype, causal, blocks

@@ -12,8 +12,8 @@ import pytest
 from grader.exercises.flash_decode.reference import (CACHE_GUARD_ROWS, attention_rows,
                                                      decode_reference, decode_same_precision,
                                                      state_of)
-from grader.judge.compare import assert_close
-from grader.judge.inputs import chunks, randn, tensor
+from grader.judge.answers.compare import assert_close
+from grader.judge.answers.inputs import chunks, randn, tensor
 from hidden_tests.common import assert_guards_untouched, assert_untouched, assert_written
 
 # B, Hq, Hkv, L_max, D, num_splits (None: the submission's own choice)

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 
 from grader.exercises.flash_triton.reference import shifted_qkv
-from grader.judge import reference
-from grader.judge.cases import run_cases
-from grader.judge.compare import assert_close
-from grader.judge.inputs import randn, tensor
+from grader.judge.answers import reference
+from grader.judge.answers.cases import run_cases
+from grader.judge.answers.compare import assert_close
+from grader.judge.answers.inputs import randn, tensor
 from hidden_tests.common import assert_written, kernel_call
 
 # (B, H, N, D), blocks: N a multiple of both blocks (ragged N is ragged_n's and

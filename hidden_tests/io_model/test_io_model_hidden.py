@@ -9,7 +9,7 @@ import pytest
 
 from grader.exercises.io_model import reference
 from grader.exercises.io_model.judging import check_answer
-from grader.judge.compare import Cases, CheckFailed
+from grader.judge.answers.compare import Cases, CheckFailed
 
 
 def _calls(rng):

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from grader.exercises.online_softmax.judging import assert_state
-from grader.judge import reference
-from grader.judge.compare import Cases, CheckFailed, answer_must_be_right, assert_close, state_rtol
-from grader.judge.inputs import randn, round_to
+from grader.judge.answers import reference
+from grader.judge.answers.compare import Cases, CheckFailed, answer_must_be_right, assert_close, state_rtol
+from grader.judge.answers.inputs import randn, round_to
 from hidden_tests.common import assert_untouched, second_call
 
 LENGTHS = (2, 333, 2049, 5003)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from grader.exercises.softmax_long.judging import guard_of, max_in_first_block, past_row_weightless
-from grader.judge import reference
-from grader.judge.cases import run_cases
-from grader.judge.compare import assert_close
-from grader.judge.inputs import randn, round_to, tensor
+from grader.judge.answers import reference
+from grader.judge.answers.cases import run_cases
+from grader.judge.answers.compare import assert_close
+from grader.judge.answers.inputs import randn, round_to, tensor
 from hidden_tests.common import assert_written, kernel_call
 
 # (shape, BLOCK): long rows over blocks of 16 and 64, and short rows with the student's BLOCK

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from grader.exercises.softmax_triton.judging import block_of
-from grader.judge import reference
-from grader.judge.compare import assert_close
-from grader.judge.inputs import randn, tensor
-from grader.judge.cases import run_cases
+from grader.judge.answers import reference
+from grader.judge.answers.compare import assert_close
+from grader.judge.answers.inputs import randn, tensor
+from grader.judge.answers.cases import run_cases
 from hidden_tests.common import assert_written, kernel_call
 
 SHAPES = ((3, 257), (6, 65), (2, 2000), (1, 4096))

@@ -18,8 +18,8 @@ Benchmarks are data: each exercise folder with a bench.py declares its BENCHMARK
   3. runs every row: the submission's own code through the grader's launcher (the same sandbox
      and workers as grading), each row checked against a trusted reference first and then
      timed here on this process's clock like the perf layer (tools.bench.harness.measure_row,
-     grader.judge.timing), every timed request's outputs verified afterwards; PyTorch's rows
-     timed the same way; the SDPA baseline is grader.judge.baselines (the fastest backend);
+     grader.judge.perf.timing), every timed request's outputs verified afterwards; PyTorch's rows
+     timed the same way; the SDPA baseline is grader.judge.perf.baselines (the fastest backend);
   4. writes each benchmark's json, its PNG plots, ceilings.json and measure.md: the Measure
      tables with the predictions from <submission>/predictions.md beside what was measured.
 
@@ -29,7 +29,7 @@ alone), the DRAM bytes of one flash_fwd call at N = 8192 counted by Nsight Compu
 hbm_bytes.png and its measure.md section. Without ncu, or without permission to read the GPU's
 counters, that section is one line.
 
-FLOPs (grader.judge.baselines.attention_flops): 4*B*H*N^2*D forward, halved when causal;
+FLOPs (grader.judge.perf.baselines.attention_flops): 4*B*H*N^2*D forward, halved when causal;
 the backward 2.5x the forward. Bytes for GB/s: each benchmark's declaration.
 Without a CUDA GPU it says so in one line and runs only the benchmarks declared host=True:
 the lesson's first Measure, the student's NumPy naive_attention and tiled_attention on the CPU

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from grader.judge import ceilings, devices
+from grader.judge.machine import ceilings, devices
 from tools.bench import runner
 
 NO_GPU = ("bench: no CUDA GPU on this machine: the GPU benchmarks are skipped (see "

@@ -3,7 +3,7 @@
     row = measure_row(bench, trial, ctx)   # trial.check(), then trial.time(), then the rate
 
 Student code runs through the grader's launcher (the same sandbox and workers as grading) and
-is timed here, on this process's clock (ctx.student_ms: grader.judge.timing's perf harness, an
+is timed here, on this process's clock (ctx.student_ms: grader.judge.perf.timing's perf harness, an
 input refilled before every call, a checksum after, every timed request's outputs verified
 afterwards); trusted code is timed in the same harness (ctx.trusted_ms). Under --device cpu
 (testing the tool) times are the round trip of a call, best of two.
@@ -114,7 +114,7 @@ class Context:
     def inputs(self, shape, count: int, dtype: str = "float16"):
         """`count` fresh seeded tensors: markers the worker draws itself, and the same values
         here."""
-        from grader.judge.inputs import seeded, torch_randn
+        from grader.judge.answers.inputs import seeded, torch_randn
 
         seeds = [int(x) for x in np.random.default_rng().integers(0, 2**31 - 1, size=count)]
         return ([seeded(shape, dtype, self.device, s) for s in seeds],
@@ -123,11 +123,11 @@ class Context:
     def trusted_ms(self, fn, args, target_ms: float = 150.0) -> float:
         """Trusted code (PyTorch) in the perf harness; under --device cpu, time_cuda on CPU."""
         if self.device == "cpu":
-            from grader.judge import ceilings
+            from grader.judge.machine import ceilings
 
             return ceilings.time_cuda(lambda: fn(*args), warmup=self.plan.get("warmup", 1),
                                       rep=self.plan.get("rep", 2), device="cpu")
-        from grader.judge import baselines
+        from grader.judge.perf import baselines
 
         return baselines.harness_ms(fn, args, target_ms)
 
@@ -137,7 +137,7 @@ class Context:
         afterwards against reference(inputs with argument `arg` refilled)."""
         if self.device == "cpu":   # testing the tool: the round trip of a call, best of two
             return 1e3 * min(sub.call(fn, *args, **kwargs).wall_s for _ in range(2))
-        from grader.judge import timing
+        from grader.judge.perf import timing
 
         reqs = timing.Requests(sub, fn, list(args), kwargs=kwargs, rng=np.random.default_rng(),
                                reference=reference, inputs=list(inputs), dtype="float16",

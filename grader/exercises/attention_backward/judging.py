@@ -1,5 +1,5 @@
 """How attention_backward's checks call the student and judge the answers: tiled_attention_lse's
-O and L and tiled_backward's dQ, dK, dV against float64 (grader.judge.compare's tolerances), with
+O and L and tiled_backward's dQ, dK, dV against float64 (grader.judge.answers.compare's tolerances), with
 the hint of a known mistake when the answer equals its. The backward is given the reference O and
 L (rounded to the input dtype), so a wrong forward never costs backward points. The check
 modules and the hidden checks import these."""
@@ -13,9 +13,9 @@ from grader.exercises.attention_backward.hints import (DQ_LOW_PRECISION_HINT, LS
 from grader.exercises.attention_backward.hints import MISTAKES as MISTAKE_HINTS
 from grader.exercises.attention_backward.reference import (MISTAKES, backward_reference,
                                                            forward_reference)
-from grader.judge import diagnose, reference
-from grader.judge.compare import CheckFailed, assert_close, numpy_tolerance, values
-from grader.judge.inputs import round_to
+from grader.judge.answers import diagnose, reference
+from grader.judge.answers.compare import CheckFailed, assert_close, numpy_tolerance, values
+from grader.judge.answers.inputs import round_to
 
 
 def close(got, want) -> bool:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.judge import reference
-from grader.judge.inputs import randn
+from grader.judge.answers import reference
+from grader.judge.answers.inputs import randn
 
 
 def forward_reference(Q, K, V, causal=False, strict=False):

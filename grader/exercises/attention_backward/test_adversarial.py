@@ -15,8 +15,8 @@ import pytest
 
 from grader.exercises.attention_backward.judging import NO_MATCH, check_backward, check_forward
 from grader.exercises.attention_backward.reference import large_scores, qkv
-from grader.judge.compare import Cases, CheckFailed
-from grader.judge.inputs import randn
+from grader.judge.answers.compare import Cases, CheckFailed
+from grader.judge.answers.inputs import randn
 
 
 @pytest.mark.check("attention_backward.lse_includes_m")

@@ -24,7 +24,7 @@ WHERE = {"naive": ("bench_attn", "naive"), "sdpa": ("bench_attn", "sdpa"),
 
 def plan(ns, budget, profile, bhd):
     """The providers that fit at each N; the others as skipped rows with their note."""
-    from grader.judge import ceilings
+    from grader.judge.machine import ceilings
 
     B, H, D = bhd
     todo, skipped = [], []
@@ -172,7 +172,7 @@ def where(report) -> str:
 
 def synthetic() -> list[dict]:
     """A counting model of a GB10 (made-up numbers for --dry-run and the tests)."""
-    from grader.judge.baselines import attention_flops
+    from grader.judge.perf.baselines import attention_flops
 
     B, H, D = 1, 32, 128
     bw, tf = 273e9 * 0.8, 100e12

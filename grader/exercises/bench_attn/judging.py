@@ -10,7 +10,7 @@ import statistics
 import time
 
 from grader.exercises.bench_attn.clock import Clock, Stream, interval_bounds, work_seen
-from grader.judge.compare import CheckFailed
+from grader.judge.answers.compare import CheckFailed
 from grader.wire.codec import Trusted
 
 # What a median of timed calls may report above the work the grader's clock saw (clock.work_seen:

@@ -8,7 +8,7 @@ import json
 import math
 
 from grader.exercises.bench_attn.judging import fits_clock, is_number, positive_ms
-from grader.judge.compare import CheckFailed
+from grader.judge.answers.compare import CheckFailed
 from grader.wire.codec import Trusted
 
 ROW_KEYS = ("N", "impl", "ms", "tflops", "peak_gb")

@@ -24,7 +24,7 @@ from grader.exercises.bench_attn.clock import (Clock, Stream, interval_bounds, l
 from grader.exercises.bench_attn.judging import (WORK_MS, again, as_ms, failure, is_number,
                                                  judge_proper, positive_ms, timed_call)
 from grader.exercises.bench_attn.sweeps import SWEEP_MS, call_sweep, check_rows_on_clock, check_timed_row
-from grader.judge.compare import CheckFailed
+from grader.judge.answers.compare import CheckFailed
 from grader.wire.codec import Trusted
 
 COMPILE_MS = (30.0, 120.0)  # what the first call of a fresh workload pays before it returns

@@ -16,8 +16,8 @@ import pytest
 from grader.exercises.bench_attn.clock import Clock, Stream, log_spread
 from grader.exercises.bench_attn.judging import OVER_MS, again, fits_clock, positive_ms
 from grader.exercises.bench_attn.sweeps import SWEEP_MS, call_sweep, check_rows_on_clock, check_timed_row
-from grader.judge.compare import CheckFailed
-from grader.judge.inputs import randn, tensor
+from grader.judge.answers.compare import CheckFailed
+from grader.judge.answers.inputs import randn, tensor
 from grader.wire.codec import Trusted
 
 BACKENDS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH")

@@ -15,8 +15,8 @@ import pytest
 
 from grader.exercises.bench_attn.judging import is_number
 from grader.exercises.bench_attn.sweeps import check_timed_row
-from grader.judge import events, quiet
-from grader.judge.compare import CheckFailed
+from grader.judge.perf import events, quiet
+from grader.judge.answers.compare import CheckFailed
 from grader.wire.codec import Trusted
 
 
@@ -39,7 +39,7 @@ def _naive(q, k, v):
 
 @pytest.mark.check("bench_attn.gpu_sweep")
 def test_gpu_sweep(student, gpu, workers):
-    from grader.judge import ceilings
+    from grader.judge.machine import ceilings
 
     sub = student()
     B, H, D = 1, 8, 64

@@ -1,8 +1,8 @@
 """flash_backward's benchmark for `make bench` (extension track): its flash_fwd and flash_bwd
 (on its own o and L) against N, causal and not, beside SDPA's fastest backend forward and
-backward (grader.judge.baselines.sdpa_ms), at B = 1, H = 32, D = 128, float16.
+backward (grader.judge.perf.baselines.sdpa_ms), at B = 1, H = 32, D = 128, float16.
 
-FLOPs (grader.judge.baselines.attention_flops): forward 4*B*H*N^2*D, halved when causal;
+FLOPs (grader.judge.perf.baselines.attention_flops): forward 4*B*H*N^2*D, halved when causal;
 backward 2.5x the forward's (two matmuls forward, five backward). Every row is checked first
 (flash_fwd's o and lse, flash_bwd's dq, dk, dv against float32 references), then timed like
 the perf layer, and every timed request's outputs are verified afterwards.
@@ -19,7 +19,7 @@ GRAD_SLACK = 8.0    # checksum tolerance of the gradients (sums over N products,
 
 
 def flops(row, ctx=None) -> float:
-    from grader.judge.baselines import attention_flops
+    from grader.judge.perf.baselines import attention_flops
 
     return attention_flops(row["B"], row["H"], row["N"], row["D"], row["causal"],
                            row["pass"] == "bwd")
@@ -33,7 +33,7 @@ def plan(ns, budget, profile, bhd):
 
 def sdpa_rows(ctx, base, q, k, v, do, ref):
     """SDPA's fastest backend, forward and backward: two finished rows."""
-    from grader.judge import baselines
+    from grader.judge.perf import baselines
     from tools.bench.harness import assert_near
 
     def check(p, out):   # each backend's o, or (dq, dk, dv), against the float32 references
@@ -70,7 +70,7 @@ def trials(ctx, ns):
     """Per (N, causal): SDPA's rows, then the student's flash_fwd and flash_bwd. A missing
     file or a TODO is said once, then written in every row."""
     from grader import errors
-    from grader.judge import gpu as g
+    from grader.judge.answers import gpu as g
 
     state = {"missing": None if "flash_backward" in ctx.have
              else "flash_backward.py is not in the submission", "said": False}
@@ -114,7 +114,7 @@ class Mine:
         self.o_lse = None     # flash_fwd's own o and lse, as flash_bwd receives them
 
     def check_fwd(self):
-        from grader.judge.inputs import tensor
+        from grader.judge.answers.inputs import tensor
         from tools.bench.harness import assert_near
 
         got = self.ctx.worker("flash_backward").call("flash_fwd", *self.markers[:3],
@@ -127,7 +127,7 @@ class Mine:
                       for t, dt in zip(got, ("float16", "float32"))]
 
     def time_fwd(self):
-        from grader.judge import gpu as g
+        from grader.judge.answers import gpu as g
 
         causal = self.kw["causal"]
         return self.ctx.student_ms(
@@ -150,7 +150,7 @@ class Mine:
             assert_near(x, r, f"flash_bwd's {name}")
 
     def time_bwd(self):
-        from grader.judge import gpu as g
+        from grader.judge.answers import gpu as g
 
         causal = self.kw["causal"]
         q, k, v, do = self.tensors
@@ -167,7 +167,7 @@ def compare(names, what):
     """The full comparison of a timed call's fetched outputs (a tuple), within 1% of each
     reference's largest magnitude: a skipped or stale call shows."""
     def check(out, expected, case):
-        from grader.judge.compare import CheckFailed, assert_close
+        from grader.judge.answers.compare import CheckFailed, assert_close
 
         if not isinstance(out, (tuple, list)) or len(out) != len(names):
             raise CheckFailed(f"{what}: the {case} returned {type(out).__name__}, not "

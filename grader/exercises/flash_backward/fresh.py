@@ -1,4 +1,4 @@
-"""flash_backward's moved inputs for provenance's second replay (grader.judge.fresh): the
+"""flash_backward's moved inputs for provenance's second replay (grader.judge.evidence.fresh): the
 tensors with their values moved (same shapes and dtypes), and the float64 answers of both.
 flash_bwd is given the o and L of its new q, k, v (o rounded to its dtype), as flash_fwd would
 have made them, so a backward that recomputes them instead of reading them is still right."""
@@ -6,8 +6,8 @@ have made them, so a backward that recomputes them instead of reading them is st
 from __future__ import annotations
 
 from grader.exercises.flash_backward.reference import backward_reference, forward_reference
-from grader.judge.fresh import moved, redrawn, values
-from grader.judge.inputs import round_to
+from grader.judge.evidence.fresh import moved, redrawn, values
+from grader.judge.answers.inputs import round_to
 
 POSITIONAL_CAUSAL = {"flash_fwd": 3, "flash_bwd": 6, "flash_attention": 3}
 

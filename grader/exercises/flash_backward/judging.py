@@ -27,9 +27,9 @@ from grader.exercises.flash_backward.hints import (DIAGONAL_HINT, DQ_ONLY_HINT, 
                                                    STRICT_HINT)
 from grader.exercises.flash_backward.reference import (backward_reference, forward_reference,
                                                        torch_float32_rounded, torch_same_precision)
-from grader.judge.compare import CheckFailed, assert_close, baseline_floor, values
-from grader.judge.inputs import round_to, tensor
-from grader.judge.kernel_use import KERNELS as GATED
+from grader.judge.answers.compare import CheckFailed, assert_close, baseline_floor, values
+from grader.judge.answers.inputs import round_to, tensor
+from grader.judge.evidence.kernel_use import KERNELS as GATED
 
 # flash_fwd and flash_bwd go through the kernel-use gate (grader.fixtures.Gated): a Triton
 # launch, and no computing torch op around it.
@@ -230,7 +230,7 @@ def _gpu_grad_hint(name, x, r, D) -> str:
 def assert_grads_gpu(got, q, k, v, do, dtype, causal, what, case, seed):
     """dq, dk, dv (TensorValues) against float64 on the GPU, each within BASELINE_MULT x the
     error of PyTorch's own backward in `dtype` on the same inputs, plus a floor."""
-    from grader.judge import gpu as g
+    from grader.judge.answers import gpu as g
 
     got = unpack(got, what)
     ref = g.attention_grads_reference(q, k, v, do, causal)
@@ -254,7 +254,7 @@ def assert_grads_gpu(got, q, k, v, do, dtype, causal, what, case, seed):
 def assert_forward_gpu(value, q, k, v, dtype, causal, what, case, seed):
     """flash_fwd's (o, lse) against the float32 reference on the GPU, in full: o within a
     multiple of PyTorch's own error in `dtype` (gpu.same_precision_attention), plus a floor."""
-    from grader.judge import gpu as g
+    from grader.judge.answers import gpu as g
 
     o, lse = unpack(value, what)
     ref_o, ref_lse = g.attention_lse_reference(q, k, v, causal)

@@ -29,9 +29,9 @@ import weakref
 from grader import errors
 from grader.exercises.flash_backward.judging import LSE_TOL, unpack
 from grader.exercises.flash_backward.reference import given_o_lse
-from grader.judge import baselines
-from grader.judge.baselines import attention_flops
-from grader.judge.compare import CheckFailed, assert_close
+from grader.judge.perf import baselines
+from grader.judge.perf.baselines import attention_flops
+from grader.judge.answers.compare import CheckFailed, assert_close
 
 PERF_N = (8192,)
 FUNCTIONS = {"fwd": "flash_fwd", "bwd": "flash_bwd"}   # each pass's function, as reports name it
@@ -86,8 +86,8 @@ def measure(student, rng, gpu, workers) -> Perf:
 
 
 def _measure_all(sub, rng, gpu, workers) -> Perf:
-    from grader.judge import gpu as g
-    from grader.judge import quiet
+    from grader.judge.answers import gpu as g
+    from grader.judge.perf import quiet
 
     perf = Perf()
     shape = {N: (B_PERF, H_PERF, N, D_PERF) for N in PERF_N}
@@ -113,8 +113,8 @@ def _measure_all(sub, rng, gpu, workers) -> Perf:
 
 def _requests(sub, rng, name, N, causal, markers, inputs, given):
     """The timed requests of one pass at (N, causal), each output verified (timing.Requests)."""
-    from grader.judge import gpu as g
-    from grader.judge import timing
+    from grader.judge.answers import gpu as g
+    from grader.judge.perf import timing
 
     q, k, v, do = inputs
     if name == "fwd":
@@ -159,7 +159,7 @@ def _time(perf: Perf, sub, rng, gpu, inputs, configs, given) -> None:
 def _time_one(perf: Perf, sub, rng, gpu, inputs, given, name: str, N: int, causal: bool) -> None:
     """One pass at (N, causal): its time, peak and verification, or its failure. Timed a second
     time, it keeps the faster reading (a disturbance only ever adds time) and the larger peak."""
-    from grader.judge import timing
+    from grader.judge.perf import timing
 
     if name in perf.failed:
         return
@@ -184,7 +184,7 @@ def _settled(perf: Perf, gpu, name: str, N: int, causal: bool):
     """The causal time that causal_skips_blocks judges (at the largest N, over the non-causal
     time timed just before it): more samples while that credit differs across the two readings'
     ranges. The others are judged against SDPA, timed afterwards: three samples each."""
-    from grader.judge import verdicts
+    from grader.judge.perf import verdicts
 
     full = perf.ms.get((name, N, False))
     if not causal or N != PERF_N[-1] or full is None:

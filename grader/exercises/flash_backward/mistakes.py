@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from grader.exercises.flash_backward.hints import MISTAKE_HINTS
-from grader.judge import diagnose, reference
-from grader.judge.compare import values
+from grader.judge.answers import diagnose, reference
+from grader.judge.answers.compare import values
 
 
 def grads(q, k, v, do, causal, mistake=None, bm=None, bn=None):

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.judge import reference
-from grader.judge.inputs import randn, round_to, tensor
+from grader.judge.answers import reference
+from grader.judge.answers.inputs import randn, round_to, tensor
 
 # float64 (o, L, m) and analytic (dq, dk, dv), shared with attention_backward's checks
 forward_reference = reference.attention_lse
@@ -48,7 +48,7 @@ def torch_float32_rounded(q, k, v, do, dtype, causal=False):
 
 # ------------------------------------------------------------------------------ on the GPU
 # q, k, v and dO are drawn by torch's generator in the worker and again here
-# (grader.judge.gpu.seeded_inputs), so they need no transfer; the o and L that flash_bwd is given
+# (grader.judge.answers.gpu.seeded_inputs), so they need no transfer; the o and L that flash_bwd is given
 # are computed here (float32, o rounded to the dtype) and sent.
 
 

@@ -1,4 +1,4 @@
-"""flash_backward's compute-sanitizer target (grader.sandbox.sanitize.target_of): causal
+"""flash_backward's compute-sanitizer target (grader.judge.evidence.sanitize.target_of): causal
 flash_fwd and flash_bwd at N = 1000, run under compute-sanitizer by the gpu layer's
 flash_backward.sanitizer check."""
 
@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.judge.inputs import tensor
-from grader.sandbox import sanitize
+from grader.judge.answers.inputs import tensor
+from grader.judge.evidence import sanitize
 
 
 def _call(sub, device: str) -> None:
     """Causal flash_fwd and flash_bwd at N = 1000 (no block size divides it), seeded inputs the
     worker draws itself, the answers checked here (loosely: the values are other checks' job)."""
-    from grader.judge import gpu as g
-    from grader.judge.inputs import seeded, torch_randn
+    from grader.judge.answers import gpu as g
+    from grader.judge.answers.inputs import seeded, torch_randn
 
     shape = (1, 2, 1000, 64)
     seeds = [int(x) for x in np.random.default_rng().integers(0, 2**31 - 1, size=4)]

@@ -14,10 +14,10 @@ from grader.exercises.flash_backward.judging import (BWD_GATE, FWD_GATE, assert_
                                                      call_fwd, check_backward, check_forward,
                                                      describe, judge_forward, unpack)
 from grader.exercises.flash_backward.reference import forward_reference, qkv
-from grader.judge import reference
-from grader.judge.compare import CheckFailed, answer_must_be_right, assert_shape, values
-from grader.judge.inputs import randn, round_to, tensor
-from grader.judge.kernel_use import assert_in_bounds, assert_kernel_wrote
+from grader.judge.answers import reference
+from grader.judge.answers.compare import CheckFailed, answer_must_be_right, assert_shape, values
+from grader.judge.answers.inputs import randn, round_to, tensor
+from grader.judge.evidence.kernel_use import assert_in_bounds, assert_kernel_wrote
 
 VALUE_CHECKS = ("flash_backward.forward_matches_float64", "flash_backward.lse_includes_m",
                 "flash_backward.causal_mask", "flash_backward.backward_matches_float64",

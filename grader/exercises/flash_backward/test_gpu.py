@@ -1,7 +1,7 @@
 """flash_backward's gpu checks: real sizes on CUDA (mode "cuda"), and compute-sanitizer.
 
 q, k, v and dO are drawn by torch's generator in the worker and again here
-(grader.judge.gpu.seeded_inputs), so they need no transfer; the o and L that flash_bwd is given
+(grader.judge.answers.gpu.seeded_inputs), so they need no transfer; the o and L that flash_bwd is given
 are computed here (reference.given_o_lse) and sent. The references run here on the GPU
 (judging.assert_forward_gpu, judging.assert_grads_gpu). The sanitizer's call is TARGET in
 sanitizer.py."""
@@ -12,8 +12,8 @@ import pytest
 
 from grader.exercises.flash_backward.judging import assert_forward_gpu, assert_grads_gpu
 from grader.exercises.flash_backward.reference import given_o_lse, gpu_case
-from grader.judge.compare import CheckFailed, assert_close
-from grader.sandbox import sanitize
+from grader.judge.answers.compare import CheckFailed, assert_close
+from grader.judge.evidence import sanitize
 
 # (B, H, N, D, dtype, causal): N >= 4K causal, D 64 and 128, fp16 and bf16, B and H > 1, ragged N
 GPU_CASES = ((1, 16, 4096, 128, "float16", True), (1, 8, 2048, 128, "bfloat16", False),
@@ -25,7 +25,7 @@ GUARD_ROWS = 256   # poison behind each input: more than any tile an unmasked lo
 
 def _run(sub, rng, B, H, N, D, dtype, causal):
     """flash_fwd, then flash_bwd on the o and L computed here, at one real size."""
-    from grader.judge import gpu as g
+    from grader.judge.answers import gpu as g
 
     case = gpu_case(B, H, N, D, dtype, causal)
     guard = GUARD_ROWS * D
@@ -49,7 +49,7 @@ def _run(sub, rng, B, H, N, D, dtype, causal):
 def _autograd(sub, rng, B, H, N, D, dtype, causal):
     """The wrapper at a real size: its backward runs on autograd's device thread, which the
     profiler of the gate sees too."""
-    from grader.judge import gpu as g
+    from grader.judge.answers import gpu as g
 
     case = gpu_case(B, H, N, D, dtype, causal)
     markers, (q, k, v, do) = g.seeded_inputs(rng, (B, H, N, D), dtype, count=4, guard=GUARD_ROWS * D)
@@ -70,7 +70,7 @@ def _autograd(sub, rng, B, H, N, D, dtype, causal):
 
 @pytest.mark.check("flash_backward.gpu_real_sizes")
 def test_gpu_real_sizes(student, rng, gpu, credit):
-    from grader.judge.cases import run_cases
+    from grader.judge.answers.cases import run_cases
 
     sub = student()
     cases = [(f"{gpu_case(*c)} [seed {rng.seed}]", lambda c=c: _run(sub, rng, *c))

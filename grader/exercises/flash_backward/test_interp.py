@@ -22,8 +22,8 @@ import pytest
 from grader.exercises.flash_backward.judging import (assert_grads, check_backward, check_forward,
                                                      describe)
 from grader.exercises.flash_backward.reference import forward_reference, qkv, torch_same_precision
-from grader.judge.compare import CheckFailed, assert_close
-from grader.judge.inputs import randn, tensor
+from grader.judge.answers.compare import CheckFailed, assert_close
+from grader.judge.answers.inputs import randn, tensor
 
 # ------------------------------------------------------------------------------ forward
 

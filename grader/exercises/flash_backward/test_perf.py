@@ -9,15 +9,15 @@ import pytest
 
 from grader.exercises.flash_backward.measure import (B_PERF, D_PERF, FUNCTIONS, H_PERF, PERF_N,
                                                      Perf, measure)
-from grader.judge.baselines import attention_flops
-from grader.judge.compare import CheckFailed
+from grader.judge.perf.baselines import attention_flops
+from grader.judge.answers.compare import CheckFailed
 
 EXTRA_COPIES = 6                       # memory beyond the outputs: up to 6 tensors the size of q,
 EXTRA_MIB = 64                         # plus 64 MiB (allocator rounding, a few numbers per row)
 
 
 def _speed(perf: Perf, name: str, credit, gpu, later) -> None:
-    from grader.judge import verdicts
+    from grader.judge.perf import verdicts
 
     perf.failure([name])
     later(perf.verified([name]))
@@ -56,7 +56,7 @@ def test_backward_speed(student, rng, gpu, credit, workers, later):
 
 @pytest.mark.check("flash_backward.causal_skips_blocks")
 def test_causal_skips_blocks(student, rng, gpu, credit, workers, later):
-    from grader.judge import verdicts
+    from grader.judge.perf import verdicts
 
     perf = measure(student, rng, gpu, workers)
     perf.failure(["fwd", "bwd"])
@@ -80,7 +80,7 @@ def test_causal_skips_blocks(student, rng, gpu, credit, workers, later):
 
 @pytest.mark.check("flash_backward.memory_linear")
 def test_memory_linear(student, rng, gpu, credit, workers, later):
-    from grader.judge import gpu as g
+    from grader.judge.answers import gpu as g
 
     perf = measure(student, rng, gpu, workers)
     perf.failure(["fwd", "bwd"])

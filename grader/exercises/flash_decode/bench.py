@@ -27,7 +27,7 @@ def plan(runs, budget, profile, bhd):
 def trials(ctx, runs):
     import numpy as np
 
-    from grader.judge.inputs import tensor
+    from grader.judge.answers.inputs import tensor
     from tools.bench.harness import assert_near
 
     for Hkv, L in runs:

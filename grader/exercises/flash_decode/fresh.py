@@ -1,5 +1,5 @@
 """flash_decode(q, k_cache, v_cache, seq_lens) for provenance's second replay
-(grader.judge.fresh): q and the caches with their values moved, the same seq_lens (a wrapper
+(grader.judge.evidence.fresh): q and the caches with their values moved, the same seq_lens (a wrapper
 may read them to size its grid). Each head's floor is what rounding its scores to the inputs'
 dtype can move o by (reference.score_rounding_floor): a correct kernel may form q . k in
 float16, and where the moved values make a near-tie at a max in the hundreds
@@ -8,7 +8,7 @@ float16, and where the moved values make a near-tie at a max in the hundreds
 from __future__ import annotations
 
 from grader.exercises.flash_decode.reference import decode_reference, score_rounding_floor
-from grader.judge.fresh import moved, tensors
+from grader.judge.evidence.fresh import moved, tensors
 
 
 def fresh(fn, args, kwargs, rng):

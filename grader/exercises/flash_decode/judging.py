@@ -15,9 +15,9 @@ from grader import errors
 from grader.exercises.flash_decode.reference import (CACHE_GUARD_ROWS, decode_reference,
                                                      decode_same_precision)
 from grader.exercises.flash_decode import mistakes
-from grader.judge.compare import TOLERANCES, CheckFailed, assert_close, values
-from grader.judge.inputs import tensor
-from grader.judge.kernel_use import assert_in_bounds
+from grader.judge.answers.compare import TOLERANCES, CheckFailed, assert_close, values
+from grader.judge.answers.inputs import tensor
+from grader.judge.evidence.kernel_use import assert_in_bounds
 
 
 def _diagnose(got, expected, error: CheckFailed, nan_hint: str, twins) -> CheckFailed:

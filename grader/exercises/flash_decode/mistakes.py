@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from grader.exercises.flash_decode.reference import decode_reference, state_of
-from grader.judge import diagnose
-from grader.judge.compare import values
+from grader.judge.answers import diagnose
+from grader.judge.answers.compare import values
 
 BLOCKS = (16, 32, 64, 128)
 

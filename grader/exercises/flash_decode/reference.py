@@ -1,7 +1,7 @@
 """References and inputs of flash_decode, shared by its check modules, its hidden checks and
 tools/bench.py (grader.registry.exercise_module("flash_decode", "reference")).
 
-Every input is rounded to the dtype the kernel sees (grader.judge.inputs), so the float64
+Every input is rounded to the dtype the kernel sees (grader.judge.answers.inputs), so the float64
 references here see exactly the numbers the kernel does; gpu_decode_reference is the float32
 answer on the GPU for the gpu and perf layers and the bench; decode_same_precision is plain
 PyTorch in the inputs' dtype, the baseline of the tolerance rule on every layer.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.judge.inputs import randn
+from grader.judge.answers.inputs import randn
 
 CACHE_GUARD_ROWS = 128   # poison rows behind each cache: more than any tile can reach past L_max
 
@@ -48,7 +48,7 @@ def score_rounding_floor(q, k, v, seq_lens, dtype: str = "float16") -> np.ndarra
     products' and the sum's tree of adds), which moves o_d by at most sum_j p_j d_j |v_jd - o_d|;
     the root mean square over d. Far below the dtype's rounding of o at ordinary scores; with
     scores in the hundreds and a near-tie at the max, a percent or more of o."""
-    from grader.judge.compare import EPS
+    from grader.judge.answers.compare import EPS
 
     q, k, v = (np.asarray(t, dtype=np.float64) for t in (q, k, v))
     B, Hq, D = q.shape

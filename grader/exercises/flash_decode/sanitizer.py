@@ -1,12 +1,12 @@
-"""flash_decode's compute-sanitizer target (grader.sandbox.sanitize.target_of): the call that
+"""flash_decode's compute-sanitizer target (grader.judge.evidence.sanitize.target_of): the call that
 memcheck runs, and how its answer is checked here."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from grader.judge.inputs import tensor
-from grader.sandbox import sanitize
+from grader.judge.answers.inputs import tensor
+from grader.judge.evidence import sanitize
 
 
 def _sanitizer_call(sub, device: str) -> None:
@@ -15,7 +15,7 @@ def _sanitizer_call(sub, device: str) -> None:
     leaves the allocation (--padding makes that an error)."""
     import torch
 
-    from grader.judge.inputs import seeded, torch_randn
+    from grader.judge.answers.inputs import seeded, torch_randn
 
     lens = [333, 1000]
     shapes = [(2, 8, 64), (2, 2, 1000, 64), (2, 2, 1000, 64)]

@@ -17,9 +17,9 @@ from grader.exercises.flash_decode.judging import assert_decode, assert_merge
 from grader.exercises.flash_decode.reference import (attention_rows, decode_inputs,
                                                      decode_reference, decode_same_precision,
                                                      fill_past, state_of)
-from grader.judge import diagnose
-from grader.judge.compare import EPS, assert_right_answer, assert_shape
-from grader.judge.inputs import chunks, randn, round_to, tensor
+from grader.judge.answers import diagnose
+from grader.judge.answers.compare import EPS, assert_right_answer, assert_shape
+from grader.judge.answers.inputs import chunks, randn, round_to, tensor
 
 # the checks whose ideas explain a wrong answer in a property check's call (the first that
 # failed leads; compare.assert_right_answer)

@@ -12,7 +12,7 @@ import pytest
 
 from grader.exercises.flash_decode.judging import assert_merge
 from grader.exercises.flash_decode.reference import attention_rows, state_of
-from grader.judge.inputs import chunks, randn
+from grader.judge.answers.inputs import chunks, randn
 
 
 @pytest.mark.check("flash_decode.merge_matches_one_pass")

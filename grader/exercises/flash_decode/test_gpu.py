@@ -1,7 +1,7 @@
 """flash_decode's gpu checks: real sizes on CUDA, and compute-sanitizer.
 
 The caches are drawn by torch's generator in the worker and again here
-(grader.judge.gpu.seeded_inputs); the reference (reference.gpu_decode_reference) is computed here
+(grader.judge.answers.gpu.seeded_inputs); the reference (reference.gpu_decode_reference) is computed here
 on the GPU in float32, and the output may be off it by a multiple of what PyTorch in the
 inputs' dtype gets there (reference.decode_same_precision; compare.assert_close). The call compute-sanitizer watches is this folder's sanitizer.py (TARGET).
 """
@@ -13,9 +13,9 @@ import pytest
 
 from grader.exercises.flash_decode.reference import (CACHE_GUARD_ROWS, decode_same_precision,
                                                      gpu_decode_reference)
-from grader.judge.inputs import tensor
-from grader.sandbox import sanitize
-from grader.judge.compare import assert_close
+from grader.judge.answers.inputs import tensor
+from grader.judge.evidence import sanitize
+from grader.judge.answers.compare import assert_close
 
 # (B, Hq, Hkv, L_max, D, dtype): B from 1 to 16, MHA, GQA and MQA, ragged L_max, D 64 and 128
 GPU_CASES = ((1, 32, 8, 32768, 128, "float16"), (16, 32, 8, 4097, 128, "bfloat16"),
@@ -35,7 +35,7 @@ def _gpu_lens(rng, B, L):
 def test_gpu_real_sizes(student, rng, gpu):
     import torch
 
-    from grader.judge import gpu as g
+    from grader.judge.answers import gpu as g
 
     sub = student()
     for B, Hq, Hkv, L, D, dtype in GPU_CASES:

@@ -1,7 +1,7 @@
 """flash_decode's perf checks: K and V bandwidth against the measured copy bandwidth, and the
 speed-up of splitting the keys at B = 1.
 
-Every timed call's output is checked (grader.judge.timing.Requests), and each size is checked in
+Every timed call's output is checked (grader.judge.perf.timing.Requests), and each size is checked in
 full by one gated call, after the check's timing (`later`): the gate's profiler slows every
 later launch in the process it ran in, so nothing is timed there after it. The grader's copies
 of K and V (up to 16 GiB a size) are drawn again from their seeds when they are needed.
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from grader.exercises.flash_decode.reference import decode_same_precision, gpu_decode_reference
-from grader.judge.compare import CheckFailed, assert_close
-from grader.judge.devices import GB
-from grader.judge.inputs import tensor
+from grader.judge.answers.compare import CheckFailed, assert_close
+from grader.judge.machine.devices import GB
+from grader.judge.answers.inputs import tensor
 
 PERF_B, PERF_HQ, PERF_D = 8, 32, 128
 # (Hkv, L): each reads at least 1 GiB of K and V, about 1 ms per call on the H200 at its copy
@@ -65,7 +65,7 @@ def perf_cases(total_bytes: float) -> list[tuple[int, int]]:
 def _decode_inputs(rng, B, Hq, Hkv, L, D):
     """Markers for the worker (q, k_cache, v_cache drawn there, seq_lens = L everywhere), and a
     function that draws the same tensors here on the GPU: [q, k, v, seq_lens]."""
-    from grader.judge import gpu as g
+    from grader.judge.answers import gpu as g
 
     markers = [g.seeded_marker(rng, (B, Hq, D), "float16"),
                *(g.seeded_marker(rng, (B, Hkv, L, D), "float16") for _ in range(2))]
@@ -77,10 +77,10 @@ def _decode_inputs(rng, B, Hq, Hkv, L, D):
 
 
 def _decode_requests(sub, rng, markers, tensors, what, **kwargs):
-    """The student's flash_decode as timed requests (grader.judge.timing.Requests): q refilled
+    """The student's flash_decode as timed requests (grader.judge.perf.timing.Requests): q refilled
     from a fresh seed before every call, every call's output reduced to a checksum, checked
     afterwards against the reference at the same q (and the last output at random in full)."""
-    from grader.judge import timing
+    from grader.judge.perf import timing
 
     return timing.Requests(sub, "flash_decode", markers, kwargs=kwargs, rng=rng, inputs=tensors,
                            dtype="float16", what=what,
@@ -110,7 +110,7 @@ def _harness_ms(workers, rng, what) -> tuple[float, str]:
     student's timed calls; the student cannot skip it, since every timed output is verified."""
     import torch
 
-    from grader.judge import baselines, quiet
+    from grader.judge.perf import baselines, quiet
 
     note = quiet.quiet_gpu(workers, what)
     q = torch.empty((PERF_B, PERF_HQ, PERF_D), dtype=torch.float16, device="cuda")
@@ -123,7 +123,7 @@ def _harness_ms(workers, rng, what) -> tuple[float, str]:
 
 @pytest.mark.check("flash_decode.bandwidth")
 def test_bandwidth(student, rng, gpu, credit, workers, later):
-    from grader.judge import baselines, timing, verdicts
+    from grader.judge.perf import baselines, timing, verdicts
 
     what = "flash_decode.bandwidth"
     copy = gpu.ceiling("copy_gbs")   # measured once per run, with no student process alive
@@ -172,8 +172,8 @@ def test_bandwidth(student, rng, gpu, credit, workers, later):
 
 @pytest.mark.check("flash_decode.splits_speedup")
 def test_splits_speedup(student, rng, gpu, credit, workers, later):
-    from grader.judge import timing
-    from grader.judge import verdicts
+    from grader.judge.perf import timing
+    from grader.judge.perf import verdicts
 
     what = "flash_decode.splits_speedup"
     copy = gpu.ceiling("copy_gbs")

@@ -4,7 +4,7 @@
             (its profile's list), plus Break It 5's 256 x 256 (expected: out of resources);
   hbm:      the DRAM bytes of one flash_fwd call at N = 8192, counted by Nsight Compute,
             between the IO model's worst and best cases (hbm.py).
-TFLOP/s = 4*B*H*N^2*D / time (grader.judge.baselines.attention_flops).
+TFLOP/s = 4*B*H*N^2*D / time (grader.judge.perf.baselines.attention_flops).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ TILES = {"full": None, "quick": 3, "cpu": [(16, 16, 4, 1)]}
 
 
 def flops(row, ctx) -> float:
-    from grader.judge.baselines import attention_flops
+    from grader.judge.perf.baselines import attention_flops
 
     B, H, D = ctx.bhd
     return attention_flops(B, H, row["N"], D)
@@ -31,7 +31,7 @@ def flops(row, ctx) -> float:
 
 def case(ctx):
     """Fresh q, k, v at this run's N, and their float32 reference."""
-    from grader.judge import gpu as g
+    from grader.judge.answers import gpu as g
 
     N = TILE_N[ctx.plan["size"]]
     markers, tensors = ctx.inputs((ctx.bhd[0], ctx.bhd[1], N, ctx.bhd[2]), 3)
@@ -42,7 +42,7 @@ def backend_trials(ctx, names):
     """Each SDPA backend forced with sdpa_kernel: its output checked, then timed here."""
     import torch.nn.functional as F
 
-    from grader.judge.baselines import backend_context
+    from grader.judge.perf.baselines import backend_context
     from tools.bench.harness import first_line
 
     N, _, (q, k, v), ref = case(ctx)
@@ -77,7 +77,7 @@ def tile_trials(ctx, configs):
     reference, then timed like the perf layer. A wrapper without num_warps / num_stages gets
     BLOCK_M and BLOCK_N alone from then on."""
     from grader import errors
-    from grader.judge import gpu as g
+    from grader.judge.answers import gpu as g
     from tools.bench.harness import assert_near
 
     if "flash_triton" not in ctx.have:

@@ -1,10 +1,10 @@
-"""flash_fwd(q, k, v) for provenance's second replay (grader.judge.fresh): q, k, v with their
+"""flash_fwd(q, k, v) for provenance's second replay (grader.judge.evidence.fresh): q, k, v with their
 values moved, the block sizes kept."""
 
 from __future__ import annotations
 
-from grader.judge import reference
-from grader.judge.fresh import moved
+from grader.judge.answers import reference
+from grader.judge.evidence.fresh import moved
 
 
 def fresh(fn, args, kwargs, rng):

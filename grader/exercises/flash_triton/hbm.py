@@ -32,7 +32,7 @@ TOL = 0.01                                               # of the bounds: roundi
 def plan(ns, budget, profile, bhd):
     """The largest N <= the asked one whose tensors fit: the worker's q, k, v, o and the
     reference's (ceilings.attention_io_bytes, fp32 copies: twice that) plus a 1 GiB score block."""
-    from grader.judge import ceilings
+    from grader.judge.machine import ceilings
 
     B, H, D = bhd
     todo, skipped = [], []
@@ -111,7 +111,7 @@ def trials(ctx, values):
 def measure(ctx, row: dict) -> None:
     """Fill `row` from one call under ncu; a failure becomes its note (ncu cannot count) or
     its error (the call)."""
-    from grader.judge import gpu as g
+    from grader.judge.answers import gpu as g
     from tools.bench.harness import assert_near
 
     markers, tensors = ctx.inputs((row["B"], row["H"], row["N"], row["D"]), 3)

@@ -11,9 +11,9 @@ hides what it read, and nowhere else.
 
 from __future__ import annotations
 
-from grader.judge import diagnose, reference
-from grader.judge.compare import CheckFailed, assert_close
-from grader.judge.inputs import tensor
+from grader.judge.answers import diagnose, reference
+from grader.judge.answers.compare import CheckFailed, assert_close
+from grader.judge.answers.inputs import tensor
 
 
 def describe(q, dtype, BLOCK_M, BLOCK_N, case):
@@ -36,7 +36,7 @@ def _flash(sub, q, k, v, *, dtype="float16", BLOCK_M=64, BLOCK_N=64, case="", se
            explain=None):
     """Run flash_fwd on (q, k, v) and check the whole output against float64. A failure's hint
     comes from its evidence: `explain(out, expected)` (this case's own reading), else the known
-    mistake whose answer the output equals (grader/judge/diagnose.py), else none."""
+    mistake whose answer the output equals (grader/judge/answers/diagnose.py), else none."""
     out = flash_call(sub, q, k, v, dtype=dtype, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N).value
     expected = reference.attention(q, k, v)
     try:
@@ -50,7 +50,7 @@ def _flash(sub, q, k, v, *, dtype="float16", BLOCK_M=64, BLOCK_N=64, case="", se
 
 
 def flash_case(sub, q, k, v, seed, dtype="float16", case="", explain=None, **blocks):
-    """One case for grader.judge.cases.run_cases: (its label, a call that runs flash_fwd on
+    """One case for grader.judge.answers.cases.run_cases: (its label, a call that runs flash_fwd on
     (q, k, v) and checks the whole output against float64)."""
     label = f"{describe(q, dtype, blocks.get('BLOCK_M', 64), blocks.get('BLOCK_N', 64), case)} [seed {seed}]"
     return label, lambda: _flash(sub, q, k, v, dtype=dtype, case=case, seed=seed,

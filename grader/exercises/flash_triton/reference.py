@@ -1,6 +1,6 @@
 """Inputs and references of flash_triton, shared by its check modules, its hidden checks and its
 sanitizer target: q, k, v holding values exact in the dtype the kernel sees (so the float64
-reference, grader.judge.reference.attention, sees the same numbers), and a float32 torch
+reference, grader.judge.answers.reference.attention, sees the same numbers), and a float32 torch
 reference for the sanitizer's call.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.judge.inputs import randn, round_to
+from grader.judge.answers.inputs import randn, round_to
 
 
 def qkv(rng, shape, dtype="float16", scale=1.0):

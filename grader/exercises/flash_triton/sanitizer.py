@@ -1,4 +1,4 @@
-"""flash_triton's compute-sanitizer target (grader.sandbox.sanitize.target_of): the call that
+"""flash_triton's compute-sanitizer target (grader.judge.evidence.sanitize.target_of): the call that
 memcheck runs, and how its answer is checked here."""
 
 from __future__ import annotations
@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 
 from grader.exercises.flash_triton.reference import reference_torch
-from grader.sandbox import sanitize
+from grader.judge.evidence import sanitize
 
 
 def _sanitizer_call(sub, device: str) -> None:
     """flash_fwd at N = 1000 (the last key block of 64 holds 40 keys), seeded inputs the worker
     draws itself, the answer checked here."""
-    from grader.judge.inputs import seeded, torch_randn
+    from grader.judge.answers.inputs import seeded, torch_randn
 
     shape = (1, 2, 1000, 64)
     seeds = [int(x) for x in np.random.default_rng().integers(0, 2**31 - 1, size=3)]

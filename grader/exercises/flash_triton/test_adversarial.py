@@ -13,11 +13,11 @@ import pytest
 
 from grader.exercises.flash_triton.judging import describe, flash_call, flash_case
 from grader.exercises.flash_triton.reference import qkv
-from grader.judge import diagnose, reference
-from grader.judge.cases import run_cases
-from grader.judge.compare import assert_right_answer, assert_shape
-from grader.judge.inputs import randn, round_to
-from grader.judge.kernel_use import assert_in_bounds, assert_kernel_wrote
+from grader.judge.answers import diagnose, reference
+from grader.judge.answers.cases import run_cases
+from grader.judge.answers.compare import assert_right_answer, assert_shape
+from grader.judge.answers.inputs import randn, round_to
+from grader.judge.evidence.kernel_use import assert_in_bounds, assert_kernel_wrote
 
 # the checks whose ideas explain a wrong answer in a property check's call, in the order the
 # report should name the first that failed (compare.assert_right_answer)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from grader.judge.cases import run_cases
-from grader.sandbox import sanitize
-from grader.judge.compare import assert_close
+from grader.judge.answers.cases import run_cases
+from grader.judge.evidence import sanitize
+from grader.judge.answers.compare import assert_close
 
 # Real sizes on CUDA (mode "cuda"). Inputs are drawn by torch's generator in the worker and
-# again here (grader.judge.gpu.seeded_inputs), so N = 16K needs no transfer of inputs; the reference
+# again here (grader.judge.answers.gpu.seeded_inputs), so N = 16K needs no transfer of inputs; the reference
 # (float32, a block of query rows at a time) and the comparison run on the GPU here.
 
 # (B, H, N, D, dtype): the lesson's shape up to 16K, then ragged N, several D, bf16, B and H > 1
@@ -23,7 +23,7 @@ GUARD_ROWS = 256   # poison behind each input: more than any tile an unmasked lo
 
 @pytest.mark.check("flash_triton.gpu_real_sizes")
 def test_gpu_real_sizes(student, rng, gpu, credit):
-    from grader.judge import gpu as g
+    from grader.judge.answers import gpu as g
 
     sub = student()
 

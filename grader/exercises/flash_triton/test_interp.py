@@ -20,8 +20,8 @@ import pytest
 
 from grader.exercises.flash_triton.judging import flash_case
 from grader.exercises.flash_triton.reference import qkv, shifted_qkv
-from grader.judge.cases import run_cases
-from grader.judge.inputs import round_to
+from grader.judge.answers.cases import run_cases
+from grader.judge.answers.inputs import round_to
 
 
 @pytest.mark.check("flash_triton.matches_reference")

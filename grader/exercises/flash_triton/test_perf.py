@@ -1,9 +1,9 @@
 """flash_triton's perf checks: speed against the fastest SDPA backend, and extra memory flat in N.
 
-Every timed call's output is checked (grader.judge.timing.Requests), and every timed call is
+Every timed call's output is checked (grader.judge.perf.timing.Requests), and every timed call is
 recorded: one call per size, drawn after the calls, is replayed from the student's kernels alone
 and must give the same checksum to the last bit (the exercise's timed_replay; the kernel-use
-gate of grader.judge.kernel_use on that call), so no profiled call is needed first and the timed
+gate of grader.judge.evidence.kernel_use on that call), so no profiled call is needed first and the timed
 requests all run in one worker.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from grader.judge.compare import CheckFailed
+from grader.judge.answers.compare import CheckFailed
 
 # From 4K: every timed call is recorded (the exercise's timed_replay), about 0.5 ms of CPU per
 # call on the H200, which a call at N = 2K (0.25 ms of GPU) does not hide: 1.5x SDPA read 4.7x
@@ -27,12 +27,12 @@ TILE_SPREAD = 8.0
 
 
 def _sdpa_ms(q, k, v) -> tuple[float, str]:
-    """The fastest SDPA backend that runs here (grader.judge.baselines), timed in this process on
+    """The fastest SDPA backend that runs here (grader.judge.perf.baselines), timed in this process on
     the same inputs, in the same harness as the student's calls (q refilled before each call, a
     checksum after)."""
     import math
 
-    from grader.judge import baselines
+    from grader.judge.perf import baselines
 
     best = tuple(baselines.fastest_sdpa(q, k, v)["fwd"])
     if not math.isfinite(best[0]) or best[0] <= 0:   # fail closed: no baseline, no credit
@@ -42,8 +42,8 @@ def _sdpa_ms(q, k, v) -> tuple[float, str]:
 
 
 def _flash_requests(sub, rng, markers, tensors, blocks, what):
-    from grader.judge import gpu as g
-    from grader.judge import timing
+    from grader.judge.answers import gpu as g
+    from grader.judge.perf import timing
 
     return timing.Requests(sub, "flash_fwd", markers, kwargs=blocks, rng=rng, inputs=tensors,
                            dtype="float16", what=what,
@@ -63,8 +63,8 @@ def _fastest_tiles(sub, rng, gpu, markers, tensors, base_ms: float, later):
     fastest shape whose outputs are wrong fails the check.
     Returns (its label, its kwargs, {label: (ms, kwargs)}, why the sweep stopped early or "")."""
     from grader import errors
-    from grader.judge import timing, verdicts
-    from grader.judge.devices import flash_smem_bytes
+    from grader.judge.perf import timing, verdicts
+    from grader.judge.machine.devices import flash_smem_bytes
 
     prof = gpu.tile_profile
     tried, checks, stopped = {}, {}, ""
@@ -102,9 +102,9 @@ def _fastest_tiles(sub, rng, gpu, markers, tensors, base_ms: float, later):
 
 @pytest.mark.check("flash_triton.speed_vs_sdpa")
 def test_speed_vs_sdpa(student, rng, gpu, credit, workers, later):
-    from grader.judge import gpu as g
-    from grader.judge import quiet, timing
-    from grader.judge import verdicts
+    from grader.judge.answers import gpu as g
+    from grader.judge.perf import quiet, timing
+    from grader.judge.perf import verdicts
 
     sub = student()
     prof = gpu.tile_profile
@@ -150,7 +150,7 @@ def test_speed_vs_sdpa(student, rng, gpu, credit, workers, later):
 
 @pytest.mark.check("flash_triton.memory_flat")
 def test_memory_flat(student, rng, gpu, credit, later):
-    from grader.judge import gpu as g
+    from grader.judge.answers import gpu as g
 
     sub = student()
     passed, lines = 0, []

@@ -11,7 +11,7 @@ import numbers
 
 from grader.exercises.io_model import reference
 from grader.exercises.io_model.hints import MISTAKES, ROUNDED
-from grader.judge.compare import Cases, CheckFailed
+from grader.judge.answers.compare import Cases, CheckFailed
 
 RTOL = 1e-9
 

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from grader.judge.compare import EPS, CheckFailed, state_rtol
+from grader.judge.answers.compare import EPS, CheckFailed, state_rtol
 
 
 def state_of(value, what: str) -> tuple[float, float]:
@@ -23,7 +23,7 @@ def state_of(value, what: str) -> tuple[float, float]:
 
 def assert_state(got, expected: tuple[float, float], what: str, seed: int, rtol: float | None = None,
                  x=None) -> None:
-    """(m, l) equal to `expected` within the tolerance policy (grader/judge/compare.py).
+    """(m, l) equal to `expected` within the tolerance policy (grader/judge/answers/compare.py).
 
     rtol: on l; by default float32 arithmetic's (`state_rtol`). x: the input, whose magnitude
     bounds what rounding it to float32 may move m and l. l is compared after moving it to the

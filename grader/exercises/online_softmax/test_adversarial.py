@@ -11,9 +11,9 @@ import pytest
 
 from grader import errors
 from grader.exercises.online_softmax.judging import assert_state, state_of
-from grader.judge import reference
-from grader.judge.compare import Cases, CheckFailed, assert_close, state_rtol
-from grader.judge.inputs import randn
+from grader.judge.answers import reference
+from grader.judge.answers.compare import Cases, CheckFailed, assert_close, state_rtol
+from grader.judge.answers.inputs import randn
 
 
 @pytest.mark.check("online_softmax.empty_input")

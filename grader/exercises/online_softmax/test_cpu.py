@@ -4,7 +4,7 @@ Every check draws fresh inputs from `rng`, computes the float64 reference here, 
 process, and calls the student's functions through the worker proxy. One idea per check: the
 correctness checks use float64 input; float32 and float16 input, the empty row and one element
 have checks of their own (test_adversarial.py), and so has how x is read (one pass). Any float
-output is accepted (the tolerance policy is in grader/judge/compare.py); an exception costs its
+output is accepted (the tolerance policy is in grader/judge/answers/compare.py); an exception costs its
 case's share, not the whole check.
 """
 
@@ -15,9 +15,9 @@ import pytest
 
 from grader import errors
 from grader.exercises.online_softmax.judging import assert_state, read_log, state_of
-from grader.judge import reference
-from grader.judge.compare import Cases, CheckFailed, answer_must_be_right, assert_close, state_rtol
-from grader.judge.inputs import chunks, randn
+from grader.judge.answers import reference
+from grader.judge.answers.compare import Cases, CheckFailed, answer_must_be_right, assert_close, state_rtol
+from grader.judge.answers.inputs import chunks, randn
 from grader.wire.codec import Trusted
 
 LENGTHS = (1, 7, 1000, 4097)

@@ -33,7 +33,7 @@ def plan(shapes, budget, profile, bhd):
 def trials(ctx, shapes):
     import torch
 
-    from grader.judge import gpu as g
+    from grader.judge.answers import gpu as g
     from tools.bench.harness import assert_near
 
     for dtype, rows, cols in shapes:

@@ -1,10 +1,10 @@
-"""softmax(x, BLOCK) for provenance's second replay (grader.judge.fresh): x with its values
+"""softmax(x, BLOCK) for provenance's second replay (grader.judge.evidence.fresh): x with its values
 moved, BLOCK and num_warps kept."""
 
 from __future__ import annotations
 
-from grader.judge import reference
-from grader.judge.fresh import moved
+from grader.judge.answers import reference
+from grader.judge.evidence.fresh import moved
 
 
 def fresh(fn, args, kwargs, rng):

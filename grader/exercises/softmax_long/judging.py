@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from grader.exercises.softmax_long import mistakes
-from grader.judge import reference
-from grader.judge.compare import CheckFailed, assert_close
-from grader.judge.inputs import tensor
+from grader.judge.answers import reference
+from grader.judge.answers.compare import CheckFailed, assert_close
+from grader.judge.answers.inputs import tensor
 
 
 def guard_of(n_cols: int) -> int:

@@ -1,5 +1,5 @@
 """What softmax_long would return for the lesson's mistakes, so a failure can say which one it is
-(grader/judge/diagnose.py does the same for the other exercises): exp without the max
+(grader/judge/answers/diagnose.py does the same for the other exercises): exp without the max
 (overflow past 88.7 in float32), exp(-inf - (-inf)) on a block of only -inf, a max that starts
 at 0 instead of -inf (rows far below 0 underflow), the sum not rescaled when the max moves
 (computed here block by block, for the BLOCK the check passed), the last block's mask off by
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.judge import diagnose
-from grader.judge.compare import TOLERANCES, values
+from grader.judge.answers import diagnose
+from grader.judge.answers.compare import TOLERANCES, values
 
 FP32_EXP_MAX = 88.72   # exp(x) is inf in float32 above this
 

@@ -1,11 +1,11 @@
-"""softmax_long's compute-sanitizer target (grader.sandbox.sanitize.target_of): the calls the
+"""softmax_long's compute-sanitizer target (grader.judge.evidence.sanitize.target_of): the calls the
 sanitizer check (test_gpu.py) runs under memcheck."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from grader.sandbox import sanitize
+from grader.judge.evidence import sanitize
 
 # a long row past any one-tile path, with a ragged last block for any power-of-two BLOCK up to
 # 32K; and short rows whose count no tile of several rows divides
@@ -16,7 +16,7 @@ def _softmax_calls(sub, device: str) -> None:
     """softmax on each shape, seeded inputs the worker draws itself, each answer checked here."""
     import torch
 
-    from grader.judge.inputs import seeded, torch_randn
+    from grader.judge.answers.inputs import seeded, torch_randn
 
     for shape in SHAPES:
         seed = int(np.random.default_rng().integers(0, 2**31 - 1))

@@ -19,11 +19,11 @@ import pytest
 from grader.exercises.softmax_long.judging import (call_softmax, describe, max_in_first_block,
                                                    past_row_weightless, softmax_case)
 from grader.exercises.softmax_long.rows import ANSWER_IDEAS
-from grader.judge import reference
-from grader.judge.cases import run_cases
-from grader.judge.compare import assert_right_answer, assert_shape
-from grader.judge.inputs import randn, round_to
-from grader.judge.kernel_use import assert_in_bounds, assert_kernel_wrote
+from grader.judge.answers import reference
+from grader.judge.answers.cases import run_cases
+from grader.judge.answers.compare import assert_right_answer, assert_shape
+from grader.judge.answers.inputs import randn, round_to
+from grader.judge.evidence.kernel_use import assert_in_bounds, assert_kernel_wrote
 
 LAUNCH = "your Triton kernels"
 MASK_HINTS = {

@@ -2,7 +2,7 @@
 "cuda"), with the student's own BLOCK, and compute-sanitizer's memcheck (the call it runs is
 sanitizer.py's TARGET).
 
-Inputs are drawn by torch's generator in the worker and again here (grader.judge.gpu
+Inputs are drawn by torch's generator in the worker and again here (grader.judge.answers.gpu
 .seeded_inputs), fresh seeds per check; new tensors in the call are filled with NaN first
 (poison_empty), so an element never stored fails; references (float64) and comparisons, of
 every element, run on the GPU here.
@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 
 from grader.exercises.softmax_long.judging import guard_of
-from grader.judge.cases import run_cases
-from grader.sandbox import sanitize
+from grader.judge.answers.cases import run_cases
+from grader.judge.evidence import sanitize
 
 # (dtype, shape, scale): scale None draws one in [1, 6]; widths from 1 to 256K, powers of two
 # and ragged ones around them (16383, 16385, 32769, 65537, 100003, 262143); the last two are
@@ -31,7 +31,7 @@ GPU_SHAPES = (("float16", (4096, 1), None), ("bfloat16", (3000, 7), None),
 
 @pytest.mark.check("softmax_long.gpu_real_sizes")
 def test_gpu_real_sizes(student, rng, gpu, credit):
-    from grader.judge import gpu as g
+    from grader.judge.answers import gpu as g
 
     run_cases(credit, g.row_softmax_cases(student(), rng, GPU_SHAPES, guard_of))
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from grader.exercises.softmax_long.judging import past_row_weightless, softmax_case
-from grader.judge.cases import run_cases
-from grader.judge.inputs import round_to
+from grader.judge.answers.cases import run_cases
+from grader.judge.answers.inputs import round_to
 
 # (n_rows, n_cols, BLOCK): widths 1 and 2, one column past a block, ragged over 5 blocks (300 =
 # 4 * 64 + 44), and an exact multiple of the block

@@ -1,13 +1,13 @@
 """perf check for exercises/softmax_long.py: GB/s against the copy bandwidth measured in this
 run, and time against torch.softmax timed in the same run, at several widths, float16, on CUDA
-(mode "cuda"); every timed call's output verified (grader.judge.timing). Inputs are drawn by
-torch's generator in the worker and again here (grader.judge.gpu.seeded_inputs)."""
+(mode "cuda"); every timed call's output verified (grader.judge.perf.timing). Inputs are drawn by
+torch's generator in the worker and again here (grader.judge.answers.gpu.seeded_inputs)."""
 
 from __future__ import annotations
 
 import pytest
 
-from grader.judge.compare import assert_close
+from grader.judge.answers.compare import assert_close
 
 # (rows, cols, bandwidth band of rows.py): 128 MiB of float16 each (read 128, write 128), far
 # past any L2; short rows several per program, a one-tile width, and long rows read twice
@@ -22,8 +22,8 @@ def _torch_softmax(x):
 
 @pytest.mark.check("softmax_long.bandwidth")
 def test_bandwidth(student, rng, gpu, credit, workers, later):
-    from grader.judge import baselines, verdicts
-    from grader.judge import gpu as g
+    from grader.judge.perf import baselines, verdicts
+    from grader.judge.answers import gpu as g
 
     sub = student()
     inputs = []
@@ -54,8 +54,8 @@ def test_bandwidth(student, rng, gpu, credit, workers, later):
 def _credit(tally, t, x, band: str, gpu) -> str:
     """One width's credit, into `tally`, and its note: its GB/s on `band` and its time against
     torch.softmax's, both less the harness's refill and checksum, which both pay
-    (grader.judge.baselines.timed_against)."""
-    from grader.judge import verdicts
+    (grader.judge.perf.baselines.timed_against)."""
+    from grader.judge.perf import verdicts
 
     cols = x.shape[1]
     ratio = t.mine / t.base

@@ -27,7 +27,7 @@ def plan(shapes, budget, profile, bhd):
 def trials(ctx, shapes):
     import torch
 
-    from grader.judge import gpu as g
+    from grader.judge.answers import gpu as g
     from tools.bench.harness import assert_near
 
     for rows, cols in shapes:

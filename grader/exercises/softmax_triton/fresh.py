@@ -1,9 +1,9 @@
-"""softmax(x) for provenance's second replay (grader.judge.fresh): x with its values moved."""
+"""softmax(x) for provenance's second replay (grader.judge.evidence.fresh): x with its values moved."""
 
 from __future__ import annotations
 
-from grader.judge import reference
-from grader.judge.fresh import moved
+from grader.judge.answers import reference
+from grader.judge.evidence.fresh import moved
 
 
 def fresh(fn, args, kwargs, rng):

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.judge import diagnose, reference
-from grader.judge.compare import CheckFailed, assert_close
-from grader.judge.inputs import tensor
+from grader.judge.answers import diagnose, reference
+from grader.judge.answers.compare import CheckFailed, assert_close
+from grader.judge.answers.inputs import tensor
 
 
 def block_of(n_cols: int) -> int:
@@ -33,7 +33,7 @@ def run_softmax(sub, x: np.ndarray, dtype: str, case: str, seed: int, what: str 
     try:
         assert_close(got, reference.softmax(x, axis=1), what=what, dtype=dtype, case=case, seed=seed)
     except CheckFailed as e:
-        # a hint only when the output equals a known mistake's answer (grader/judge/diagnose.py)
+        # a hint only when the output equals a known mistake's answer (grader/judge/answers/diagnose.py)
         raise CheckFailed(str(e), hint=diagnose.softmax_hint(got, x, dtype=dtype) or e.hint) from None
 
 

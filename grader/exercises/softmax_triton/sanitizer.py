@@ -1,11 +1,11 @@
-"""softmax_triton's compute-sanitizer target (grader.sandbox.sanitize.target_of): the call the
+"""softmax_triton's compute-sanitizer target (grader.judge.evidence.sanitize.target_of): the call the
 sanitizer check (test_gpu.py) runs under memcheck."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from grader.sandbox import sanitize
+from grader.judge.evidence import sanitize
 
 
 def _softmax_call(sub, device: str) -> None:
@@ -13,7 +13,7 @@ def _softmax_call(sub, device: str) -> None:
     inputs the worker draws itself, the answer checked here."""
     import torch
 
-    from grader.judge.inputs import seeded, torch_randn
+    from grader.judge.answers.inputs import seeded, torch_randn
 
     shape, seed = (37, 781), int(np.random.default_rng().integers(0, 2**31 - 1))
     got = sanitize.gated_call(sub, "softmax_triton", "softmax", seeded(shape, "float16", device, seed))

@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 
 from grader.exercises.softmax_triton.judging import block_of, call_softmax, run_softmax, softmax_case
-from grader.judge import reference
-from grader.judge.cases import run_cases
-from grader.judge.compare import assert_right_answer, assert_shape
-from grader.judge.inputs import randn, round_to
-from grader.judge.kernel_use import assert_in_bounds, assert_kernel_wrote
+from grader.judge.answers import reference
+from grader.judge.answers.cases import run_cases
+from grader.judge.answers.compare import assert_right_answer, assert_shape
+from grader.judge.answers.inputs import randn, round_to
+from grader.judge.evidence.kernel_use import assert_in_bounds, assert_kernel_wrote
 
 # the checks whose ideas explain a wrong answer in a property check's call (the first that
 # failed leads; compare.assert_right_answer)

@@ -2,7 +2,7 @@
 compute-sanitizer's memcheck (the call it runs is sanitizer.py's TARGET).
 
 Inputs are drawn by torch's generator in the worker and again here
-(grader.judge.gpu.seeded_inputs), references and comparisons run on the GPU here.
+(grader.judge.answers.gpu.seeded_inputs), references and comparisons run on the GPU here.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from grader.exercises.softmax_triton.judging import block_of
-from grader.judge.cases import run_cases
-from grader.sandbox import sanitize
+from grader.judge.answers.cases import run_cases
+from grader.judge.evidence import sanitize
 
 # (dtype, shape, scale): scale None draws one in [1, 6]; the last case is Break It 1 at a real
 # size: values past 88, so exp without the max overflows even in float32
@@ -24,7 +24,7 @@ GPU_SHAPES = (("float16", (4096, 781), None), ("bfloat16", (1823, 4096), None),
 
 @pytest.mark.check("softmax_triton.gpu_real_sizes")
 def test_gpu_real_sizes(student, rng, gpu, credit):
-    from grader.judge import gpu as g
+    from grader.judge.answers import gpu as g
 
     run_cases(credit, g.row_softmax_cases(student(), rng, GPU_SHAPES, block_of))
 

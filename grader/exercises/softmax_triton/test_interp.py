@@ -13,10 +13,10 @@ from __future__ import annotations
 import pytest
 
 from grader.exercises.softmax_triton.judging import call_softmax, softmax_case
-from grader.judge import reference
-from grader.judge.cases import run_cases
-from grader.judge.compare import CheckFailed, assert_close
-from grader.judge.inputs import round_to
+from grader.judge.answers import reference
+from grader.judge.answers.cases import run_cases
+from grader.judge.answers.compare import CheckFailed, assert_close
+from grader.judge.answers.inputs import round_to
 
 # (n_rows, n_cols): 781 and 1000 are not powers of two, 130 leaves half of its 256-lane block
 # padded, 1 is a block of one lane, 1024 fills its block exactly

@@ -1,13 +1,13 @@
 """perf check for exercises/softmax_triton.py: GB/s against the copy bandwidth measured in this
 run, and the speed-up over softmax_eager, on CUDA (mode "cuda"), every timed call's output
-verified (grader.judge.timing). Inputs are drawn by torch's generator in the worker and again
-here (grader.judge.gpu.seeded_inputs)."""
+verified (grader.judge.perf.timing). Inputs are drawn by torch's generator in the worker and again
+here (grader.judge.answers.gpu.seeded_inputs)."""
 
 from __future__ import annotations
 
 import pytest
 
-from grader.judge.compare import assert_close
+from grader.judge.answers.compare import assert_close
 
 BANDWIDTH_SHAPE = (32768, 4096)   # 256 MiB of fp16: far past any L2
 
@@ -21,8 +21,8 @@ def _eager(x):
 
 @pytest.mark.check("softmax_triton.bandwidth")
 def test_bandwidth(student, rng, gpu, credit, workers, later):
-    from grader.judge import baselines, verdicts
-    from grader.judge import gpu as g
+    from grader.judge.perf import baselines, verdicts
+    from grader.judge.answers import gpu as g
 
     sub = student()
     rows, cols = BANDWIDTH_SHAPE
@@ -38,7 +38,7 @@ def test_bandwidth(student, rng, gpu, credit, workers, later):
 
     # Every timed call refills x with fresh values first and reduces its output to a checksum
     # after: the same per-call costs for the student and for softmax_eager, taken off both
-    # (grader.judge.baselines.timed_against)
+    # (grader.judge.perf.baselines.timed_against)
     t, = baselines.timed_against(sub, rng, gpu, workers, "softmax",
                               [(marker, x, moved, f"softmax(x) on {rows} x {cols} float16")],
                               "float16", _eager, lambda i: g.softmax_reference(i[0]),

@@ -79,7 +79,7 @@ def _check(ctx, impl, args, rows, want, row):
     """One call with tracemalloc on: the answer on the checked rows, then its peak memory."""
     import numpy as np
 
-    from grader.judge.compare import assert_close
+    from grader.judge.answers.compare import assert_close
 
     r = ctx.worker("tiled_attention", "cpu").call(impl, *args, opts={"tracemalloc": True})
     out = np.asarray(getattr(r.value, "array", r.value), dtype=np.float64)

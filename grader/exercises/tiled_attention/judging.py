@@ -10,8 +10,8 @@ import contextlib
 
 import numpy as np
 
-from grader.judge import diagnose, reference
-from grader.judge.compare import CheckFailed, assert_close, values
+from grader.judge.answers import diagnose, reference
+from grader.judge.answers.compare import CheckFailed, assert_close, values
 from grader.sandbox import memory
 from grader.wire.codec import Trusted
 
@@ -234,7 +234,7 @@ def check_tiled(sub, Q, K, V, Br: int, Bc: int, case: str, seed: int, record: bo
                      case=f"N={Q.shape[0]}, d={Q.shape[1]}, {Q.dtype.name}, {case}", seed=seed,
                      grid=(Br, None))   # a picture of a failure: one band per query block
     except CheckFailed as e:
-        # the hint only when the output equals a known mistake's answer (grader/judge/diagnose.py)
+        # the hint only when the output equals a known mistake's answer (grader/judge/answers/diagnose.py)
         raise CheckFailed(str(e), hint=diagnose.attention_hint(
             out, Q, K, V, block_n=Bc, input_dtype=Q.dtype.name) or e.hint) from None
     return res

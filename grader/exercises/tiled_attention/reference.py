@@ -1,12 +1,12 @@
 """tiled_attention's inputs: what its cpu and adversarial checks and its hidden checks
 (hidden_tests/tiled_attention/) draw. The float64 reference they are compared with is
-grader.judge.reference.attention."""
+grader.judge.answers.reference.attention."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from grader.judge.inputs import randn
+from grader.judge.answers.inputs import randn
 
 DTYPES = ("float32", "float64")
 

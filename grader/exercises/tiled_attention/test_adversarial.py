@@ -18,9 +18,9 @@ import pytest
 from grader.exercises.tiled_attention.judging import (check_naive, check_tiled, one_pass_over_keys,
                                                      tiled_call)
 from grader.exercises.tiled_attention.reference import DTYPES
-from grader.judge import reference
-from grader.judge.compare import Cases, CheckFailed, answer_must_be_right, assert_close
-from grader.judge.inputs import randn
+from grader.judge.answers import reference
+from grader.judge.answers.compare import Cases, CheckFailed, answer_must_be_right, assert_close
+from grader.judge.answers.inputs import randn
 
 # the label of each call in a case's name
 NAMES = {check_tiled: "tiled_attention", check_naive: "naive_attention"}

@@ -15,7 +15,7 @@ tiled_call). One idea per check:
 Inputs of these three tiled checks put every row's max in the first key block, where the
 running max stops moving, so a missing rescale by alpha fails only max_in_last_block (and the
 checks grouped under it, test_adversarial.py), never the memory or the ragged-size checks. Any
-float output is accepted (the policy is in grader/judge/compare.py); an exception costs its
+float output is accepted (the policy is in grader/judge/answers/compare.py); an exception costs its
 case's share.
 """
 
@@ -27,8 +27,8 @@ import pytest
 from grader.exercises.tiled_attention.judging import (MiB, check_naive, check_tiled, key_tiles,
                                                      tiled_call, unmeasured)
 from grader.exercises.tiled_attention.reference import DTYPES, max_in_first_key, qkv
-from grader.judge import reference
-from grader.judge.compare import Cases, CheckFailed, answer_must_be_right, assert_close, values
+from grader.judge.answers import reference
+from grader.judge.answers.compare import Cases, CheckFailed, answer_must_be_right, assert_close, values
 from grader.sandbox import memory
 
 # (N, d, Br, Bc): N = 1; N < Br; N a multiple of neither block; Br < Bc and Br > Bc. The last
@@ -71,7 +71,7 @@ def test_memory_is_tiled(student, rng):
             raise CheckFailed(f"{what} ({case}) [seed {rng.seed}]: {e}, though a fresh worker's "
                               f"could be; the memory check fails closed.",
                               hint="Leave the process alone: no prctl, no changes to /proc.") from None
-    # the output may be float64 for float32 input (the policy in grader/judge/compare.py)
+    # the output may be float64 for float32 input (the policy in grader/judge/answers/compare.py)
     output = N * d * max(item, np.asarray(values(res.value)).dtype.itemsize)
     # resident: the inputs as received and decoded, the output and its encoded reply, and
     # allocator slack; an N x N float32 matrix is 16.2 MB on top

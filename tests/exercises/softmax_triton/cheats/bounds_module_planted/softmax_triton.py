@@ -3,7 +3,7 @@ it"): the row loaded without mask= (it reads past the end of x; tl.where hides t
 the answer is right), and at import a `bounds` module of its own planted in sys.modules, whose
 hooks switch nothing off and record nothing. The worker now imports bounds before any student
 code runs, and the masks' verdict rests on the replay of the call's launches, bounds-checked
-lane by lane in a worker that runs none of this file's host code (grader.judge.provenance)."""
+lane by lane in a worker that runs none of this file's host code (grader.judge.evidence.provenance)."""
 
 
 import contextlib

@@ -3,7 +3,7 @@ without mask= (it reads past the end of x; tl.where hides the values, so the ans
 and, after the launch, the worker's record of the lanes out of bounds emptied through gc
 (reached through sys.modules: the import allow-list refuses `import gc`). The replay used to be
 bounds-checked only when the call's own record was not empty; now it always is, and the masks'
-verdict rests on the replay's record (grader.judge.provenance)."""
+verdict rests on the replay's record (grader.judge.evidence.provenance)."""
 
 
 import os

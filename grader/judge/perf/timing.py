@@ -7,11 +7,11 @@ Two tools, both run in the trusted process:
                      Reading, the median of its samples with their range.
     time_cuda        median ms of fn() with CUDA events, warm-up and an L2 flush: for PyTorch
                      baselines and ceilings run in this process (never for untrusted code);
-                     it lives in grader.judge.events.
+                     it lives in grader.judge.perf.events.
 
 `Requests` is the student's side (timed requests in its worker, every output verified); the
 baselines' side, the same harness run here and one function timed against a baseline, is
-grader.judge.baselines (local_request, harness_gpu_ms, timed_against).
+grader.judge.perf.baselines (local_request, harness_gpu_ms, timed_against).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import itertools
 import math
 import time
 
-from grader.judge.events import flush_bytes, time_cuda, torch_or_default as _torch  # noqa: F401 - timing.<name> for the bench and tests
+from grader.judge.perf.events import flush_bytes, time_cuda, torch_or_default as _torch  # noqa: F401 - timing.<name> for the bench and tests
 from grader.wire.checksum import checksum, checksum_weights, refill, to_floats  # noqa: F401 - timing.<name> for the checks
 from grader.wire.codec import TensorArg
 
@@ -35,7 +35,7 @@ class Reading(float):
     """A time per call in ms: the median of per_call_ms's samples, with `low` and `high`, the
     range of the middle three (all three when there are three). The range is how far this
     run's readings leave the value open: a check whose credit changes across it has not been
-    decided by the measurement (grader.judge.verdicts.Tally). Arithmetic gives plain floats."""
+    decided by the measurement (grader.judge.perf.verdicts.Tally). Arithmetic gives plain floats."""
 
     samples: tuple = ()   # sorted
 
@@ -176,7 +176,7 @@ class Requests:
     slack: the checksum tolerance in units of 8 unit roundoffs of `dtype` per row (gradients,
     sums over N products with cancellation, need more than an output of a softmax);
     compare(got, expected, case): the full comparison of a fetched last output (default
-    grader.judge.compare.assert_close in `dtype`; needed for tuple outputs).
+    grader.judge.answers.compare.assert_close in `dtype`; needed for tuple outputs).
     """
 
     def __init__(self, sub, fn: str, args: list, *, rng, reference, inputs, dtype: str,
@@ -310,8 +310,8 @@ class Requests:
     def _checksums(self, inputs: list, torch) -> tuple[int, list]:
         """Every request's picked runs against the references on `inputs`: (how many runs
         were checked, the traced calls among them, one of which is replayed)."""
-        from grader.judge import compare
-        from grader.judge.compare import CheckFailed
+        from grader.judge.answers import compare
+        from grader.judge.answers.compare import CheckFailed
 
         checked = 0
         due = []   # (number, spec, j, trace, checksum, tolerance) of the traced calls
@@ -367,7 +367,7 @@ class Requests:
     def _replay(self, traced: tuple) -> None:
         """One traced timed call, picked after every request: its program replayed on its own
         inputs (grader.fixtures.Gated.check_timed), its checksum equal to the call's."""
-        from grader.judge import provenance
+        from grader.judge.evidence import provenance
 
         number, spec, j, extras, got, tol = traced
         count = len(spec["seeds"])

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.judge.compare import TOLERANCES, numpy_tolerance, values
+from grader.judge.answers.compare import TOLERANCES, numpy_tolerance, values
 
 
 def _f64(x) -> np.ndarray:

@@ -3,13 +3,13 @@
 One profile per family, picked by compute capability (`profile_for`). A profile says how much
 shared memory one block may use, the spec-sheet bandwidth, whether the GPU shares its memory
 with the CPU, and which flash_fwd tile shapes are worth trying there; the perf thresholds are
-the exercises' (grader.judge.verdicts), by profile key where a device needs its own. Nothing
+the exercises' (grader.judge.perf.verdicts), by profile key where a device needs its own. Nothing
 here assumes Hopper: an unknown device gets conservative defaults, and the shared memory the
 device itself reports always wins over the table.
 
 The figures are leads, not measurements we own: they come from vendor spec sheets, published
 benchmarks, the lesson, and one reference run of this lab on an H200 (docs/SPARK.md). The perf
-checks compare against ceilings measured in the same run (grader/judge/ceilings.py), never against
+checks compare against ceilings measured in the same run (grader/judge/machine/ceilings.py), never against
 these spec numbers.
 """
 
@@ -74,7 +74,7 @@ class Profile:
                                    # None: not known, take the larger estimate
     flash_configs: tuple = ()      # FLASH_CANDIDATES that fit smem_per_block (filled in below)
     # naive attention runs only if its estimated bytes fit in this fraction of free memory, minus
-    # the reserve (grader/judge/ceilings.py: fits).
+    # the reserve (grader/judge/machine/ceilings.py: fits).
     memory_fraction: float = 0.8
     memory_reserve_bytes: int = 1 << 30
     notes: str = ""

@@ -1,6 +1,6 @@
 """CUDA-event timing of trusted code, as triton.testing.do_bench does it (L2 flushed between
-calls, the median of many): the device's ceilings (grader.judge.ceilings) and `make bench`'s
-trusted rows. Student calls are timed on the grader's own clock instead (grader.judge.timing).
+calls, the median of many): the device's ceilings (grader.judge.machine.ceilings) and `make bench`'s
+trusted rows. Student calls are timed on the grader's own clock instead (grader.judge.perf.timing).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Triton's front end's verdicts on the kernels a replay launches (grader.judge.provenance):
+"""Triton's front end's verdicts on the kernels a replay launches (grader.judge.evidence.provenance):
 a (filtered file's digest, kernel, signature) it compiled once need not be compiled again, in
 this process or, where student code runs as a user of its own, in a later grade: each verdict is
 an empty file named by the key's digest, under GRADER_CACHE (default ~/.cache/lab-grader)

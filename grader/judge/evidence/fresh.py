@@ -1,6 +1,6 @@
 """A gated call's program replayed a second time, on nearby inputs, against the reference: FRESH.
 
-The replay on the call's own inputs (grader.judge.provenance) proves that the recorded launches
+The replay on the call's own inputs (grader.judge.evidence.provenance) proves that the recorded launches
 compute what the call returned. But a launch's scalar arguments are the wrapper's to choose: it
 could compute part of the answer outside the kernels (a row's max in NumPy, the whole output of
 a tiny call) and pass it to a kernel as a number. The kernels then compute the right answer
@@ -31,9 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from grader.judge.compare import EPS, CheckFailed
-from grader.judge.inputs import round_to
-from grader.judge.replayed import refused, replay_failed, tensors_of
+from grader.judge.answers.compare import EPS, CheckFailed
+from grader.judge.answers.inputs import round_to
+from grader.judge.evidence.replayed import refused, replay_failed, tensors_of
 from grader.wire.codec import TensorArg
 
 SPREAD = 0.2      # each value times a factor in [1 - SPREAD, 1 + SPREAD]
@@ -111,7 +111,7 @@ def drawable(args: list, kwargs: dict) -> bool:
 
 
 def wanted(carried: dict, value, capacity_bits: int, rng=None) -> bool:
-    """Whether a call whose program carries `carried` (grader.judge.provenance.validate) and
+    """Whether a call whose program carries `carried` (grader.judge.evidence.provenance.validate) and
     returned `value` gets the second replay (see BITS, FLOATS, LAUNCHES, SAMPLE)."""
     elements = sum(int(np.size(t.array)) for t in tensors_of(value))
     if elements * BITS <= capacity_bits:

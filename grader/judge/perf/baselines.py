@@ -7,7 +7,7 @@ harness, and the one FLOPs formula.
     t, = timed_against(sub, rng, gpu, workers, "softmax", cases, ...)   # student vs baseline
 
 Runs in the trusted process only (the bench tool, the perf layer): no student code is called
-here but through timed_against's requests (grader.judge.timing.Requests). The attention
+here but through timed_against's requests (grader.judge.perf.timing.Requests). The attention
 baseline is the fastest SDPA backend that runs here, each backend's output checked before it is
 timed (a backend that is unavailable or wrong is left out, with the reason). Every baseline is
 timed in the same harness as the student's calls (`local_request`: an input refilled before
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import contextlib
 
-from grader.judge import timing
-from grader.judge.events import torch_or_default
+from grader.judge.perf import timing
+from grader.judge.perf.events import torch_or_default
 from grader.wire.checksum import checksum, checksum_weights, refill, to_floats
 
 # the fused backends; MATH (the N x N one) is never the fastest and is not a fair baseline
@@ -120,10 +120,10 @@ def _sdpa_ms(q, k, v, causal, do, backends, check, timer, target_ms) -> dict:
 
 def fastest_sdpa(q, k, v, *, causal: bool = False, do=None) -> dict:
     """sdpa_ms for the perf layer: measured once per device and software within a batch
-    (grader.judge.remembered), so every submission is compared with the same baseline."""
+    (grader.judge.perf.remembered), so every submission is compared with the same baseline."""
     import os
 
-    from grader.judge.remembered import ENV, remembered
+    from grader.judge.perf.remembered import ENV, remembered
 
     if not os.environ.get(ENV):   # a single grade: its checks cross-check their own baselines
         return sdpa_ms(q, k, v, causal=causal, do=do)
@@ -249,8 +249,8 @@ def timed_against(sub, rng, gpu, workers, name: str, cases: list, dtype: str, ba
     (the check's gated calls, traced and profiled: the gate's profiler slows every later launch
     in its process, so it never runs before a timing) go to `later` (the check's fixture: after
     the check's timing); without it they run here, right after the student's requests."""
-    from grader.judge.compare import CheckFailed
-    from grader.judge.quiet import quiet_gpu
+    from grader.judge.answers.compare import CheckFailed
+    from grader.judge.perf.quiet import quiet_gpu
     from grader.sandbox import calllog
 
     later = later or _now

@@ -2,7 +2,7 @@
 
     text, info = kernel_source.filtered(source)    # info.kernels, info.atomics, info.refused
 
-Provenance (grader.judge.provenance) replays a gated call's recorded launches in a worker that
+Provenance (grader.judge.evidence.provenance) replays a gated call's recorded launches in a worker that
 holds only the submission's @triton.jit functions, so what the replay computes is what the kernels
 compute. This module makes that file from the submission's, by its syntax tree, in the trusted
 process (reading a file runs nothing). It keeps, at module level:

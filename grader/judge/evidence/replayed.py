@@ -1,4 +1,4 @@
-"""What a replay gave, against what the call returned (grader.judge.provenance replays).
+"""What a replay gave, against what the call returned (grader.judge.evidence.provenance replays).
 
     compare       an untimed gated call: the replayed outputs equal the returned ones exactly
                   (NaN equal to NaN), or within ATOMIC_TOL where a kernel adds with atomics
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from grader.judge.compare import CheckFailed
+from grader.judge.answers.compare import CheckFailed
 
 # atomics on a GPU add in any order: float sums then differ by rounding (relative to the
 # tensor's largest value); the interpreter runs programs in order and stays exact
@@ -21,7 +21,7 @@ ATOMIC_TOL = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 1e-5, "float64": 1
 
 @dataclass
 class TimedCall:
-    """A timed call of the perf layer (grader.judge.timing.Requests), as its replay needs it:
+    """A timed call of the perf layer (grader.judge.perf.timing.Requests), as its replay needs it:
     how its argument was refilled ({"arg", "seed", "std"}), how its checksum was taken
     ({"weights": seed, "tuple": bool}), the checksum it sent back (`want`) and the tolerance of
     that checksum against the reference (`tol`, used only where a kernel adds with atomics)."""

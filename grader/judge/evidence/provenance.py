@@ -1,6 +1,6 @@
 """Every answer of a Triton exercise is judged by where it came from: REPLAY.
 
-The kernel-use trace (grader.judge.kernel_use) lives in the student's process and can be
+The kernel-use trace (grader.judge.evidence.kernel_use) lives in the student's process and can be
 switched off; this check does not need the recording to be honest. Every gated call records its
 PROGRAM in the worker (grader.worker.program: each storage it touched, each allowed torch op
 and each Triton launch with its arguments, grid and constexprs as the launch used them). Here:
@@ -10,12 +10,12 @@ and each Triton launch with its arguments, grid and constexprs as the launch use
      only kernels of the submission's file; little scalar information per call (SCALARS), so
      the answer cannot ride in launch arguments;
   2. replay it in a clean worker of the same mode (grader.worker.replay) that holds only the
-     submission's @triton.jit functions (grader.judge.kernel_source): the inputs rebuilt from
+     submission's @triton.jit functions (grader.judge.evidence.kernel_source): the inputs rebuilt from
      the same markers, each kernel first compiled by Triton's own front end;
   3. compare the replayed outputs with what the call returned: exactly (NaN equal to NaN: same
      kernels, same inputs, same device), or, when a kernel uses atomics, within ATOMIC_TOL
-     (grader.judge.replayed, which also compares a timed call's checksum);
-  4. replay it once more on fresh inputs of the same shapes (grader.judge.fresh), where the
+     (grader.judge.evidence.replayed, which also compares a timed call's checksum);
+  4. replay it once more on fresh inputs of the same shapes (grader.judge.evidence.fresh), where the
      exercise has a form for the call: the outputs must be the reference's of those inputs, so
      numbers computed from the call's values outside the kernels and passed to a launch give
      the old inputs' answer and fail.
@@ -31,10 +31,10 @@ from pathlib import Path
 import contextlib
 import threading
 
-from grader.judge import fresh, kernel_source
-from grader.judge.frontend import compiled_before, remember_compiled
-from grader.judge.compare import CheckFailed
-from grader.judge.replayed import TimedCall, compare, compare_sum, refused as _fail
+from grader.judge.evidence import fresh, kernel_source
+from grader.judge.evidence.frontend import compiled_before, remember_compiled
+from grader.judge.answers.compare import CheckFailed
+from grader.judge.evidence.replayed import TimedCall, compare, compare_sum, refused as _fail
 
 MAX_STEPS = 4096
 MAX_LAUNCHES = 256
@@ -43,7 +43,7 @@ MAX_LAUNCHES = 256
 SCALARS = {"float": 16, "int": 64, "str": 8}
 MAX_STR = 32
 # the most information the launch scalars of one valid call can carry: 64 bits a number, 21 a
-# character (grader.judge.fresh.wanted: an output this small gets the second replay every time)
+# character (grader.judge.evidence.fresh.wanted: an output this small gets the second replay every time)
 CAPACITY_BITS = 64 * (SCALARS["float"] + SCALARS["int"]) + 21 * MAX_STR * SCALARS["str"]
 FILL_OPS = frozenset({"full", "full_like", "new_full", "fill_"})
 
@@ -55,7 +55,7 @@ class Call:
     the worker built them (positional, then keyword), its decoded value and its opts; under the
     interpreter `compiler`, a replay worker of mode "cpu" (no interpreter) that runs Triton's
     front end on the launched kernels (grader.worker.replay.run); `fresh`, () -> the call's
-    fresh inputs and their reference (grader.judge.fresh.Fresh, or None where it has none)."""
+    fresh inputs and their reference (grader.judge.evidence.fresh.Fresh, or None where it has none)."""
     replayer: object
     sources: Path
     args: list
@@ -186,7 +186,7 @@ def check(extras: dict, exercise: str, call: str, allowed: frozenset, replayed: 
     Under the interpreter (the call's opts asked for `bounds`) the replay is bounds-checked
     every time, whatever the call's own record said: that record was made in the student's
     process (a fake `bounds` module, a rewritten list), the replay's in a worker that runs no
-    host code of the student's (grader.judge.kernel_source keeps only kernels, imports and
+    host code of the student's (grader.judge.evidence.kernel_source keeps only kernels, imports and
     literal constants, and every kernel passes Triton's front end first). Where the check owns
     the masks (`replayed.bounds_judge`, kernel_use.assert_in_bounds), its verdict is judged on
     the replay's record alone, and a replay that sends none back fails it."""
@@ -206,7 +206,7 @@ def check(extras: dict, exercise: str, call: str, allowed: frozenset, replayed: 
             compare(got, replayed.value, call, kernels.atomics)
             form = (replayed.fresh() if replayed.fresh is not None
                     and fresh.wanted(carried, replayed.value, CAPACITY_BITS) else None)
-            # the same program on moved inputs (grader.judge.fresh), bounds-checked only where
+            # the same program on moved inputs (grader.judge.evidence.fresh), bounds-checked only where
             # the replay's lanes went out of bounds (masked there as here)
             moved = {**opts, "bounds": opts["bounds"] and bool(_lanes_out(got))}
             if form is not None:

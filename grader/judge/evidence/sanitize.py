@@ -41,7 +41,7 @@ def memcheck(submission, exercise: str, target: Target | None = None, tool: str 
     a grader.errors exception. `submission`: a proxy Submission (its sources are used) or a
     folder; `target`: the call to check (default: the exercise folder's sanitizer.py, `TARGET`).
     `tool`/`mode` let the repo's tests drive the plumbing on a CPU with a stand-in."""
-    from grader.judge.compare import CheckFailed
+    from grader.judge.answers.compare import CheckFailed
     from grader.sandbox import proxy
 
     tool = tool or sanitizer_path()
@@ -110,10 +110,10 @@ def target_of(exercise: str) -> Target:
 
 def gated_call(sub, exercise: str, fn: str, *args, **kwargs):
     """The checked call, through the one kernel-use gate (a Triton launch, no computing torch
-    op, and its program replayed from the kernels alone: grader.judge.provenance): the
+    op, and its program replayed from the kernels alone: grader.judge.evidence.provenance): the
     sanitizer's points need the answer from the student's own kernel too. The profiler does
     not run under compute-sanitizer; the replay runs in a worker of its own, without the tool."""
-    from grader.judge import kernel_use, provenance
+    from grader.judge.evidence import kernel_use, provenance
 
     opts = {"sync": sub.mode == "cuda", "trace": True, "program": True}
     r = sub.call(fn, *args, timeout=TIMEOUT_S, opts=opts, **kwargs)
@@ -125,7 +125,7 @@ def gated_call(sub, exercise: str, fn: str, *args, **kwargs):
 
 def wrong_answer(exercise: str, fn: str, target: Target):
     """The CheckFailed for a target call whose answer is wrong."""
-    from grader.judge.compare import CheckFailed
+    from grader.judge.answers.compare import CheckFailed
 
     return CheckFailed(f"under compute-sanitizer, {exercise}.{fn}() did not return the right "
                        f"answer at a ragged size ({target.inputs}), so there is no checked "

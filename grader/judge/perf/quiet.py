@@ -26,7 +26,7 @@ def stop_students(workers) -> None:
 def gpu_processes() -> set[int] | None:
     """PIDs of the processes using this machine's GPUs now (compute or graphics), from NVML
     (pynvml, else nvidia-smi); None when neither can tell. Also the kernel-use gate's question
-    (grader.judge.kernel_use.assert_gpu_alone)."""
+    (grader.judge.evidence.kernel_use.assert_gpu_alone)."""
     try:
         import pynvml
 
@@ -58,7 +58,7 @@ def quiet_gpu(workers, what: str, processes=gpu_processes) -> str:
     Raises CheckFailed when one does (a process the submission left behind, or anything else
     that would make the baseline slower): a check that cannot measure fairly fails, it never
     turns into credit or into "not run". Returns a note for the report."""
-    from grader.judge.compare import CheckFailed
+    from grader.judge.answers.compare import CheckFailed
     from grader.sandbox import calllog
 
     with calllog.span("stop_students", what=what):

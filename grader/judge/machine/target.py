@@ -4,7 +4,7 @@
 is here and ALSO asks, for every gated call on CUDA, that each Triton kernel the student launched
 be compiled for the target too (grader/worker/resources.py, in the worker; `opts["target"]`).
 The trusted side collects those records here (`Evidence`) and compares each kernel's shared
-memory on the target with the target profile's `smem_per_block` (grader/judge/devices.py). A
+memory on the target with the target profile's `smem_per_block` (grader/judge/machine/devices.py). A
 kernel over the limit would fail on the target with "out of resources: shared memory" (the
 lesson's Break It 5).
 
@@ -15,7 +15,7 @@ says that speed was measured here, not on the target; no check's score moves.
 
 from __future__ import annotations
 
-from grader.judge import devices
+from grader.judge.machine import devices
 
 # archs to try, in order, when the installed ptxas does not know the target's: the same mma path
 # and the same shared memory figures (Triton 3.9, docs/SPARK.md); never across to sm_90's wgmma

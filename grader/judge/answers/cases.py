@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from grader.judge.compare import Cases
+from grader.judge.answers.compare import Cases
 
 
 def run_cases(credit, cases: list) -> None:

@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.judge.audit_rules import (BANNED_ATTRS, BANNED_CALLS, BANNED_MODULES, NUMPY_FOR_TRITON,
+from grader.judge.source.audit_rules import (BANNED_ATTRS, BANNED_CALLS, BANNED_MODULES, NUMPY_FOR_TRITON,
                                        OS_ALLOWED, READ_MODES, SYS_ALLOWED, TENSOR_ESCAPES)
 from grader.registry import EXERCISES
 

@@ -1,4 +1,4 @@
-"""The static audit's rules as data (grader.judge.audit walks the source with them): modules,
+"""The static audit's rules as data (grader.judge.source.audit walks the source with them): modules,
 calls and attributes a submission may not use, and the few of `os` and `sys` it may."""
 
 from __future__ import annotations

@@ -5,13 +5,13 @@ torch's generator from a fresh seed (`inputs.seeded`): the worker draws the same
 so real sizes (N = 16K) need no transfer, and the reference here is computed from exactly the
 values the kernel saw. Outputs come back in full and are compared on the GPU.
 
-Timing lives in grader/judge/timing.py (the perf layer's requests, checksums, baselines).
+Timing lives in grader/judge/perf/timing.py (the perf layer's requests, checksums, baselines).
 """
 
 from __future__ import annotations
 
-from grader.judge.compare import CheckFailed, where
-from grader.judge.inputs import seeded, torch_randn
+from grader.judge.answers.compare import CheckFailed, where
+from grader.judge.answers.inputs import seeded, torch_randn
 
 MIB = 1 << 20
 
@@ -179,12 +179,12 @@ def assert_unchanged(after, before, what: str) -> None:
 def row_softmax_cases(sub, rng, shapes, guard_of) -> list:
     """The gpu layer's cases of a row softmax (`softmax(x)` along the last dim): for each
     (dtype, shape, scale) of `shapes` (scale None: one drawn in [1, 6]; negative: -|randn| *
-    |scale|, every value negative), a (label, run) pair for grader.judge.cases.run_cases. Each
+    |scale|, every value negative), a (label, run) pair for grader.judge.answers.cases.run_cases. Each
     run makes the call through the gate (a launch, no computing torch op, and no device kernel
     but the student's Triton kernels and copies, from any thread of the worker), compares every
     element with the float64 reference here and checks x was left as it was. `guard_of(cols)`:
     the guard band past each input (the exercise's block width)."""
-    from grader.judge.compare import assert_close
+    from grader.judge.answers.compare import assert_close
 
     def run(dtype, shape, scale):
         (marker,), (x,) = seeded_inputs(rng, shape, dtype, count=1, scale=scale,

@@ -39,7 +39,7 @@ import sys
 import numpy as np
 
 from grader import errors
-from grader.judge import pictured
+from grader.judge.answers import pictured
 from grader.wire.codec import TensorValue
 
 # dtype of the output (Triton) or precision used (NumPy) -> (atol, rtol) against float64
@@ -99,7 +99,7 @@ class CheckFailed(AssertionError):
     kind: what a comparison found (assert_close): "shape", "dtype", "nan", "inf" or "values";
     "" for any other failure. A check whose idea is one of them (overflow: "nan", "inf") tells
     its own failure from a wrong answer by it.
-    picture: what a picture of a failed comparison needs (grader/judge/pictured.py), or None.
+    picture: what a picture of a failed comparison needs (grader/judge/answers/pictured.py), or None.
     A CheckFailed made while a comparison's failure is handled keeps that failure's picture
     (`raise CheckFailed(str(e), hint=...)` in an except block), so a check's own wording of a
     failure still shows where the answer is wrong."""
@@ -198,7 +198,7 @@ def assert_close(got, expected, *, what: str = "output", dtype: str | None = Non
         (PyTorch overflowed) leaves the floor alone.
     grid: (rows, columns) of the exercise's tiles in the output's last two dimensions (BLOCK_M
         rows for attention, BLOCK columns for softmax; None: no blocks), for the picture of a
-        failure (grader/judge/pictured.py), drawn on that grid.
+        failure (grader/judge/answers/pictured.py), drawn on that grid.
     Returns the max abs error.
     """
     context = "".join([f" ({case})" if case else "", f" [seed {seed}]" if seed is not None else ""])

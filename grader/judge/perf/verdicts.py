@@ -61,7 +61,7 @@ def settles(exercise: str, measure: str, to_value, profile=None):
     """timing.per_call_ms's `settled` for a time whose measured value is `to_value(ms)`: true
     when the credit is decided across the reading's range (timing.span: kept above zero, so a
     range that reaches zero is a time far too fast, judged by the check's floor)."""
-    from grader.judge.timing import span
+    from grader.judge.perf.timing import span
 
     return lambda r: decided(exercise, measure, *(to_value(t) for t in span(r)), profile)
 
@@ -70,7 +70,7 @@ def settles_over(exercise: str, measure: str, bottom, profile=None):
     """timing.per_call_ms's `settled` for a time judged as its ratio to `bottom`, a reading
     taken before it (Tally.ratio's measurement): true when the credit is decided across both
     readings' ranges."""
-    from grader.judge.timing import ratio_span, span
+    from grader.judge.perf.timing import ratio_span, span
 
     return lambda r: decided(exercise, measure, *ratio_span(span(r), span(bottom)), profile)
 
@@ -102,7 +102,7 @@ class Tally:
         """One measurement made of one time, `ms` (a timing.Reading; a plain float has no
         range) less `less` (the harness's cost): its value is `to_value(ms - less)`, its ends
         those of timing.span(ms, less)."""
-        from grader.judge.timing import span
+        from grader.judge.perf.timing import span
 
         return self.add(measure, to_value(float(ms) - less), *(to_value(t) for t in span(ms, less)),
                         weight=weight)
@@ -110,7 +110,7 @@ class Tally:
     def ratio(self, measure: str, top, bottom, less: float = 0.0, weight: float = 1.0) -> float:
         """One measurement that is the ratio of two times (timing.Readings, or plain floats),
         each less `less`: its ends the smallest and largest ratio across both ranges."""
-        from grader.judge.timing import ratio_span, span
+        from grader.judge.perf.timing import ratio_span, span
 
         return self.add(measure, (float(top) - less) / (float(bottom) - less),
                         *ratio_span(span(top, less), span(bottom, less)), weight=weight)

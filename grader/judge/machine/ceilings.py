@@ -5,7 +5,7 @@ that imported student code: a submission could patch torch there.
 
     copy_bandwidth_gbs   a big device-to-device copy:  GB/s = 2 * bytes / time (read + write)
     matmul_tflops        an n x n x n matmul:          TFLOP/s = 2 * n^3 / time
-                         (both timed by grader.judge.events.time_cuda)
+                         (both timed by grader.judge.perf.events.time_cuda)
     fits / memory_budget whether an allocation fits comfortably in free memory (estimate
                          before allocating: on unified memory an oversized allocation can stall
                          the whole machine, not just raise)
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import os
 
-from grader.judge import devices
-from grader.judge.events import time_cuda   # noqa: F401 - the bench (tools/bench/) times with ceilings.time_cuda
+from grader.judge.machine import devices
+from grader.judge.perf.events import time_cuda   # noqa: F401 - the bench (tools/bench/) times with ceilings.time_cuda
 
 MiB = 1 << 20
 GiB = 1 << 30

@@ -11,16 +11,16 @@ Evidence, gathered in the worker around one call (grader/worker/probes.py) and j
     call (grader/worker/bounds.py); the masks' verdict (assert_in_bounds) is judged on the same
     record made by the call's replay, where no student code runs.
 All of that is evidence from the student's process, which can switch it off. What decides
-whether the kernels computed the answer is provenance (grader.judge.provenance, through `gate`'s
+whether the kernels computed the answer is provenance (grader.judge.evidence.provenance, through `gate`'s
 `replayed`): the call's recorded program is replayed in a worker holding only the submission's
-kernels and must give the same answer. The static audit (grader.judge.audit) is a first, friendly
+kernels and must give the same answer. The static audit (grader.judge.source.audit) is a first, friendly
 message for honest mistakes.
 """
 
 from __future__ import annotations
 
-from grader.judge.compare import CheckFailed
-from grader.judge.quiet import gpu_processes
+from grader.judge.answers.compare import CheckFailed
+from grader.judge.perf.quiet import gpu_processes
 from grader.registry import EXERCISES
 
 # aten ops a wrapper may run around the launch: allocation, views, copies and dtype casts (the
@@ -85,13 +85,13 @@ def gate(extras: dict, exercise: str, fn: str, call: str | None = None,
     (Exercise.extra_ops); on CUDA (`gpu_pid`, the worker's pid) no helper process on the GPU.
     `call` names this call in the message (a case, a seed). `replayed` (a provenance.Call):
     the call's recorded program is replayed from the kernels alone and must give the same
-    answer (grader.judge.provenance); with `defer`, that replay is appended there as a function
+    answer (grader.judge.evidence.provenance); with `defer`, that replay is appended there as a function
     to run once the check is over (grader.plugin runs them only for a check that earned
     something: a wrong answer earns nothing anyway, and the interpreter's replay costs as much
     as the call). `timed` (a provenance.TimedCall): a timed call of the perf layer, whose replay is
-    judged by its checksum (grader.judge.timing.Requests). A failure follows
+    judged by its checksum (grader.judge.perf.timing.Requests). A failure follows
     <exercise>.uses_kernel: whatever check made the call failed for that check's idea."""
-    from grader.judge import provenance
+    from grader.judge.evidence import provenance
 
     want, launch, work = KERNELS[exercise][fn]
     allowed = ALLOWED_OPS | EXTRA_OPS.get(exercise, frozenset())
@@ -131,7 +131,7 @@ def assert_in_bounds(r, names: list[str], call: str, masks: dict) -> None:
     """Fail when a load or store of the call `r` (a gated call's result, grader.fixtures)
     reached past the end of a tensor, judged on evidence the student's process never held:
     the replay of the call's launches, bounds-checked lane by lane in the replay worker
-    (grader.judge.provenance: `bounds_judge`, run when the check's body is over). Only where no
+    (grader.judge.evidence.provenance: `bounds_judge`, run when the check's body is over). Only where no
     replay runs (the repo's mutant corpus, tests.helpers.grader_command(replay=False)) is the
     call's own record judged, at once. On CUDA nothing is recorded (compute-sanitizer judges
     there): no verdict here.
@@ -197,7 +197,7 @@ def assert_kernel_wrote(extras: dict, value, numel: int, call: str, launch: str)
     nothing. Stores are tracked under the interpreter only."""
     import numpy as np
 
-    from grader.judge.compare import values
+    from grader.judge.answers.compare import values
 
     got = np.asarray(values(value), dtype=np.float64)
     if got.size != numel:
