@@ -34,7 +34,8 @@ CANARY_SOL = "CANARY-SOLUTION-7f3a"
 CANARY_HIDDEN = "CANARY-HIDDEN-91c2"
 ARGS = ("--exercises", "online_softmax", "--layers", "cpu", "--no-hidden")
 
-# case -> (needs the os level, statuses allowed for online_softmax's checks, or None for any)
+# case -> (needs the os level, statuses allowed for online_softmax's checks, or None for any;
+# one_pass is advice, so whatever stops it reads "advice", worth 0 like the rest)
 CASES = {
     "forge_and_kill": (True, None),
     "outlive": (True, None),
@@ -43,18 +44,18 @@ CASES = {
     "print_hidden": (True, None),
     "classmate": (True, None),
     "escape_tools": (True, None),
-    "fork_bomb": (True, {"timeout", "crashed", "error"}),
+    "fork_bomb": (True, {"timeout", "crashed", "error", "advice"}),
     "userns_escape": (True, None),
-    "hang_reply": (False, {"timeout"}),
+    "hang_reply": (False, {"timeout", "advice"}),
     "forge_reply": (False, {"crashed", "error", "advice"}),
-    "flood": (False, {"error", "not_implemented", "crashed"}),
-    "codec_bomb": (False, {"error"}),
+    "flood": (False, {"error", "not_implemented", "crashed", "advice"}),
+    "codec_bomb": (False, {"error", "advice"}),
     "library_import": (False, None),
     "alias_fork": (False, None),
     "thread_allowed_module": (False, None),
     "process_allowed_module": (False, None),
     "exec_tool": (False, None),
-    "fill_disk": (True, {"error", "failed"}),
+    "fill_disk": (True, {"error", "failed", "advice"}),
 }
 
 
