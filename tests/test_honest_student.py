@@ -2,7 +2,8 @@
 around the logic look like in the report, each with the message it now gives.
 
 Two grades of a copy of solutions/ on the CPU layers, each with two exercises broken:
-  - `broken`: online_softmax.py with a syntax error (one item, like a compiler's, no hint),
+  - `broken`: online_softmax.py with a syntax error and io_model.py with an import error (one
+    item each, like a compiler's, no hint),
     tiled_attention.py taking the row max over the wrong axis (it raises on most shapes:
     points only for answers);
   - `wrong`: online_softmax.py without l's rescale, tiled_attention.py without the 1/sqrt(d)
@@ -19,6 +20,7 @@ import pytest
 from tests.helpers import SOLUTIONS, by_id, copy_solutions, grade
 
 EXERCISES = "online_softmax,tiled_attention"
+IO_IMPORT = "import numpy as np\n"
 SOFTMAX_DEF = "def softmax_safe(x: np.ndarray) -> np.ndarray:"
 ROW_MAX = "m_new = np.maximum(m, s.max(axis=1))"
 RESCALE = "l = l * math.exp(m - m_new) + math.exp(xi - m_new)"
@@ -41,8 +43,9 @@ def broken(tmp_path_factory):
         "online_softmax.py": _edit("online_softmax.py", SOFTMAX_DEF, SOFTMAX_DEF[:-1]),
         "tiled_attention.py": _edit("tiled_attention.py", ROW_MAX,
                                     "m_new = np.maximum(m, s.max(axis=0))"),
+        "io_model.py": _edit("io_model.py", IO_IMPORT, "from numpy import exponential_of\n"),
     })
-    return sub, grade(sub, "--exercises", EXERCISES, "--layers", "cpu,adversarial")
+    return sub, grade(sub, "--exercises", EXERCISES + ",io_model", "--layers", "cpu,adversarial")
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +69,17 @@ def test_a_syntax_error_is_one_item_with_its_file_and_line(broken):
     group = next(g for g in report["failures"] if g["lead"].startswith("online_softmax."))
     assert report["failures"][0] == group, "the file error leads the report"
     assert sorted([group["lead"], *group["same_cause"]]) == sorted(t["name"] for t in checks)
+
+
+def test_an_import_error_is_one_item_too(broken):
+    sub, report = broken
+    line = _line_of("io_model.py", IO_IMPORT)
+    checks = [t for t in report["tests"] if t["exercise"] == "io_model" and t["status"] != "not_run"]
+    assert checks and all(t["status"] == "error" and not t["hint"] for t in checks)
+    assert checks[0]["message"].startswith(
+        f"{sub}/io_model.py:{line}: ImportError: cannot import name 'exponential_of'"), checks[0]
+    leads = [g["lead"] for g in report["failures"]]
+    assert sum(lead.startswith("io_model.") for lead in leads) == 1, leads
 
 
 def test_an_exception_names_the_students_line_and_mostly_raising_earns_nothing(broken):
