@@ -58,7 +58,8 @@ def assert_costs_only_its_exercise(report: dict, statuses: set, words: str) -> N
     assert online and tiled
     for t in online:
         assert t["score"] == 0 and t["status"] != "passed", t
-        assert t["status"] in statuses, (t["name"], t["status"], t["message"])
+        # an advice check (one_pass) that the fault stops reads "advice", worth 0 like the rest
+        assert t["status"] in statuses | {"advice"}, (t["name"], t["status"], t["message"])
     assert words in online[0]["message"], online[0]["message"]
     for t in tiled:
         assert t["status"] == "passed", t

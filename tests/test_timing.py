@@ -111,7 +111,10 @@ def test_a_number_padded_into_the_interval_does_not_fit(tmp_path):
 
     got, start, end = _with_clock(tmp_path, blocking, padded)
     low, high, error = fits_clock(got, blocking, blocking.launches(), start, end)
-    assert high < 2.0 and error is compare.CheckFailed
+    assert high < 2.0 and issubclass(error, compare.CheckFailed)
+    # Busy (run again) only where the kernel saw this process wait for a CPU as long as the
+    # excess, as on a machine the rest of the suite loads; on a quiet one it is final
+    assert error is compare.CheckFailed or blocking.waited_s > 0, error
 
     launched = Stream(ms=2.0)
 

@@ -19,6 +19,7 @@ import stat
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -36,6 +37,17 @@ DEFAULT_TIMEOUT_S = {m: s * _SCALE for m, s in {"cpu": 30.0, "interp": 120.0, "c
 LOAD_TIMEOUT_S = 120.0 * max(_SCALE, 1.0)   # importing torch + triton on a cold, busy 2-core machine
 MAX_TIMEOUTS = 2                # after this many, further calls fail at once: a hang costs minutes, not hours
 WALL_MULT = 3.0                 # a CPU-clocked call is stopped at this many times its limit of wall time
+# The death signal that kills a worker with the grader (setpriv --pdeathsig, isolation.py) is
+# sent when the *thread* that started it exits, not only the process: a worker started from a
+# short-lived thread (a check's pool of pipelined replays) died with that thread. Every worker
+# starts from the main thread or from this one, which lives as long as the grader.
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spawner")
+
+
+def _popen(*args, **kwargs) -> subprocess.Popen:
+    if threading.current_thread() is threading.main_thread():
+        return subprocess.Popen(*args, **kwargs)
+    return _SPAWNER.submit(subprocess.Popen, *args, **kwargs).result()
 OUTPUT_LIMIT = 1500             # characters of student output kept per call
 MEMORY_LIMIT_BYTES = 12 << 30   # address space of a CPU worker: runaway allocations fail fast
 CAPTURE_KEEP = 64 << 10         # bytes of the capture file read from its start and from its end
@@ -373,9 +385,9 @@ def launch(exercise: str, mode: str, sources: Path, scratch: Path, level: isolat
         if cgroup is not None:
             argv = cgroup.wrap(argv)
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=capture_fd, stderr=capture_fd,
-                                pass_fds=(child_sock.fileno(), capture_fd), env=popen_env,
-                                cwd=str(scratch), start_new_session=True)
+        proc = _popen(argv, stdin=subprocess.DEVNULL, stdout=capture_fd, stderr=capture_fd,
+                      pass_fds=(child_sock.fileno(), capture_fd), env=popen_env,
+                      cwd=str(scratch), start_new_session=True)
     except BaseException:
         for f in (parent_sock, child_sock):
             f.close()
