@@ -9,7 +9,8 @@ import pytest
 
 from grader.exercises.attention_backward.judging import check_backward, check_forward
 from grader.exercises.attention_backward.reference import forward_reference, qkv
-from grader.judge.answers.compare import Cases, CheckFailed, answer_must_be_right
+from grader.judge.answers.compare import CheckFailed, answer_must_be_right
+from grader.judge.answers.cases import Cases
 from grader.judge.answers.inputs import round_to
 from hidden_tests.common import assert_untouched, second_call
 

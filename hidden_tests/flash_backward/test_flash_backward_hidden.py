@@ -9,7 +9,8 @@ import pytest
 
 from grader.exercises.flash_backward.judging import check_backward, check_forward
 from grader.exercises.flash_backward.reference import qkv
-from grader.judge.answers.compare import Cases, CheckFailed
+from grader.judge.answers.compare import CheckFailed
+from grader.judge.answers.cases import Cases
 from grader.judge.answers.inputs import randn
 from hidden_tests.common import assert_guards_untouched, assert_untouched
 

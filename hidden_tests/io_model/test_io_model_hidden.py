@@ -9,7 +9,8 @@ import pytest
 
 from grader.exercises.io_model import reference
 from grader.exercises.io_model.judging import check_answer
-from grader.judge.answers.compare import Cases, CheckFailed
+from grader.judge.answers.compare import CheckFailed
+from grader.judge.answers.cases import Cases
 
 
 def _calls(rng):

@@ -10,7 +10,8 @@ import pytest
 
 from grader.exercises.online_softmax.judging import assert_state
 from grader.judge.answers import reference
-from grader.judge.answers.compare import Cases, CheckFailed, answer_must_be_right, assert_close, state_rtol
+from grader.judge.answers.compare import CheckFailed, answer_must_be_right, assert_close, state_rtol
+from grader.judge.answers.cases import Cases
 from grader.judge.answers.inputs import randn, round_to
 from hidden_tests.common import assert_untouched, second_call
 

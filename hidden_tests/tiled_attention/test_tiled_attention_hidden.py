@@ -9,7 +9,8 @@ import pytest
 from grader.exercises.tiled_attention.judging import tiled_call
 from grader.exercises.tiled_attention.reference import qkv
 from grader.judge.answers import reference
-from grader.judge.answers.compare import Cases, CheckFailed, answer_must_be_right, assert_close
+from grader.judge.answers.compare import CheckFailed, answer_must_be_right, assert_close
+from grader.judge.answers.cases import Cases
 from hidden_tests.common import assert_untouched, second_call
 
 # (N, d, Br, Bc)

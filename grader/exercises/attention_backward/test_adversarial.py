@@ -15,7 +15,8 @@ import pytest
 
 from grader.exercises.attention_backward.judging import NO_MATCH, check_backward, check_forward
 from grader.exercises.attention_backward.reference import large_scores, qkv
-from grader.judge.answers.compare import Cases, CheckFailed
+from grader.judge.answers.compare import CheckFailed
+from grader.judge.answers.cases import Cases
 from grader.judge.answers.inputs import randn
 
 

@@ -29,8 +29,8 @@ from grader.exercises.attention_backward.judging import (backward_hint, blocks_a
                                                          reads_per_row, unpack)
 from grader.exercises.attention_backward.reference import (backward_reference, forward_reference,
                                                            qkv)
-from grader.judge.answers.compare import (Cases, CheckFailed, answer_must_be_right, assert_close,
-                                  values)
+from grader.judge.answers.cases import Cases
+from grader.judge.answers.compare import CheckFailed, answer_must_be_right, assert_close, values
 from grader.judge.answers.inputs import round_to
 from grader.sandbox import memory
 from grader.wire.codec import Trusted

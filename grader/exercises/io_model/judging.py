@@ -11,7 +11,8 @@ import numbers
 
 from grader.exercises.io_model import reference
 from grader.exercises.io_model.hints import MISTAKES, ROUNDED
-from grader.judge.answers.compare import Cases, CheckFailed
+from grader.judge.answers.compare import CheckFailed
+from grader.judge.answers.cases import Cases
 
 RTOL = 1e-9
 

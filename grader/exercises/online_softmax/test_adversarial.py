@@ -12,7 +12,8 @@ import pytest
 from grader import errors
 from grader.exercises.online_softmax.judging import assert_state, state_of
 from grader.judge.answers import reference
-from grader.judge.answers.compare import Cases, CheckFailed, assert_close, state_rtol
+from grader.judge.answers.compare import CheckFailed, assert_close, state_rtol
+from grader.judge.answers.cases import Cases
 from grader.judge.answers.inputs import randn
 
 

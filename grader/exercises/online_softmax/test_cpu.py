@@ -16,7 +16,8 @@ import pytest
 from grader import errors
 from grader.exercises.online_softmax.judging import assert_state, read_log, state_of
 from grader.judge.answers import reference
-from grader.judge.answers.compare import Cases, CheckFailed, answer_must_be_right, assert_close, state_rtol
+from grader.judge.answers.compare import CheckFailed, answer_must_be_right, assert_close, state_rtol
+from grader.judge.answers.cases import Cases
 from grader.judge.answers.inputs import chunks, randn
 from grader.wire.codec import Trusted
 

@@ -19,7 +19,8 @@ from grader.exercises.tiled_attention.judging import (check_naive, check_tiled, 
                                                      tiled_call)
 from grader.exercises.tiled_attention.reference import DTYPES
 from grader.judge.answers import reference
-from grader.judge.answers.compare import Cases, CheckFailed, answer_must_be_right, assert_close
+from grader.judge.answers.compare import CheckFailed, answer_must_be_right, assert_close
+from grader.judge.answers.cases import Cases
 from grader.judge.answers.inputs import randn
 
 # the label of each call in a case's name

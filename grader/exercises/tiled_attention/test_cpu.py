@@ -28,7 +28,8 @@ from grader.exercises.tiled_attention.judging import (MiB, check_naive, check_ti
                                                      tiled_call, unmeasured)
 from grader.exercises.tiled_attention.reference import DTYPES, max_in_first_key, qkv
 from grader.judge.answers import reference
-from grader.judge.answers.compare import Cases, CheckFailed, answer_must_be_right, assert_close, values
+from grader.judge.answers.compare import CheckFailed, answer_must_be_right, assert_close, values
+from grader.judge.answers.cases import Cases
 from grader.sandbox import memory
 
 # (N, d, Br, Bc): N = 1; N < Br; N a multiple of neither block; Br < Bc and Br > Bc. The last

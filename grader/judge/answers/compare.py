@@ -38,7 +38,6 @@ import sys
 
 import numpy as np
 
-from grader import errors
 from grader.judge.answers import pictured
 from grader.wire.codec import TensorValue
 
@@ -324,67 +323,3 @@ def assert_shape(got, shape: tuple, what: str = "output", dtype: str | None = No
         raise CheckFailed(f"{what}: expected shape {tuple(shape)}, got {got_shape}")
     if dtype is not None and dtype_name(got) != dtype:
         raise CheckFailed(f"{what}: expected dtype {dtype}, got {dtype_name(got)}")
-
-
-class Cases:
-    """The cases of one check, each worth an equal share of its points: the one case runner.
-
-        cases = Cases(credit)
-        for N, d in SHAPES:
-            with cases.case(f"N={N}, d={d}, float32", seed=rng.seed):
-                ...                      # call the student, assert_close
-        cases.finish()
-
-    A wrong answer (CheckFailed) fails the whole check at once: wrong work earns nothing. A
-    case whose call raised (an exception, a return the grader cannot read, a crashed worker)
-    earns nothing, and the report names it (shape, dtype, seed; the exception gives the
-    student's file and line). Points are only for answers: when half the cases or more
-    raised, the check earns nothing and says which case raised first; otherwise it keeps the
-    share of the cases that were right. A stub (NotImplementedError) or a timeout still stops
-    the check at once.
-    """
-
-    PROBLEMS = (errors.StudentRaised, errors.BadReturn, errors.WorkerCrashed)
-
-    def __init__(self, credit):
-        self.credit = credit
-        self.total = 0
-        self.raised: list[tuple[str, Exception]] = []
-
-    def case(self, label: str, seed: int | None = None):
-        self.total += 1
-        return _Case(self, label, f", seed {seed}" if seed is not None else "")
-
-    def finish(self) -> None:
-        if not self.raised:
-            return
-        label, first = self.raised[0]
-        if 2 * len(self.raised) >= self.total:
-            count = "every case" if len(self.raised) == self.total else \
-                f"{len(self.raised)} of {self.total} cases"
-            raise type(first)(f"{count} raised, so the check earns nothing; the first "
-                              f"({label}): {first}") from None
-        names = "; ".join(label for label, _ in self.raised[:3])
-        if len(self.raised) > 3:
-            names += f"; and {len(self.raised) - 3} more"
-        self.credit.set((self.total - len(self.raised)) / self.total,
-                        f"{len(self.raised)} of {self.total} cases raised an exception and earn "
-                        f"nothing ({names}); the first: {first}")
-
-
-class _Case:
-    def __init__(self, cases: Cases, label: str, seed: str):
-        self.cases, self.label, self.seed = cases, label, seed
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, value, tb):
-        if isinstance(value, Cases.PROBLEMS):
-            self.cases.raised.append((self.label + self.seed, value))
-            return True
-        if isinstance(value, CheckFailed) and self.label not in str(value):
-            raise CheckFailed(f"{value} (case: {self.label}{self.seed})", hint=value.hint,
-                              follows=value.follows, secondary=value.secondary,
-                              kind=value.kind, picture=value.picture) from None
-        return False
