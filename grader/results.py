@@ -120,28 +120,36 @@ class GradeReport:
     def __post_init__(self):
         self.explain_secondary()
 
+    def explained_by(self, r: Result) -> list[str]:
+        """The failing checks that show secondary failure `r`'s wrong answer: its `follows`
+        that failed, else its exercise's other failures; only checks of their own idea (not
+        secondary, not advice, not a file that could not run). The report's hint names them
+        and its grouping puts `r` under the first (grader.report.summary.failures)."""
+        primary = {q.check.id: q for q in self.results
+                   if q.status in FAILING and not q.secondary and not q.file_error
+                   and not getattr(q.check, "advice", False)}
+        follows = r.failure_follows if r.failure_follows is not None else r.check.follows
+        return [c for c in follows or () if c in primary and c != r.check.id] or \
+            [c for c, q in primary.items() if q.check.exercise == r.check.exercise]
+
     def explain_secondary(self) -> None:
         """A secondary failure (a property on a wrong answer, CheckFailed.secondary) says only
         what its evidence shows: the answer was wrong. Its hint names the checks that failed
-        and show it (its `follows` that failed, else its exercise's other failures), never one
-        that passed; where none failed, it says the wrong answer showed only here."""
-        failing = {r.check.id: r for r in self.results
-                   if r.status in FAILING and not r.secondary and not r.file_error}
+        and show it (`explained_by`), never one that passed; where none failed, it says the
+        wrong answer showed only here."""
         for r in self.results:
             if not r.secondary or r.status not in FAILING or r.failure_hint:
                 r.report_hint = ""
                 continue
-            follows = r.failure_follows if r.failure_follows is not None else r.check.follows
-            named = [c for c in follows or () if c in failing] or \
-                [c for c, f in failing.items() if f.check.exercise == r.check.exercise]
+            named = self.explained_by(r)
             if named:
                 r.report_hint = (f"The answer was wrong, so this check's own idea earns nothing "
-                                  f"yet: fix what {' and '.join(named[:2])} "
-                                  f"{'say' if len(named) > 1 else 'says'} first.")
+                                 f"yet: fix what {' and '.join(named[:2])} "
+                                 f"{'say' if len(named) > 1 else 'says'} first.")
             else:
                 r.report_hint = ("The answer was wrong on this check's inputs (the message says "
-                                  "where), though the correctness checks passed on theirs: compare "
-                                  "its sizes and values with theirs.")
+                                 "where), though the correctness checks passed on theirs: compare "
+                                 "its sizes and values with theirs.")
 
     @property
     def score(self) -> float:

@@ -197,11 +197,10 @@ def failures(report: GradeReport) -> list[dict]:
             if other in failing and other != cid and not getattr(failing[other], "secondary", False) \
                     and not _advice(failing[other]):
                 return other, own is not None
-        if getattr(failing[cid], "secondary", False):   # under its exercise's first primary failure
-            for other, r in failing.items():
-                if r.check.exercise == failing[cid].check.exercise and not r.secondary \
-                        and not _advice(r):
-                    return other, True
+        if getattr(failing[cid], "secondary", False):   # under what its hint names
+            explained = report.explained_by(failing[cid])
+            if explained:
+                return explained[0], True
         return None, False
 
     def lead_of(cid: str) -> str:
