@@ -10,7 +10,8 @@ nothing changed outside it):
   - the interpreter lives under /root (pyenv), 0700: the test mounts a 0755 tmpfs on /root with
     only the interpreter's folder bound back, as an instructor would install Python for other
     users (on Gradescope it is /usr/bin/python3 and /autograder/venv);
-  - the checkouts' solutions/ and hidden_tests/ are world-readable here, as any file an
+  - the checkouts' solutions/ and hidden_tests/ (this one, and any other copy of the lab on the
+    machine, such as a developer's checkout beside CI's clone) are world-readable here, as any file an
     instructor leaves so: they are hidden, as on Gradescope, where only the grader's folder
     (closed to the student, and checked to be) holds them.
 Where capsh, unshare or root is missing, the tests are skipped with the reason.
@@ -57,6 +58,17 @@ def _closed_ancestor(path: Path) -> tuple[Path, str] | None:
     return None
 
 
+def _checkouts() -> set[Path]:
+    """This checkout, the interpreter's, and any other copy of the lab on this machine a few
+    folders below the root (a developer's checkout beside CI's clone): the attacks look there."""
+    found = {ROOT, Path(sys.prefix).resolve().parent}
+    for pattern in ("*/solutions", "*/*/solutions", "*/*/*/solutions"):
+        for folder in Path("/").glob(pattern):
+            if folder.parts[1] not in ("proc", "sys", "dev") and (folder / "online_softmax.py").is_file():
+                found.add(folder.parent)
+    return found
+
+
 def student_view(cmd: list[str], stash: Path) -> list[str]:
     """`cmd` in a mount namespace of its own where the interpreter is reachable by other users
     and the checkouts' solutions/ and hidden_tests/ are hidden (see the module's docstring),
@@ -70,7 +82,7 @@ def student_view(cmd: list[str], stash: Path) -> list[str]:
                    f"mount -t tmpfs -o mode=0755 tmpfs {shlex.quote(str(folder))}",
                    f"mkdir {shlex.quote(str(folder / name))}",
                    f"mount --bind {shlex.quote(str(stash))} {shlex.quote(str(folder / name))}"]
-    for checkout in {ROOT, Path(sys.prefix).resolve().parent}:
+    for checkout in _checkouts():
         for secret in ("solutions", "hidden_tests"):
             if (checkout / secret).is_dir():
                 script.append(f"mount -t tmpfs -o mode=0700 tmpfs {shlex.quote(str(checkout / secret))}")
