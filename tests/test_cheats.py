@@ -99,36 +99,77 @@ SDPA_ON_CUDA = Mutant(
     checks=("flash_triton.gpu_real_sizes", "flash_triton.speed_vs_sdpa"), idea="")
 
 
-# Issue 18, "behaviour that depends on being watched", on the perf layer: the honest kernel on
-# every call it takes for an untimed one; on a call with the shapes of the call before (the
-# perf layer's repeated, timed calls) SDPA's answer, computed with the trace off through an
-# alias and copied into the output by a Triton kernel. Every answer is right; no frame
-# inspection, so the static audit sees nothing. Before timed calls were replayed it earned
-# speed_vs_sdpa 5/5 on an H200 (docs/MEASUREMENTS.md); tools/gpu_cheats.py grades it,
-# and only the checks that time calls owe 0.
-TIMED_SDPA = Mutant(
-    "timed_sdpa_behind_launch", "flash_triton", find="    B, H, N, D = q.shape\n    assert k.shape",
-    replace=("    key = (tuple(q.shape), q.dtype, tuple(k.shape))\n"
-             "    timed, _seen[0] = key == _seen[0], key\n"
-             "    if timed and q.is_cuda:\n"
-             "        return _fast(q, k, v)\n"
-             "    B, H, N, D = q.shape\n    assert k.shape"),
-    also=(("\ndef flash_fwd(q, k, v, BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3):",
-           "\n_T = torch\n_seen = [None]\n\n\n"
-           "@triton.jit\n"
-           "def _copy(src, dst, n, BLOCK: tl.constexpr):\n"
-           "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
-           "    tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)\n\n\n"
-           "def _fast(q, k, v):\n"
-           "    answer = torch.empty_like(q)\n"
-           "    with _T._C._DisableTorchDispatch():\n"
-           "        answer.copy_(torch.nn.functional.scaled_dot_product_attention(q, k, v))\n"
-           "    o = torch.empty_like(q)\n"
-           "    n = o.numel()\n"
-           "    _copy[(triton.cdiv(n, 1024),)](answer, o, n, BLOCK=1024)\n"
-           "    return o\n\n\n"
-           "def flash_fwd(q, k, v, BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3):"),),
-    checks=("flash_triton.speed_vs_sdpa", "flash_triton.memory_flat"), idea="")
+# Issue 18, "behaviour that depends on being watched", on the perf layer, and issue 53, "timed
+# calls judged by what ran": the honest kernel on every call it takes for an untimed one; on a
+# call with the key of the call before (the perf layer's repeated, timed calls) PyTorch's answer,
+# computed with the trace off and copied into the output by a Triton kernel. Every answer is
+# right; no frame inspection, so the static audit sees nothing. Before timed calls were replayed
+# the flash_triton one earned speed_vs_sdpa 5/5 on an H200 (docs/MEASUREMENTS.md), and the
+# bandwidth-bound exercises' timed calls were judged by their checksums alone;
+# tools/gpu_cheats.py grades them, and only the checks that time calls owe 0.
+_BEHIND_LAUNCH = """
+_T = torch
+_seen = [None]
+
+
+@triton.jit
+def _copy(src, dst, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
+
+
+def _fast(like, compute):
+    answer = torch.empty_like(like)
+    with _T._C._DisableTorchDispatch():
+        answer.copy_(compute())
+    o = torch.empty_like(like)
+    n = o.numel()
+    _copy[(triton.cdiv(n, 1024),)](answer, o, n, BLOCK=1024)
+    return o
+
+
+"""
+
+
+def timed_behind_launch(name: str, exercise: str, signature: str, first_line: str, key: str,
+                        like: str, answer: str, checks: tuple) -> Mutant:
+    """The solution's `def <signature>` whose body, before `first_line`, answers a timed call
+    with `answer` (an expression of the arguments) shaped like `like`, behind a copy launch."""
+    return Mutant(
+        name, exercise, find=first_line,
+        replace=(f"    key = {key}\n"
+                 f"    timed, _seen[0] = key == _seen[0], key\n"
+                 f"    if timed and {like}.is_cuda:\n"
+                 f"        return _fast({like}, lambda: {answer})\n{first_line}"),
+        also=((f"\ndef {signature}", _BEHIND_LAUNCH + f"def {signature}"),),
+        checks=checks, idea="")
+
+
+TIMED_SDPA = timed_behind_launch(
+    "timed_sdpa_behind_launch", "flash_triton",
+    "flash_fwd(q, k, v, BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3):",
+    "    B, H, N, D = q.shape\n    assert k.shape", "(tuple(q.shape), q.dtype, tuple(k.shape))",
+    "q", "torch.nn.functional.scaled_dot_product_attention(q, k, v)",
+    ("flash_triton.speed_vs_sdpa", "flash_triton.memory_flat"))
+TIMED_BANDWIDTH = (
+    timed_behind_launch(
+        "timed_torch_softmax_behind_launch", "softmax_triton", "softmax(x: torch.Tensor) -> torch.Tensor:",
+        "    n_rows, n_cols = x.shape\n    if x.stride(1)", "(tuple(x.shape), x.dtype)", "x",
+        "torch.softmax(x, dim=1)", ("softmax_triton.bandwidth",)),
+    timed_behind_launch(
+        "timed_torch_softmax_long_behind_launch", "softmax_long",
+        "softmax(x: torch.Tensor, BLOCK: int | None = None, num_warps: int | None = None) -> torch.Tensor:",
+        "    n_rows, n_cols = x.shape\n    if x.stride(1)", "(tuple(x.shape), x.dtype, BLOCK)", "x",
+        "torch.softmax(x, dim=1)", ("softmax_long.bandwidth",)),
+    timed_behind_launch(
+        "timed_sdpa_decode_behind_launch", "flash_decode",
+        "flash_decode(q, k_cache, v_cache, seq_lens, num_splits=None, BLOCK_N=None, num_warps=None,",
+        "    B, Hq, D = q.shape\n    Hkv, L_max", "(tuple(q.shape), tuple(k_cache.shape), num_splits)", "q",
+        "torch.nn.functional.scaled_dot_product_attention("
+        "q[:, :, None], k_cache, v_cache, enable_gqa=True, attn_mask=(torch.arange(k_cache.shape[2], "
+        "device=q.device)[None, :] < seq_lens.to(q.device)[:, None])[:, None, None, :])[:, :, 0]",
+        ("flash_decode.bandwidth", "flash_decode.splits_speedup")),
+)
 
 
 def test_pytorch_only_on_cuda_earns_nothing_there(tmp_path):

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from tests.cases import cases as case_folders, cheats, folder_files
 from tests.helpers import grader_command
-from tests.test_cheats import SDPA_ON_CUDA, TIMED_SDPA
+from tests.test_cheats import SDPA_ON_CUDA, TIMED_BANDWIDTH, TIMED_SDPA
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = "gpu,perf"
@@ -54,9 +54,11 @@ def cases() -> list[dict]:
     source = (ROOT / "solutions" / "flash_triton.py").read_text()
     out.append({"name": SDPA_ON_CUDA.name, "kind": "cheat", "exercise": "flash_triton",
                 "files": {"flash_triton.py": SDPA_ON_CUDA.apply(source)}, "expect": "zero"})
-    out.append({"name": TIMED_SDPA.name, "kind": "cheat", "exercise": "flash_triton",
-                "files": {"flash_triton.py": TIMED_SDPA.apply(source)}, "expect": "zero",
-                "zero_on": TIMED_SDPA.checks})
+    for timed in (TIMED_SDPA, *TIMED_BANDWIDTH):   # honest except on timed calls
+        file = f"{timed.exercise}.py"
+        out.append({"name": timed.name, "kind": "cheat", "exercise": timed.exercise,
+                    "files": {file: timed.apply((ROOT / "solutions" / file).read_text())},
+                    "expect": "zero", "zero_on": timed.checks})
     for case in case_folders("wrong"):
         expect = json.loads((case / "expect.json").read_text())
         zero = expect["max_score"] == 0 or expect.get("gpu_zero")

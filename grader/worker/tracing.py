@@ -45,23 +45,10 @@ def trace(extras: dict, target: dict | None = None, inputs: list | None = None,
     current = current if current is not None else [None]
     inside = [0]   # > 0 while a launch (or an autotuner's benchmark) runs
 
-    class Recorder(dispatch_mode()):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            name = str(func.overloadpacket.__name__)
-            # a copy between the GPU and the host inside a wrapper is the way to compute with
-            # NumPy behind a dummy launch: it gets its own name, which no check allows
-            if name in ("_to_copy", "copy_") and _crosses_devices(args, out):
-                name = "copy_between_devices"
-            ops.append(name)
-            if prog is not None and not inside[0]:
-                prog.op(func, args, kwargs, out)
-            return out
-
     current[0] = prog
     try:
         with _count_triton_launches(launches, names, compiled if describe else None, target,
-                                    prog, inside), Recorder():
+                                    prog, inside), _recorder()(ops, prog, inside):
             yield
     finally:
         current[0] = None
@@ -72,6 +59,31 @@ def trace(extras: dict, target: dict | None = None, inputs: list | None = None,
     extras["ops"] = sorted(set(ops))
     extras["launches"] = launches[0]
     extras["triton_kernels"] = sorted(set(names))
+
+
+@functools.lru_cache(maxsize=1)
+def _recorder():
+    """The dispatch mode that lists a call's aten ops (and, with a program, records each op
+    outside a launch as a step): one class, made once (a class per call cost as much as the
+    rest of a timed call's recording)."""
+    class Recorder(dispatch_mode()):
+        def __init__(self, ops: list, prog, inside: list):
+            super().__init__()
+            self.ops, self.prog, self.inside = ops, prog, inside
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            name = str(func.overloadpacket.__name__)
+            # a copy between the GPU and the host inside a wrapper is the way to compute with
+            # NumPy behind a dummy launch: it gets its own name, which no check allows
+            if name in ("_to_copy", "copy_") and _crosses_devices(args, out):
+                name = "copy_between_devices"
+            self.ops.append(name)
+            if self.prog is not None and not self.inside[0]:
+                self.prog.op(func, args, kwargs, out)
+            return out
+
+    return Recorder
 
 
 def _crosses_devices(args, out) -> bool:
