@@ -83,7 +83,8 @@ gpuinfo: .python
 	@$(PY) -m tools.gpuinfo --out $(REPORTS)/gpuinfo
 
 # The lesson's benchmark: attn_bench.json, PNG plots and the Measure table on a GPU; without
-# one, the NumPy Measure (naive vs tiled attention on the CPU: time and peak memory against N)
+# one, the NumPy Measure (naive vs tiled attention on the CPU: time and peak memory against N);
+# the grade page (reports/grade.html) shows the last one, written beside it in reports/bench
 bench: .python $(STUB_FILES)
 	@$(PY) -m tools.bench --submission $(SUBMISSION) --out $(REPORTS)/bench
 

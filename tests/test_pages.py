@@ -338,6 +338,32 @@ def test_terminal_names_the_page_and_maps_the_lead_within_one_screen(tmp_path):
     assert all(t["output_format"] == "text" for n, t in tests.items() if n != lead["number"])
 
 
+def test_the_page_shows_the_last_measure_beside_it(tmp_path):
+    """`make bench` (here its --dry-run, synthetic numbers) writes reports/bench; the grade page
+    beside it shows its Measure tables and plots, inline, and says it is not this grade's."""
+    from grader import report
+    from grader.registry import CHECKS
+    from grader.results import GradeReport, Result
+
+    bench = tmp_path / "bench"
+    proc = subprocess.run([sys.executable, "-m", "tools.bench", "--dry-run", "--out", str(bench)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with open(bench / "measure.md", "a") as f:
+        f.write("\n<script>alert(1)</script>\n")   # Markdown's raw HTML is text on the page
+    rep = GradeReport("sub", "CPU only (test)", [Result(c, "passed", c.points) for c in CHECKS],
+                      1.0, ["cpu"], {})
+    report.write(rep, markdown_path=tmp_path / "grade.md")
+    page = (tmp_path / "grade.html").read_text()
+    measure = page[page.index("<h2>Measure (make bench)</h2>"):page.index("<h2>This run</h2>")]
+    assert "not this grade" in measure and "<table>" in measure and "<script" not in measure
+    plots = sorted(p.name for p in bench.glob("*.png"))
+    assert plots and measure.count('<img src="data:image/png;base64,') == len(plots)
+    assert not ADDRESS.search(page)
+    report.write(rep, markdown_path=tmp_path / "alone" / "grade.md")   # no bench beside it
+    assert "Measure (make bench)" not in (tmp_path / "alone" / "grade.html").read_text()
+
+
 # ------------------------------------------------------------------------- a real browser
 
 

@@ -77,14 +77,15 @@ def page_path(markdown_path=None, json_path=None) -> Path | None:
 def write(report, json_path=None, markdown_path=None, gradescope_path=None) -> dict[str, str]:
     """Write the reports asked for, and beside the Markdown (else the JSON) report the page
     and pictures/<check>.png for every failed comparison; {absolute path: SHA-256} of each file
-    written. Pictures are drawn only when a comparison failed (pictures.render_all)."""
+    written. Pictures are drawn only when a comparison failed (pictures.render_all). The page
+    shows `make bench`'s last Measure too, where one lies beside it (reports/bench)."""
     page = page_path(markdown_path, json_path)
     pngs = pictures.render_all(report) if page or gradescope_path else {}
     written = {}
     for path, text in ((json_path, lambda: json.dumps(to_json(report), indent=1)),
                        (markdown_path, lambda: to_markdown(report)),
                        (gradescope_path, lambda: json.dumps(to_gradescope(report, pngs), indent=1)),
-                       (page, lambda: to_html(report, pngs))):
+                       (page, lambda: to_html(report, pngs, _bench_beside(page)))):
         if path:
             written[str(Path(path).resolve())] = write_atomic(path, text() + "\n")
     if page:
@@ -99,6 +100,11 @@ def write(report, json_path=None, markdown_path=None, gradescope_path=None) -> d
             pass   # the page holds every picture; these files are a convenience
         written.update(pictures.write(folder, pngs, write_atomic))
     return written
+
+
+def _bench_beside(page: Path) -> Path | None:
+    folder = Path(page).parent / "bench"
+    return folder if (folder / "measure.md").is_file() else None
 
 
 def seal(marker, nonce: str, written: dict[str, str]) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import base64
 import html
+import time
+from pathlib import Path
 
 from grader.report import summary, table
 from grader.report.summary import clean, fmt
@@ -51,9 +53,10 @@ def img(png: bytes | None, check_id: str) -> str:
             f'reference and the error against the tolerance"></p>')
 
 
-def to_html(report: GradeReport, pngs: dict[str, bytes] | None = None) -> str:
+def to_html(report: GradeReport, pngs: dict[str, bytes] | None = None, bench: Path | None = None) -> str:
     """The page; pngs: check id -> the PNG of its failure (pictures.render_all). Each picture
-    is in the page once: under its failure at the top, else in the table of every check."""
+    is in the page once: under its failure at the top, else in the table of every check.
+    bench: a `make bench` folder (measure.md and its plots), shown as the Measure section."""
     pngs = dict(pngs or {})
     by_id = {r.check.id: r for r in report.results}
     groups = [g for g in summary.failures(report) if by_id[g["lead"]].status != "not_implemented"]
@@ -86,7 +89,9 @@ def to_html(report: GradeReport, pngs: dict[str, bytes] | None = None) -> str:
                 + "".join(f"<li>{esc(i)}</li>" for i in items) + "</ul></li>"
                 for ex, count, points, items in todo]
         out.append("</ul>")
-    out += ["<h2>Every check</h2>", _checks(report, pngs), "<h2>This run</h2>", _facts(report)]
+    out += ["<h2>Every check</h2>", _checks(report, pngs)]
+    out += _measure(bench) if bench else []
+    out += ["<h2>This run</h2>", _facts(report)]
     out.append("</body></html>")
     return "\n".join(out)
 
@@ -144,6 +149,35 @@ def _checks(report: GradeReport, pngs: dict) -> str:
                        f"<td>{esc(r.check.layer)}</td><td>{points}</td><td>{body}</td></tr>")
         out.append("</table>")
     return "\n".join(out)
+
+
+BENCH_PNG_BYTES = 400_000   # a plot larger than this is named, not embedded
+
+
+def _measure(folder: Path) -> list[str]:
+    """The lesson's Measure as `make bench` last wrote it (tools.bench: measure.md, the tables
+    with the predictions beside what was measured, and its PNG plots), with when it was written:
+    it is not part of this grade. Raw HTML in the Markdown is shown as text, not rendered."""
+    from markdown_it import MarkdownIt   # rich's Markdown parser
+
+    source = folder / "measure.md"
+    try:
+        text = source.read_text(errors="replace")
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(source.stat().st_mtime))
+    except OSError:
+        return []
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    out = ["<h2>Measure (make bench)</h2>",
+           f'<p class="dim">From {esc(source)}, written {when}: the last <code>make bench</code>, '
+           f"not this grade.</p>", md.render(text)]
+    for png in sorted(folder.glob("*.png")):
+        try:
+            data = png.read_bytes() if png.stat().st_size <= BENCH_PNG_BYTES else b""
+        except OSError:
+            continue
+        out.append(f'<p><img src="{data_uri(data)}" alt="{esc(png.name)}"></p>' if data
+                   else f'<p class="dim">{esc(png.name)} (too large to embed)</p>')
+    return out
 
 
 def _facts(report: GradeReport) -> str:
