@@ -502,13 +502,7 @@ def attention_eager(q, k, v, causal=False):
 if __name__ == "__main__":
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
-        sys.exit("No GPU found: run on the CPU with TRITON_INTERPRET=1 "
-                 # BEGIN SOLUTION
-                 "python solutions/flash_backward.py")
-                 # END SOLUTION
-                 # BEGIN STUB
-                 # "python exercises/flash_backward.py")
-                 # END STUB
+        sys.exit(f"No GPU found: run on the CPU with TRITON_INTERPRET=1 python {sys.argv[0]}")
     torch.manual_seed(0)
     for causal in (False, True):
         for N in (45, 100):

@@ -641,11 +641,5 @@ if __name__ == "__main__":
         sys.exit(0)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
-        sys.exit("No GPU found: run on the CPU with TRITON_INTERPRET=1 "
-                 # BEGIN SOLUTION
-                 "python solutions/flash_decode.py")
-                 # END SOLUTION
-                 # BEGIN STUB
-                 # "python exercises/flash_decode.py")
-                 # END STUB
+        sys.exit(f"No GPU found: run on the CPU with TRITON_INTERPRET=1 python {sys.argv[0]}")
     _self_check(device)

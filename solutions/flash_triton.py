@@ -45,11 +45,11 @@ import time
 import torch
 import triton
 import triton.language as tl
-# BEGIN SOLUTION
 
 
 # --------------------------------------------------------------------------------------------
-# Reference: the three lines everyone writes first. S and P are (B, H, N, N) and go through HBM.
+# Reference (given): the three lines everyone writes first. S and P are (B, H, N, N) and go
+# through HBM.
 # --------------------------------------------------------------------------------------------
 
 
@@ -58,6 +58,7 @@ def attention_eager(q, k, v):
     s = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)  # (B, H, N, N)
     p = torch.softmax(s, dim=-1)                           # (B, H, N, N)
     return p @ v
+# BEGIN SOLUTION
 
 
 # --------------------------------------------------------------------------------------------
@@ -79,12 +80,7 @@ def _flash_fwd(Q, K, V, O, N, stride_bh, stride_n, scale,
     dims = tl.arange(0, D)
     offs_n = tl.arange(0, BLOCK_N)
 
-    # BEGIN SOLUTION
     # Q tile: (BLOCK_M, D), loaded once. Rows past N read as 0; their results are never stored.
-    # END SOLUTION
-    # BEGIN STUB
-    # # Q tile: (BLOCK_M, D), loaded once
-    # END STUB
     q = tl.load(Q + base + rows[:, None] * stride_n + dims[None, :],
                 mask=rows[:, None] < N, other=0.0)
 
@@ -147,7 +143,6 @@ def _flash_fwd(Q, K, V, O, N, stride_bh, stride_n, scale,
              acc.to(O.dtype.element_ty), mask=rows[:, None] < N)
 
 
-# BEGIN SOLUTION
 # --------------------------------------------------------------------------------------------
 # Host wrapper.
 # --------------------------------------------------------------------------------------------
@@ -169,65 +164,25 @@ def flash_fwd(q, k, v, BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3):
     Returns:
         (B, H, N, D), the dtype of q.
     """
-# END SOLUTION
-# BEGIN STUB
-# def flash_fwd(q, k, v, BLOCK_M=64, BLOCK_N=64):
-#     """Non-causal attention softmax(q k^T / sqrt(D)) v, one fused Triton kernel.
-#
-#     Args:
-#         q, k, v: (B, H, N, D) float16 or bfloat16 on CUDA (or CPU tensors under
-#             TRITON_INTERPRET=1); float32 works too. D is a power of two >= 16.
-#         BLOCK_M, BLOCK_N: query rows and key rows per tile, powers of two >= 16.
-#
-#     Returns:
-#         (B, H, N, D), the dtype of q.
-#     """
-#     raise NotImplementedError("TODO(flash_triton): _flash_fwd - load K and V tiles, scores, "
-#                               "running max, rescale by alpha, accumulate; "
-#                               "then delete this line")
-# END STUB
-    # BEGIN SOLUTION
+    # BEGIN STUB
+    # raise NotImplementedError("TODO(flash_triton): _flash_fwd - load K and V tiles, scores, "
+    #                           "running max, rescale by alpha, accumulate; "
+    #                           "then delete this line")
+    # END STUB
     B, H, N, D = q.shape
     assert k.shape == q.shape and v.shape == q.shape, "q, k and v must all be (B, H, N, D)"
     assert D >= 16 and D & (D - 1) == 0, f"D must be a power of two >= 16 for tl.dot, got {D}"
     q, k, v = (t.reshape(B * H, N, D).contiguous() for t in (q, k, v))  # (B*H, N, D)
-    # END SOLUTION
-    # BEGIN STUB
-    # B, H, N, D = q.shape
-    # q, k, v = (t.reshape(B * H, N, D).contiguous() for t in (q, k, v))
-    # END STUB
     o = torch.empty_like(q)
     grid = (triton.cdiv(N, BLOCK_M), B * H)
     _flash_fwd[grid](q, k, v, o, N, q.stride(0), q.stride(1), 1.0 / D ** 0.5,
-                     # BEGIN SOLUTION
                      BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, D=D,
                      num_warps=num_warps, num_stages=num_stages)
-                     # END SOLUTION
-                     # BEGIN STUB
-                     # BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, D=D)
-                     # END STUB
     return o.reshape(B, H, N, D)
 
 
 # --------------------------------------------------------------------------------------------
-# BEGIN SOLUTION
-# Self-check on awkward sizes against a float64 reference.
-# END SOLUTION
-# BEGIN STUB
-# # Reference (given): the three lines everyone writes first; S and P go through HBM.
-# # --------------------------------------------------------------------------------------------
-#
-#
-# def attention_eager(q, k, v):
-#     """q, k, v: (B, H, N, D). Returns (B, H, N, D). Memory: two (B, H, N, N) intermediates."""
-#     s = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)  # (B, H, N, N)
-#     p = torch.softmax(s, dim=-1)                           # (B, H, N, N)
-#     return p @ v
-#
-#
-# # --------------------------------------------------------------------------------------------
-# # Self-check on awkward sizes against a float64 reference (the grader checks more).
-# END STUB
+# Self-check on awkward sizes against a float64 reference (the grader checks more).
 # --------------------------------------------------------------------------------------------
 
 # Flash-attention's rule: the kernel's error against float64 may be at most twice that of a
@@ -265,13 +220,7 @@ def _check(name, q, k, v, **blocks):
 if __name__ == "__main__":
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
-        sys.exit("No GPU found: run on the CPU with TRITON_INTERPRET=1 "
-                 # BEGIN SOLUTION
-                 "python solutions/flash_triton.py")
-                 # END SOLUTION
-                 # BEGIN STUB
-                 # "python exercises/flash_triton.py")
-                 # END STUB
+        sys.exit(f"No GPU found: run on the CPU with TRITON_INTERPRET=1 python {sys.argv[0]}")
     torch.manual_seed(0)
 
     def randn(*shape, dtype, scale=1.0):

@@ -50,6 +50,9 @@ class Mutant:
     advice: tuple = ()     # advice check ids that must show advice naming `idea` (no points)
 
     def apply(self, source: str) -> str:
+        """The mistake made in `source`, a solution as marked (solutions/<exercise>.py) or as
+        it runs: the edits apply to the code that runs (runnable)."""
+        source = runnable(source)
         for find, replace in ((self.find, self.replace), *self.also):
             count = source.count(find)
             if count != 1:
@@ -157,6 +160,16 @@ def cheats() -> list[Cheat]:
 
 
 @functools.lru_cache(maxsize=1)
+def runnable(source: str) -> str:
+    """A solution file as it runs: without its stub markers and STUB blocks (tools.stubs
+    .solution_of), which edits never have to step around; a file without markers as it is."""
+    from tools.stubs import MARKER, solution_of
+
+    if not any(MARKER.match(line) for line in source.splitlines()):
+        return source
+    return solution_of(source)
+
+
 def _stubs() -> dict[str, str]:
     from tools.stubs import expected_stubs
 
@@ -177,7 +190,7 @@ def folder_files(folder: Path) -> dict[str, str]:
         spec = json.loads(spec_path.read_text())
         name = spec_path.name.removesuffix(".edits.json") + ".py"
         text = (_stubs()[name] if spec["base"] == "exercises"
-                else (ROOT / spec["base"] / name).read_text())
+                else runnable((ROOT / spec["base"] / name).read_text()))
         for find, replace in spec["edits"]:
             count = text.count(find)
             if count != 1:

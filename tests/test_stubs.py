@@ -16,10 +16,10 @@ import sys
 
 import pytest
 
-from tests.cases import mutants
+from tests.cases import mutants, runnable
 from tests.helpers import EXERCISES, ROOT, SOLUTIONS
 from tools import stubs
-from tools.stubs import MARKER, MarkerError, stub_of
+from tools.stubs import MARKER, MarkerError, solution_of, stub_of
 
 NAMES = sorted(p.name for p in SOLUTIONS.glob("*.py"))
 
@@ -213,10 +213,19 @@ def _edits_of_solutions():
                 yield str(spec_path.relative_to(ROOT)), exercise, find
 
 
-def test_markers_leave_every_edit_of_a_solution_applicable():
-    """The markers (and the stub text beside them) neither split a `find` nor repeat it."""
-    broken = [f"{label}: found {(SOLUTIONS / f'{ex}.py').read_text().count(find)} times in "
-              f"solutions/{ex}.py: {find[:60]!r}"
-              for label, ex, find in _edits_of_solutions()
-              if (SOLUTIONS / f"{ex}.py").read_text().count(find) != 1]
+def test_every_edit_of_a_solution_applies():
+    """Each `find` occurs once in the solution as it runs (tests.cases.runnable)."""
+    runs = {p.stem: runnable(p.read_text()) for p in SOLUTIONS.glob("*.py")}
+    broken = [f"{label}: found {runs[ex].count(find)} times in solutions/{ex}.py as it runs: "
+              f"{find[:60]!r}"
+              for label, ex, find in _edits_of_solutions() if runs[ex].count(find) != 1]
     assert broken == [], "\n".join(broken)
+
+
+def test_the_solution_as_it_runs_keeps_every_line_but_the_markers_and_stub():
+    source = ('"""Doc."""\n# BEGIN SOLUTION\nx = 1\n# END SOLUTION\n# BEGIN STUB\n'
+              '# x = None\n# END STUB\ny = x\n')
+    assert solution_of(source) == '"""Doc."""\nx = 1\ny = x\n'
+    assert stub_of(source) == '"""Doc."""\nx = None\ny = x\n'
+    for path in SOLUTIONS.glob("*.py"):
+        compile(solution_of(path.read_text()), path.name, "exec")

@@ -21,10 +21,10 @@ the blocks, so both files keep clean docstrings. Blocks do not nest; a marker th
 nested, misspelt (`# BEGIN SOLUTIONS`) or inside a string, a STUB line without its "#" prefix, or a
 solution with no SOLUTION block at all fails with file:line (exit 2).
 
-tests/mutants and the corpora (tests/*/*/<ex>.edits.json) edit solutions/ by `find` texts that
-must occur once: a marker goes outside every such text, and the stub's text beside it must not
-repeat one (tests/test_stubs.py checks both). That is why some functions sit whole in a SOLUTION
-block with the stub's whole function in the STUB block after it.
+The known mistakes and the corpora (tests/exercises/*/mutants.py, tests/*/*/<ex>.edits.json)
+edit the solution as it runs (`solution_of`: the SOLUTION blocks without the markers and the STUB
+blocks), by `find` texts that must occur there once: markers and stub text never get in their way,
+so nothing is written twice for them (tests/test_stubs.py checks every edit applies).
 
 It never writes over work. A stub is written only where exercises/<ex>.py is missing or holds,
 byte for byte, a stub written here before (RECORD keeps the SHA-256 of every stub it writes; git
@@ -66,6 +66,17 @@ class MarkerError(ValueError):
 
 def stub_of(source: str, name: str = "<solution>") -> str:
     """The stub that the marked solution `source` makes (`name` is for error messages)."""
+    return _made(source, name, "STUB")
+
+
+def solution_of(source: str, name: str = "<solution>") -> str:
+    """The marked solution `source` as it runs: its SOLUTION blocks, without the marker lines
+    and the STUB blocks (what a mistake or a variant of the corpus edits: tests.cases)."""
+    return _made(source, name, "SOLUTION")
+
+
+def _made(source: str, name: str, side: str) -> str:
+    """The file `side` ("STUB" or "SOLUTION") that the marked solution `source` makes."""
     out: list[str] = []
     block = None             # (kind, indent, line number of its BEGIN) while inside a block
     blocks = 0
@@ -95,7 +106,12 @@ def stub_of(source: str, name: str = "<solution>") -> str:
         if block is None:
             out.append(line)
         elif block[0] == "STUB":
-            out.append(_uncomment(line, block[1], where))
+            stub_line = _uncomment(line, block[1], where)
+            if side == "STUB":
+                out.append(stub_line)
+        else:
+            if side == "SOLUTION":
+                out.append(line)
     if block is not None:
         raise MarkerError(f"{name}:{block[2]}: '# BEGIN {block[0]}' is never closed "
                           f"(no '# END {block[0]}' after it)")
