@@ -62,7 +62,7 @@ def check_files(exercise: str, hidden: bool = False) -> list[Path]:
 
 
 def exercise_module(exercise: str, name: str):
-    """An exercise folder's public module (`reference`, `sanitizer`, `bench`, `fresh`): what
+    """An exercise folder's public module (`reference`, `mistakes`, `bench`, `kernel`): what
     shared code, hidden checks and tools may import of an exercise; never a check module."""
     return importlib.import_module(f"grader.exercises.{exercise}.{name}")
 

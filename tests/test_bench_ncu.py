@@ -1,5 +1,5 @@
-"""`make bench`'s HBM bytes (tools/bench/ncu.py, grader/exercises/flash_triton/hbm.py), on a CPU:
-ncu's CSV parsed and converted, the bytes placed between the IO model's bounds, the one line
+"""`make bench`'s HBM bytes (tools/bench/ncu.py, grader/exercises/flash_triton/bench_hbm.py), on a
+CPU: ncu's CSV parsed and converted, the bytes placed between the IO model's bounds, the one line
 where ncu is absent or may not count, the table and the plot; and the plumbing (a worker under
 a stand-in ncu, as the sanitizer's tests do) driven once in interpreter mode.
 """
@@ -15,7 +15,7 @@ from tests.helpers import SOLUTIONS
 from tools.bench import ncu, plots
 from tools.bench.harness import Context
 
-hbm = exercise_module("flash_triton", "hbm")
+hbm = exercise_module("flash_triton", "bench_hbm")
 io_reference = exercise_module("io_model", "reference")
 PNG = b"\x89PNG"
 

@@ -10,7 +10,7 @@ import pytest
 
 from grader.registry import exercise_module
 
-ab_judging = exercise_module("attention_backward", "judging")
+ab_mistakes = exercise_module("attention_backward", "mistakes")
 ab_reference = exercise_module("attention_backward", "reference")
 fb_mistakes = exercise_module("flash_backward", "mistakes")
 fd_mistakes = exercise_module("flash_decode", "mistakes")
@@ -23,15 +23,15 @@ def test_attention_backward_names_each_mistake(causal):
     N, d, Br, Bc = 77, 32, 24, 10
     Q, K, V, dO = (rng.standard_normal((N, d)) for _ in range(4))
     O, L = ab_reference.forward_reference(Q, K, V, causal)
-    for mistake in ab_judging.mistakes_for(N, causal, Bc):
+    for mistake in ab_mistakes.mistakes_for(N, causal, Bc):
         got = ab_reference.backward_reference(Q, K, V, O, L, dO, causal, mistake, Bc, Br)
-        hint = ab_judging.backward_hint(got, Q, K, V, O, L, dO, causal, Br, Bc)
-        want = ab_judging.MISTAKE_HINTS[mistake].format(lo=70, hi=N - 1, Bc=Bc)
+        hint = ab_mistakes.backward_hint(got, Q, K, V, O, L, dO, causal, Br, Bc)
+        want = ab_mistakes.MISTAKES[mistake].format(lo=70, hi=N - 1, Bc=Bc)
         assert hint == want, (mistake, hint)
     got = [g.copy() for g in ab_reference.backward_reference(Q, K, V, O, L, dO, causal)]
     got[1][5] += 1.0
-    hint = ab_judging.backward_hint(got, Q, K, V, O, L, dO, causal, Br, Bc)
-    assert hint.startswith(ab_judging.NO_MATCH) and "dK in 1 of 77 rows (5)" in hint, hint
+    hint = ab_mistakes.backward_hint(got, Q, K, V, O, L, dO, causal, Br, Bc)
+    assert hint.startswith(ab_mistakes.NO_MATCH) and "dK in 1 of 77 rows (5)" in hint, hint
 
 
 @pytest.mark.parametrize("causal", [False, True])

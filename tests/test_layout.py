@@ -9,7 +9,8 @@
 - no module imports another module's `_private` name (`from m import _x`, `m._x`);
 - grader's modules import each other without a cycle;
 - shared grader modules (grader/ outside grader/exercises/) import no exercise's module by name:
-  they go through grader.registry.exercise_module.
+  they go through grader.registry.exercise_module;
+- an exercise folder holds only the modules of docs/ARCHITECTURE.md's table of roles.
 
 Every import statement counts, at module level or inside a function (a function-level import is
 a dependency all the same, only a later one), and `if TYPE_CHECKING:` blocks too; an
@@ -21,6 +22,7 @@ package __init__ that gathers its own submodules would be a cycle with each of t
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -268,3 +270,38 @@ def test_packages_import_only_downward():
            if layer_of(i.source) is not None and layer_of(i.target) is not None
            and layer_of(i.target) > layer_of(i.source)]
     assert_none(bad, "an import upward across the grader's layers")
+
+
+# ------------------------------------------------------------------ an exercise folder's roles
+
+
+def folder_roles() -> list[str]:
+    """The module names docs/ARCHITECTURE.md's table "An exercise is a folder" allows, as
+    patterns: `test_<layer>.py` for each layer of the registry, `bench_<row>.py` for any row."""
+    from grader.registry import LAYERS
+
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    section = text.split("## An exercise is a folder", 1)[1].split("\n## ", 1)[0]
+    names = []
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            for name in re.findall(r"`([^`]+)`", line.split("|")[1]):
+                name = name.removeprefix("grader/exercises/<ex>/")
+                if name.endswith(".py") and "/" not in name:
+                    names.append(name)
+    layers = "|".join(LAYERS)
+    return [re.escape(n).replace(re.escape("<layer>"), f"({layers})")
+            .replace(re.escape("<row>"), "[a-z0-9_]+") for n in names]
+
+
+def test_every_exercise_module_has_a_role_in_the_table():
+    """An exercise folder holds only the modules of the table's fixed roles (rows, reference,
+    judging, mistakes, kernel hooks, bench rows, a check module per layer), so a reader knows
+    where each exercise keeps what; a new kind of module is a new row of the table first."""
+    roles = folder_roles()
+    assert {"rows\\.py", "mistakes\\.py", "kernel\\.py"} <= set(roles), roles
+    folders = sorted(p.parent for p in (ROOT / "grader" / "exercises").glob("*/rows.py"))
+    bad = [p.relative_to(ROOT).as_posix() for folder in folders for p in sorted(folder.glob("*.py"))
+           if not any(re.fullmatch(r, p.name) for r in roles)]
+    assert folders and bad == [], ("modules with no role in docs/ARCHITECTURE.md's table (An "
+                                   "exercise is a folder):\n" + "\n".join(bad))

@@ -128,12 +128,11 @@ def _flash_decode_splits(monkeypatch, speeds):
 
 
 def _flash_backward(monkeypatch, speeds):
-    from grader.exercises.flash_backward import measure
     from grader.exercises.flash_backward import test_perf as m
 
-    perf = measure.Perf()
+    perf = m.Perf()
     made = []
-    for N in measure.PERF_N:
+    for N in m.PERF_N:
         for causal in (False, True):
             for name in ("fwd", "bwd"):
                 request = FakeRequest(speeds)
@@ -146,13 +145,12 @@ def _flash_backward(monkeypatch, speeds):
 
 
 def _flash_backward_causal(monkeypatch, speeds, again=None):
-    """flash_backward's timing itself (measure._time), non-causal at 1 ms a call and causal at
+    """flash_backward's timing itself (test_perf._time), non-causal at 1 ms a call and causal at
     `speeds` (a second timing of the causal time: at `again`, when given), then
     causal_skips_blocks on what it measured."""
-    from grader.exercises.flash_backward import measure
     from grader.exercises.flash_backward import test_perf as m
 
-    perf = measure.Perf()
+    perf = m.Perf()
     made = []
 
     def make(sub, rng, name, N, causal, *rest):
@@ -162,10 +160,9 @@ def _flash_backward_causal(monkeypatch, speeds, again=None):
         made[-1].name, made[-1].causal = name, causal
         return made[-1]
 
-    monkeypatch.setattr(measure, "_requests", make)
-    configs = [(N, c) for N in measure.PERF_N for c in (False, True)]
-    measure._time(perf, None, Rng(3), FakeGpu(), {N: (None, None) for N in measure.PERF_N},
-                  configs, {})
+    monkeypatch.setattr(m, "_requests", make)
+    configs = [(N, c) for N in m.PERF_N for c in (False, True)]
+    m._time(perf, None, Rng(3), FakeGpu(), {N: (None, None) for N in m.PERF_N}, configs, {})
     monkeypatch.setattr(m, "measure", lambda *a: perf)
     return _run(m.test_causal_skips_blocks, gpu=FakeGpu()), made
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from grader.exercises.bench_attn.clock import Clock, Stream, log_spread, work_seen
+from grader.exercises.bench_attn.reference import Clock, Stream, log_spread, work_seen
 from grader.exercises.bench_attn.judging import (WORK_MS, Busy, again, failure, fits_clock,
                                                  judge_proper)
 from grader.judge.perf import baselines, quiet, timing

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from grader.exercises.bench_attn.clock import Stream, log_uniform
 from grader.exercises.bench_attn.judging import (WORK_MS, again, judge_proper, positive_ms,
                                                  timed_call)
+from grader.exercises.bench_attn.reference import Stream, log_uniform
 
 
 @pytest.mark.check("bench_attn.hidden_timer_arguments")

@@ -1,116 +1,17 @@
 """How attention_backward's checks call the student and judge the answers: tiled_attention_lse's
-O and L and tiled_backward's dQ, dK, dV against float64 (grader.judge.answers.compare's tolerances), with
-the hint of a known mistake when the answer equals its. The backward is given the reference O and
-L (rounded to the input dtype), so a wrong forward never costs backward points. The check
-modules and the hidden checks import these."""
+O and L and tiled_backward's dQ, dK, dV against float64 (grader.judge.answers.compare's
+tolerances), with the hint of a known mistake when the answer equals its (mistakes.py). The
+backward is given the reference O and L (rounded to the input dtype), so a wrong forward never
+costs backward points. The check modules and the hidden checks import these."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from grader.exercises.attention_backward.hints import (DQ_LOW_PRECISION_HINT, LSE_LOG2_HINT,
-                                                       LSE_NO_M_HINT)
-from grader.exercises.attention_backward.hints import MISTAKES as MISTAKE_HINTS
-from grader.exercises.attention_backward.reference import (MISTAKES, backward_reference,
-                                                           forward_reference)
-from grader.judge.answers import diagnose, reference
-from grader.judge.answers.compare import CheckFailed, assert_close, numpy_tolerance, values
+from grader.exercises.attention_backward.mistakes import backward_hint, lse_hint
+from grader.exercises.attention_backward.reference import backward_reference, forward_reference
+from grader.judge.answers.compare import CheckFailed, assert_close
 from grader.judge.answers.inputs import round_to
-
-
-def close(got, want) -> bool:
-    """Whether an answer equals `want` to 1e-3 relative: the test for a known mistake's answer."""
-    g = np.asarray(values(got), np.float64)
-    return g.shape == want.shape and bool(np.all(np.abs(g - want) <= 1e-3 * (1 + np.abs(want))))
-
-
-def mistakes_for(N, causal, Bc):
-    """The known mistakes (reference.MISTAKES) that give an answer of their own on this case."""
-    out = [m for m in MISTAKES if m not in ("mask_strict", "mask_missing", "diagonal_unmasked")
-           or causal]
-    if not (Bc and N % Bc):
-        out.remove("last_block_skipped")        # no short last block to skip
-    return out
-
-
-def backward_hint(got, Q, K, V, O, L, dO, causal, Br, Bc, L_true=None) -> str:
-    """The hint the evidence supports: a known mistake's, when the student's gradients equal its
-    answer; with L_true (the L given was shifted from it), the gradients of L_true; dQ alone off
-    by float16 rounding; else which gradient differs and where (what_differs)."""
-    try:
-        dq, dk, dv = got
-    except (TypeError, ValueError):
-        return ""
-    N = Q.shape[0]
-    for mistake in mistakes_for(N, causal, Bc):
-        want = backward_reference(Q, K, V, O, L, dO, causal, mistake, Bc, Br)
-        if all(close(g, w) for g, w in zip((dq, dk, dv), want)):
-            lo = (N - 1) // Bc * Bc
-            return MISTAKE_HINTS[mistake].format(lo=lo, hi=N - 1, Bc=Bc)
-    want = backward_reference(Q, K, V, O, L, dO, causal)
-    if L_true is not None:
-        true = backward_reference(Q, K, V, O, L_true, dO, causal)
-        if all(close(g, w) for g, w in zip((dq, dk, dv), true)):
-            return IGNORES_L_HINT
-    wrong = wrong_rows(got, want, Q.dtype.name, N)
-    if wrong is None:
-        return ""
-    if wrong[0].any() and not wrong[1].any() and not wrong[2].any():
-        g = np.asarray(values(dq), np.float64)
-        rel = float(np.abs(g - want[0]).max() / max(np.abs(want[0]).max(), 1e-30))
-        if 5e-5 <= rel <= 1e-2:
-            return DQ_LOW_PRECISION_HINT.format(rel=rel)
-    return what_differs(wrong, N, causal, Br, Bc)
-
-
-NO_MATCH = "No known mistake's answer matches."
-IGNORES_L_HINT = ("The gradients equal those of the row's true logsumexp, not of the L given (the "
-                  "true one shifted per row here): the backward found its own normalizer instead "
-                  "of using L. Recompute instead of remember: P = e^(S - L), with the L passed in.")
-
-
-def wrong_rows(got, want, dtype, N):
-    """Per gradient (dQ, dK, dV), which rows are outside the check's tolerance (None when a
-    shape is wrong)."""
-    atol, rtol = numpy_tolerance(dtype, N)
-    out = []
-    for g, w in zip(got, want):
-        g = np.asarray(values(g), np.float64)
-        if g.shape != w.shape:
-            return None
-        with np.errstate(all="ignore"):
-            bad = ~(np.abs(g - w) <= atol + rtol * np.abs(w))
-        out.append(bad.reshape(len(w), -1).any(axis=1))
-    return out
-
-
-def what_differs(wrong, N, causal, Br, Bc) -> str:
-    """Which gradients are wrong, and in which rows, said as blocks where they line up: no
-    mistake is named, none matched."""
-    names = ("dQ", "dK", "dV")
-    bad = [n for n, w in zip(names, wrong) if w.any()]
-    if not bad:
-        return ""
-    right = [n for n in names if n not in bad]
-    parts = []
-    for name, w in zip(names, wrong):
-        if w.any():
-            block = Br if name == "dQ" else Bc
-            parts.append(f"{name} in {diagnose.rows_named(w, block, 'query' if name == 'dQ' else 'key')}")
-    return (f"{NO_MATCH} What differs: {'; '.join(parts)}"
-            + (f"; {', '.join(right)} right" if right else "") + ".")
-
-
-def lse_hint(got_L, Q, K, causal=False) -> str:
-    """The hint when L is log(l) without m, or m + log2(l)."""
-    S = reference.causal_scores(Q, K, causal)
-    m = S.max(axis=1)
-    l = np.exp(S - m[:, None]).sum(axis=1)
-    if close(got_L, np.log(l)):
-        return LSE_NO_M_HINT
-    if close(got_L, m + np.log2(l)):
-        return LSE_LOG2_HINT
-    return ""
 
 
 # ------------------------------------------------------------------ calling the student

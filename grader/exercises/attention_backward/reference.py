@@ -18,7 +18,7 @@ def forward_reference(Q, K, V, causal=False, strict=False):
 
 def backward_reference(Q, K, V, O, L, dO, causal=False, mistake=None, Bc=None, Br=None):
     """Float64 (dQ, dK, dV) by the lesson's formulas from the given O and L. `mistake` gives a
-    known wrong answer instead, for hints (MISTAKES names them: hints.MISTAKES has their texts);
+    known wrong answer instead, for hints (mistakes.MISTAKES names them, with their texts);
     "running_max" and "last_block_skipped" need Bc, "diagonal_unmasked" Br and Bc."""
     Q, K, V, O, dO = (np.asarray(t, np.float64) for t in (Q, K, V, O, dO))
     L = np.asarray(L, np.float64)
@@ -43,12 +43,6 @@ def backward_reference(Q, K, V, O, L, dO, causal=False, mistake=None, Bc=None, B
     q_scale = {"dQ_unscaled": 1.0, "dQ_scaled_twice": scale * scale}.get(mistake, scale)
     k_scale = {"dK_unscaled": 1.0, "dK_scaled_twice": scale * scale}.get(mistake, scale)
     return dS @ K * q_scale, dS.T @ Q * k_scale, dV
-
-
-# the mistakes backward_reference can compute; which apply to a case: judging.mistakes_for
-MISTAKES = ("no_D", "D_from_dO", "running_max", "dK_unscaled", "dQ_unscaled", "dK_scaled_twice",
-            "dQ_scaled_twice", "last_block_skipped", "mask_strict", "mask_missing",
-            "diagonal_unmasked")
 
 
 def _mistaken_scores(Q, K, causal, mistake, Br, Bc):

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.exercises.attention_backward.judging import NO_MATCH, check_backward, check_forward
+from grader.exercises.attention_backward.judging import check_backward, check_forward
+from grader.exercises.attention_backward.mistakes import NO_MATCH
 from grader.exercises.attention_backward.reference import large_scores, qkv
 from grader.judge.answers.compare import CheckFailed
 from grader.judge.answers.cases import Cases

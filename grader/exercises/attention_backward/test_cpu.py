@@ -24,9 +24,9 @@ import numpy as np
 import pytest
 
 from grader import errors
-from grader.exercises.attention_backward.judging import (backward_hint, blocks_above_diagonal,
-                                                         check_backward, check_forward, close,
-                                                         reads_per_row, unpack)
+from grader.exercises.attention_backward.judging import (blocks_above_diagonal, check_backward,
+                                                         check_forward, reads_per_row, unpack)
+from grader.exercises.attention_backward.mistakes import backward_hint, close
 from grader.exercises.attention_backward.reference import (backward_reference, forward_reference,
                                                            qkv)
 from grader.judge.answers.cases import Cases

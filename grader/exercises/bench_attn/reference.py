@@ -1,4 +1,5 @@
-"""bench_attn's simulated device: the grader's clock that its timers are judged on.
+"""bench_attn's reference: the simulated device, whose clock is what its timers' numbers are
+judged against (the work it saw is the right answer; judging.py holds a number to it).
 
 The worker's workload (grader.worker.workloads.AsyncWork) holds only a socket: each launch and
 each synchronize is a request that this process answers when its own clock says the work is

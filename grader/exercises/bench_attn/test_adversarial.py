@@ -5,12 +5,12 @@ No GPU is needed: the worker runs on CPU tensors. The timers are given a workloa
 (`grader.worker.workloads.AsyncWork`) that behaves like a kernel launch: the call returns at once
 (the first after a compile), the work finishes later, and `synchronize()` waits for it. The
 workload holds only a socket: its durations are drawn in this process (log-uniform over 0.2 to
-50 ms, new for every call) by `clock.Clock`, which answers each launch and synchronize on its own
-clock and logs them. The grader counts the calls itself and sees what each one's work took
+50 ms, new for every call) by `reference.Clock`, which answers each launch and synchronize on its
+own clock and logs them. The grader counts the calls itself and sees what each one's work took
 (judging.py); the reported number must lie between that and a little more, so neither a single
 timed call nor a number that was not measured passes, however the calls around it are padded
-with pauses: each check's workloads are a factor of 2 or more apart (clock.log_spread), and the
-number must follow them.
+with pauses: each check's workloads are a factor of 2 or more apart (reference.log_spread), and
+the number must follow them.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import time
 
 import pytest
 
-from grader.exercises.bench_attn.clock import (Clock, Stream, interval_bounds, log_spread,
-                                               log_uniform, work_seen)
-from grader.exercises.bench_attn.judging import (WORK_MS, again, as_ms, failure, is_number,
-                                                 judge_proper, positive_ms, timed_call)
-from grader.exercises.bench_attn.sweeps import SWEEP_MS, call_sweep, check_rows_on_clock, check_timed_row
+from grader.exercises.bench_attn.judging import (SWEEP_MS, WORK_MS, again, as_ms, call_sweep,
+                                                 check_rows_on_clock, check_timed_row, failure,
+                                                 is_number, judge_proper, positive_ms, timed_call)
+from grader.exercises.bench_attn.reference import (Clock, Stream, interval_bounds, log_spread,
+                                                   log_uniform, work_seen)
 from grader.judge.answers.compare import CheckFailed
 from grader.wire.codec import Trusted
 

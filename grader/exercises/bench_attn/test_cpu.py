@@ -2,9 +2,9 @@
 yourself", Build It's bench_attn.py): the backend probe and the sweep's rows.
 
 No GPU is needed: the worker runs on CPU tensors. Sweeps get workloads that run a drawn time per
-N on the grader's clock (clock.py; their rows' ms are bounded like the timers', judging.py),
+N on the grader's clock (reference.py; their rows' ms are bounded like the timers', judging.py),
 trusted attention and tiny shapes; rows are checked against the formula and the JSON file the
-student's code wrote (sweeps.py).
+student's code wrote (judging.py).
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import time
 
 import pytest
 
-from grader.exercises.bench_attn.clock import Clock, Stream, log_spread
-from grader.exercises.bench_attn.judging import OVER_MS, again, fits_clock, positive_ms
-from grader.exercises.bench_attn.sweeps import SWEEP_MS, call_sweep, check_rows_on_clock, check_timed_row
+from grader.exercises.bench_attn.judging import (OVER_MS, SWEEP_MS, again, call_sweep,
+                                                 check_rows_on_clock, check_timed_row, fits_clock,
+                                                 positive_ms)
+from grader.exercises.bench_attn.reference import Clock, Stream, log_spread
 from grader.judge.answers.compare import CheckFailed
 from grader.judge.answers.inputs import randn, tensor
 from grader.wire.codec import Trusted

@@ -1,5 +1,5 @@
 """gpu check for exercises/bench_attn.py: the student's sweep on CUDA, where naive attention's
-peak memory grows about 4x per doubling of N and SDPA's does not (sweeps.py reads the rows).
+peak memory grows about 4x per doubling of N and SDPA's does not (judging.py reads the rows).
 
 Every row is also held to the grader's own measurement of the same work, made here after the
 call with nothing of the student's alive: its ms to the median GPU time of one call (CUDA
@@ -13,8 +13,7 @@ import functools
 
 import pytest
 
-from grader.exercises.bench_attn.judging import is_number
-from grader.exercises.bench_attn.sweeps import check_timed_row
+from grader.exercises.bench_attn.judging import check_timed_row, is_number
 from grader.judge.perf import events, quiet
 from grader.judge.answers.compare import CheckFailed
 from grader.wire.codec import Trusted

@@ -21,10 +21,9 @@ import numpy as np
 
 from grader import errors
 from grader.exercises.flash_backward import mistakes
-from grader.exercises.flash_backward.hints import (DIAGONAL_HINT, DQ_ONLY_HINT, LSE_IS_M_HINT,
-                                                   LSE_LOG2_HINT,
-                                                   LSE_NO_M_HINT, SCALE_HINT,
-                                                   STRICT_HINT)
+from grader.exercises.flash_backward.mistakes import (DIAGONAL_HINT, DQ_ONLY_HINT, LSE_IS_M_HINT,
+                                                      LSE_LOG2_HINT, LSE_NO_M_HINT, SCALE_HINT,
+                                                      STRICT_HINT)
 from grader.exercises.flash_backward.reference import (backward_reference, forward_reference,
                                                        torch_float32_rounded, torch_same_precision)
 from grader.judge.answers.compare import CheckFailed, assert_close, baseline_floor, values

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from grader import errors
-from grader.exercises.flash_backward.hints import DS_PRECISION_HINT, MASK_HINTS
+from grader.exercises.flash_backward.mistakes import DS_PRECISION_HINT, MASK_HINTS
 from grader.exercises.flash_backward.judging import (BWD_GATE, FWD_GATE, assert_grads, call_bwd,
                                                      call_fwd, check_backward, check_forward,
                                                      describe, judge_forward, unpack)

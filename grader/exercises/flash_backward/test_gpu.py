@@ -4,7 +4,7 @@ q, k, v and dO are drawn by torch's generator in the worker and again here
 (grader.judge.answers.gpu.seeded_inputs), so they need no transfer; the o and L that flash_bwd is given
 are computed here (reference.given_o_lse) and sent. The references run here on the GPU
 (judging.assert_forward_gpu, judging.assert_grads_gpu). The sanitizer's call is TARGET in
-sanitizer.py."""
+kernel.py."""
 
 from __future__ import annotations
 

@@ -36,9 +36,6 @@ def _diagnose(got, expected, error: CheckFailed, nan_hint: str, twins) -> CheckF
 EMPTY_NAN_HINT = ("nan where the reference has a number: an empty state (-inf, 0, 0) went "
                   "through exp(-inf - (-inf)). The empty state is the identity: shift by 0 where "
                   "the max is -inf.")
-UNRESCALED_HINT = ("Your o equals sum(acc) / sum(l): the splits were added without rescaling. The "
-                   "merge rule moves each state onto the common max first: l_a*exp(m_a - m) + "
-                   "l_b*exp(m_b - m), and acc the same way.")
 IDENTITY_HINT = ("merge_partials is right on the same splits without the empty state(s) "
                  "(-inf, 0, 0), and wrong with them: the empty state must be the identity of the "
                  "merge rule (exp(-inf) = 0 weight; shift by 0 where the max is -inf, never "
@@ -57,7 +54,8 @@ def assert_merge(sub, parts, expected, what, seed):
     try:
         assert_close(got, expected, what=what, dtype="float64", seed=seed)
     except CheckFailed as e:
-        failure = _diagnose(got, expected, e, EMPTY_NAN_HINT, [(_unrescaled(parts), UNRESCALED_HINT)])
+        failure = _diagnose(got, expected, e, EMPTY_NAN_HINT,
+                            [(mistakes.unrescaled_merge(parts), mistakes.UNRESCALED_HINT)])
         kept = [p for p in parts if not _is_empty(p)]
         if not failure.hint and kept and len(kept) < len(parts):
             # the evidence: the same call without the empty states (a control, in this check)
@@ -67,14 +65,6 @@ def assert_merge(sub, parts, expected, what, seed):
             except (CheckFailed, errors.StudentRaised, errors.BadReturn):
                 pass
         raise failure from None
-
-
-def _unrescaled(parts):
-    """What merging without rescaling gives: sum of acc / sum of l."""
-    with np.errstate(all="ignore"):
-        l = sum(np.asarray(p[1], dtype=np.float64) for p in parts)
-        acc = sum(np.asarray(p[2], dtype=np.float64) for p in parts)
-        return acc / np.asarray(l)[..., None]
 
 
 BOUNDS_HINTS = {

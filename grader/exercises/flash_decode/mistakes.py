@@ -1,8 +1,9 @@
 """What flash_decode would return for each known mistake of decoding, in float64 (for hints):
-the 1/sqrt(D) scale missing, the merge rescaling acc but not l (or l but not acc), and a split
-size that is not a multiple of BLOCK_N (each split's last block runs past its end, so keys at
-the split boundaries count twice). judging.assert_decode compares a wrong output with each;
-when none matches, what_differs says which (sequence, head) rows are off, and no more.
+the splits merged without rescaling, the 1/sqrt(D) scale missing, the merge rescaling acc but
+not l (or l but not acc), and a split size that is not a multiple of BLOCK_N (each split's last
+block runs past its end, so keys at the split boundaries count twice). judging.assert_merge and
+judging.assert_decode compare a wrong output with each; when none matches, what_differs says
+which (sequence, head) rows are off, and no more.
 
 The splits are the lesson's: split_size = cdiv(cdiv(L_max, num_splits), BLOCK_N) * BLOCK_N, for
 every BLOCK_N a kernel may use (16 to 128), and the plain cdiv(L_max, num_splits) too.
@@ -18,6 +19,9 @@ from grader.judge.answers.compare import values
 
 BLOCKS = (16, 32, 64, 128)
 
+UNRESCALED_HINT = ("Your o equals sum(acc) / sum(l): the splits were added without rescaling. The "
+                   "merge rule moves each state onto the common max first: l_a*exp(m_a - m) + "
+                   "l_b*exp(m_b - m), and acc the same way.")
 NO_SCALE_HINT = ("Your o equals attention without the 1/sqrt(D) scale: s = dot(q, k) * scale, "
                  "scale = 1/sqrt(D), in every split.")
 L_NOT_RESCALED_HINT = ("Your o equals a merge that rescales each split's acc by exp(m_s - m) but "
@@ -36,6 +40,14 @@ EMPTY_GARBAGE_HINT = ("{what} in the output where the answer is finite, while ev
                       "its loop not run (hi = min(lo + split_size, seq_len)) and the state still "
                       "stored (the partial buffers come from torch.empty: what a split does not "
                       "store is garbage).")
+
+
+def unrescaled_merge(parts):
+    """What merge_partials gives without rescaling: sum of acc / sum of l."""
+    with np.errstate(all="ignore"):
+        l = sum(np.asarray(p[1], dtype=np.float64) for p in parts)
+        acc = sum(np.asarray(p[2], dtype=np.float64) for p in parts)
+        return acc / np.asarray(l)[..., None]
 
 
 def _scores(q, k, lens, b, g, h, scaled=True):

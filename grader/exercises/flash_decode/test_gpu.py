@@ -3,7 +3,7 @@
 The caches are drawn by torch's generator in the worker and again here
 (grader.judge.answers.gpu.seeded_inputs); the reference (reference.gpu_decode_reference) is computed here
 on the GPU in float32, and the output may be off it by a multiple of what PyTorch in the
-inputs' dtype gets there (reference.decode_same_precision; compare.assert_close). The call compute-sanitizer watches is this folder's sanitizer.py (TARGET).
+inputs' dtype gets there (reference.decode_same_precision; compare.assert_close). The call compute-sanitizer watches is this folder's kernel.py (TARGET).
 """
 
 from __future__ import annotations

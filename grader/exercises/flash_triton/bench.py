@@ -3,7 +3,7 @@
   tiles:    the student's flash_fwd at the tile shapes that fit this chip's shared memory
             (its profile's list), plus Break It 5's 256 x 256 (expected: out of resources);
   hbm:      the DRAM bytes of one flash_fwd call at N = 8192, counted by Nsight Compute,
-            between the IO model's worst and best cases (hbm.py).
+            between the IO model's worst and best cases (bench_hbm.py).
 TFLOP/s = 4*B*H*N^2*D / time (grader.judge.perf.baselines.attention_flops).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from grader.exercises.flash_triton.hbm import HBM
+from grader.exercises.flash_triton.bench_hbm import HBM
 from tools.bench.report import cell, fmt
 from tools.bench.spec import Benchmark, Trial
 

@@ -11,7 +11,8 @@ hides what it read, and nowhere else.
 
 from __future__ import annotations
 
-from grader.judge.answers import diagnose, reference
+from grader.exercises.tiled_attention.mistakes import attention_hint
+from grader.judge.answers import reference
 from grader.judge.answers.compare import CheckFailed, assert_close
 from grader.judge.answers.inputs import tensor
 
@@ -36,7 +37,8 @@ def _flash(sub, q, k, v, *, dtype="float16", BLOCK_M=64, BLOCK_N=64, case="", se
            explain=None):
     """Run flash_fwd on (q, k, v) and check the whole output against float64. A failure's hint
     comes from its evidence: `explain(out, expected)` (this case's own reading), else the known
-    mistake whose answer the output equals (grader/judge/answers/diagnose.py), else none."""
+    mistake whose answer the output equals (tiled_attention/mistakes.py: the same loop over key
+    blocks), else none."""
     out = flash_call(sub, q, k, v, dtype=dtype, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N).value
     expected = reference.attention(q, k, v)
     try:
@@ -44,7 +46,7 @@ def _flash(sub, q, k, v, *, dtype="float16", BLOCK_M=64, BLOCK_N=64, case="", se
                      case=describe(q, dtype, BLOCK_M, BLOCK_N, case), seed=seed,
                      grid=(BLOCK_M, None))   # a picture of a failure: one band per program
     except CheckFailed as e:
-        hint = (explain(out, expected) if explain else "") or diagnose.attention_hint(
+        hint = (explain(out, expected) if explain else "") or attention_hint(
             out, q, k, v, block_n=BLOCK_N, dtype=dtype)
         raise CheckFailed(str(e), hint=hint or e.hint) from None
 

@@ -1,5 +1,5 @@
 """flash_triton's gpu checks: flash_fwd at real sizes on CUDA, and compute-sanitizer (the call it
-watches is this folder's sanitizer.py, TARGET).
+watches is this folder's kernel.py, TARGET).
 """
 
 from __future__ import annotations

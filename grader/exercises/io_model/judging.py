@@ -1,7 +1,7 @@
 """How io_model's checks call the student and judge one answer: a count must equal the grader's
 formula exactly (Python integers, no rounding), a real-valued answer within a relative 1e-9 (the
 same formula in another order differs by a few float64 roundings, a rounded constant by 1e-4),
-and a hint only when the answer equals a known mistake's (hints.py). The check modules and the
+and a hint only when the answer equals a known mistake's (mistakes.py). The check modules and the
 hidden checks import these."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 import numbers
 
 from grader.exercises.io_model import reference
-from grader.exercises.io_model.hints import MISTAKES, ROUNDED
+from grader.exercises.io_model.mistakes import MISTAKES, ROUNDED
 from grader.judge.answers.compare import CheckFailed
 from grader.judge.answers.cases import Cases
 
@@ -35,7 +35,7 @@ def same(got, want, exact: bool) -> bool:
 
 
 def mistakes(fn: str, args: tuple, got) -> list[str]:
-    """The known mistakes (hints.MISTAKES) whose answer at `args` equals `got`, by name."""
+    """The known mistakes (mistakes.MISTAKES) whose answer at `args` equals `got`, by name."""
     found = []
     for name, answer, _ in MISTAKES.get(fn, []):
         try:

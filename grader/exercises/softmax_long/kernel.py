@@ -1,11 +1,21 @@
-"""softmax_long's compute-sanitizer target (grader.judge.evidence.sanitize.target_of): the calls the
-sanitizer check (test_gpu.py) runs under memcheck."""
+"""softmax_long's kernel hooks: provenance's second replay (grader.judge.evidence.fresh: x with its
+values moved, BLOCK and num_warps kept) and compute-sanitizer's target (grader.judge.evidence.
+sanitize.target_of: the calls the sanitizer check, test_gpu.py, runs under memcheck)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from grader.judge.answers import reference
 from grader.judge.evidence import sanitize
+from grader.judge.evidence.fresh import moved
+
+
+def fresh(fn, args, kwargs, rng):
+    if fn != "softmax":
+        return None
+    return moved(args, kwargs, rng, 1, lambda x, *rest: [reference.softmax(x, axis=-1)])
+
 
 # a long row past any one-tile path, with a ragged last block for any power-of-two BLOCK up to
 # 32K; and short rows whose count no tile of several rows divides

@@ -1,6 +1,6 @@
 """gpu checks for exercises/softmax_long.py: real widths from 1 to 256K columns on CUDA (mode
 "cuda"), with the student's own BLOCK, and compute-sanitizer's memcheck (the call it runs is
-sanitizer.py's TARGET).
+kernel.py's TARGET).
 
 Inputs are drawn by torch's generator in the worker and again here (grader.judge.answers.gpu
 .seeded_inputs), fresh seeds per check; new tensors in the call are filled with NaN first

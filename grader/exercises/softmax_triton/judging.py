@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.judge.answers import diagnose, reference
+from grader.exercises.softmax_triton.mistakes import softmax_hint
+from grader.judge.answers import reference
 from grader.judge.answers.compare import CheckFailed, assert_close
 from grader.judge.answers.inputs import tensor
 
@@ -33,8 +34,8 @@ def run_softmax(sub, x: np.ndarray, dtype: str, case: str, seed: int, what: str 
     try:
         assert_close(got, reference.softmax(x, axis=1), what=what, dtype=dtype, case=case, seed=seed)
     except CheckFailed as e:
-        # a hint only when the output equals a known mistake's answer (grader/judge/answers/diagnose.py)
-        raise CheckFailed(str(e), hint=diagnose.softmax_hint(got, x, dtype=dtype) or e.hint) from None
+        # a hint only when the output equals a known mistake's answer (mistakes.py)
+        raise CheckFailed(str(e), hint=softmax_hint(got, x, dtype=dtype) or e.hint) from None
 
 
 def softmax_case(sub, x, dtype, case, seed, **kw):

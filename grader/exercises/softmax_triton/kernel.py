@@ -1,11 +1,20 @@
-"""softmax_triton's compute-sanitizer target (grader.judge.evidence.sanitize.target_of): the call the
-sanitizer check (test_gpu.py) runs under memcheck."""
+"""softmax_triton's kernel hooks: provenance's second replay (grader.judge.evidence.fresh: x with
+its values moved) and compute-sanitizer's target (grader.judge.evidence.sanitize.target_of: the
+call the sanitizer check, test_gpu.py, runs under memcheck)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from grader.judge.answers import reference
 from grader.judge.evidence import sanitize
+from grader.judge.evidence.fresh import moved
+
+
+def fresh(fn, args, kwargs, rng):
+    if fn != "softmax":
+        return None
+    return moved(args, kwargs, rng, 1, lambda x, *rest: [reference.softmax(x, axis=-1)])
 
 
 def _softmax_call(sub, device: str) -> None:

@@ -1,5 +1,5 @@
 """gpu checks for exercises/softmax_triton.py: real sizes on CUDA (mode "cuda"), and
-compute-sanitizer's memcheck (the call it runs is sanitizer.py's TARGET).
+compute-sanitizer's memcheck (the call it runs is kernel.py's TARGET).
 
 Inputs are drawn by torch's generator in the worker and again here
 (grader.judge.answers.gpu.seeded_inputs), references and comparisons run on the GPU here.

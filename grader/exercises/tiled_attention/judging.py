@@ -10,7 +10,8 @@ import contextlib
 
 import numpy as np
 
-from grader.judge.answers import diagnose, reference
+from grader.exercises.tiled_attention.mistakes import attention_hint
+from grader.judge.answers import reference
 from grader.judge.answers.compare import CheckFailed, assert_close, values
 from grader.sandbox import memory
 from grader.wire.codec import Trusted
@@ -234,8 +235,8 @@ def check_tiled(sub, Q, K, V, Br: int, Bc: int, case: str, seed: int, record: bo
                      case=f"N={Q.shape[0]}, d={Q.shape[1]}, {Q.dtype.name}, {case}", seed=seed,
                      grid=(Br, None))   # a picture of a failure: one band per query block
     except CheckFailed as e:
-        # the hint only when the output equals a known mistake's answer (grader/judge/answers/diagnose.py)
-        raise CheckFailed(str(e), hint=diagnose.attention_hint(
+        # the hint only when the output equals a known mistake's answer (mistakes.py)
+        raise CheckFailed(str(e), hint=attention_hint(
             out, Q, K, V, block_n=Bc, input_dtype=Q.dtype.name) or e.hint) from None
     return res
 
@@ -251,6 +252,6 @@ def check_naive(sub, Q, K, V, case: str, seed: int):
                      what="naive_attention(Q, K, V)", input_dtype=Q.dtype.name, terms=Q.shape[0],
                      case=f"N={Q.shape[0]}, d={Q.shape[1]}, {Q.dtype.name}, {case}", seed=seed)
     except CheckFailed as e:
-        raise CheckFailed(str(e), hint=diagnose.attention_hint(
+        raise CheckFailed(str(e), hint=attention_hint(
             out, Q, K, V, input_dtype=Q.dtype.name) or e.hint) from None
 

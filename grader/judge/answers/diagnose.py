@@ -1,18 +1,14 @@
-"""What a few of the lesson's mistakes would have produced, so a failure can say which one it is.
+"""Whether a wrong answer equals a known mistake's, and what a failure's evidence shows: the
+generic comparisons that each exercise's mistakes.py names its mistakes with.
 
-A check that fails computes, here in the trusted process and from the same inputs, the answer of
-each mistake that the evidence could point at (attention without the 1/sqrt(d) scale, acc not
-divided by l, the last key block alone, acc not rescaled by alpha, padded keys scored 0, the
-short last block skipped; softmax without the division, padded lanes read as 0). When the
-student's output equals one of them to tolerance, the failure's hint names that mistake and the
-lesson idea it breaks; when none matches, no hint is made up (the registry's general hint
-stays). A match is evidence: each of these answers differs from the right one by O(1) on the
-checks' inputs, so a wrong output does not equal one of them by accident.
+An exercise's mistakes.py computes, in the trusted process and from the same inputs, the answer
+each mistake would have produced; `first_match` gives the hint of the first one the student's
+output equals to tolerance (`equals`, at `tolerance`: the check's own, doubled), and "" when none
+does, so no hint is made up. The rest reads a wrong output without naming a mistake: `attend`
+(softmax(s) @ v, optionally with padded keys), `zero_or_nan_where_wrong` and `blew_up` (what
+went wrong in the elements that are wrong), `rows_named` (which rows, in words).
 
-    hint = attention_hint(got, q, k, v, block_n=32, dtype="float16")
-    raise CheckFailed(str(error), hint=hint)
-
-All references are float64 over the last two axes (q, k, v: (..., N, d)).
+    hint = first_match(got, [(lambda: answer_of_mistake(x), HINT)], *tolerance("float16"))
 """
 
 from __future__ import annotations
@@ -60,13 +56,7 @@ def first_match(got, candidates, atol: float, rtol: float) -> str:
     return ""
 
 
-# ------------------------------------------------------------------------------ attention
-
-
-def _scores(q, k, scaled: bool = True) -> np.ndarray:
-    q, k = np.asarray(q, dtype=np.float64), np.asarray(k, dtype=np.float64)
-    s = q @ np.swapaxes(k, -1, -2)
-    return s / np.sqrt(q.shape[-1]) if scaled else s
+# ------------------------------------------------------------------------------ a wrong output, read
 
 
 def attend(s, v, divide: bool = True, pad: int = 0) -> np.ndarray:
@@ -81,106 +71,6 @@ def attend(s, v, divide: bool = True, pad: int = 0) -> np.ndarray:
         return out
     l = p.sum(-1, keepdims=True) + pad * np.exp(-m)
     return out / l
-
-
-def _online_acc_not_rescaled(q, k, v, block_n: int) -> np.ndarray:
-    """Online softmax over key blocks of block_n where l is rescaled by alpha and acc is not."""
-    s = _scores(q, k)
-    v = np.asarray(v, dtype=np.float64)
-    m = np.full(s.shape[:-1], -np.inf)
-    l = np.zeros(s.shape[:-1])
-    acc = np.zeros(s.shape[:-1] + v.shape[-1:])
-    for j in range(0, s.shape[-1], block_n):
-        sb = s[..., j:j + block_n]
-        m_new = np.maximum(m, sb.max(-1))
-        p = np.exp(sb - m_new[..., None])
-        l = l * np.exp(m - m_new) + p.sum(-1)
-        acc = acc + p @ v[..., j:j + block_n, :]
-        m = m_new
-    return acc / l[..., None]
-
-
-SCALE = ("The output equals softmax(q k^T) v without the 1/sqrt(d) scale, to tolerance: "
-         "multiply the scores by scale = 1/sqrt(d) (s = q k^T * scale) before the softmax.")
-DIVIDE = ("The output equals acc without the final division by l, exp(s - m) v to tolerance: "
-          "divide by the row sum at the end, O = acc / l (acc / l_i[:, None] in the kernel).")
-LAST_BLOCK = ("The output equals attention over the last key block alone (keys {lo}..{hi}), to "
-              "tolerance: what the earlier blocks summed was wiped out. That is what alpha = "
-              "exp(m_i - m_new) = 0 does at every block when m_i stays -inf: is m_i set to m_new "
-              "after each block?")
-ALPHA = ("The output equals an online softmax that rescales l by alpha but not acc, to "
-         "tolerance (Break It 2: the row max moves in a later key block here). Rescale acc as "
-         "l is: acc = acc * alpha + p @ v, alpha = exp(m_i - m_new).")
-PADDED = ("The output equals attention with {pad} extra keys of score 0 and value 0 per row, "
-          "the padding of the last key block of {block} (loaded as 0), to tolerance: those "
-          "scores must be -inf, s = tl.where(cols < N, s, float('-inf')), so exp gives them "
-          "weight 0.")
-SHORTER = ("The output equals attention over the first {kept} keys only, to tolerance: the "
-           "last key block, shorter than Bc = {block} ({short} keys), was skipped. Loop over "
-           "range(0, N, Bc) and slice K[j:j + Bc]: the last slice is simply shorter.")
-NONE_USED = ("Every output element is NaN here, where N = {n} is smaller than the key block "
-             "({block}): as if no key block was used (l = 0, 0 / 0)? The only block is shorter "
-             "than Bc; range(0, N, Bc) with K[j:j + Bc] includes it.")
-
-
-def attention_hint(got, q, k, v, *, block_n: int | None = None, dtype: str | None = None,
-                   input_dtype: str | None = None) -> str:
-    """The hint for an attention output that equals a known mistake's answer, else ""."""
-    n = np.shape(k)[-2]
-    terms = n if input_dtype is not None else 1
-    atol, rtol = tolerance(dtype, input_dtype, terms)
-    candidates = [
-        (lambda: attend(_scores(q, k, scaled=False), v), SCALE),
-        (lambda: attend(_scores(q, k), v, divide=False), DIVIDE),
-    ]
-    if block_n and n > block_n:
-        lo = (n - 1) // block_n * block_n
-        candidates += [
-            (lambda: attend(_scores(q, k[..., lo:, :]), v[..., lo:, :]),
-             LAST_BLOCK.format(lo=lo, hi=n - 1)),
-            (lambda: _online_acc_not_rescaled(q, k, v, block_n), ALPHA),
-        ]
-    if block_n and n % block_n:
-        pad = -(-n // block_n) * block_n - n
-        candidates.append((lambda: attend(_scores(q, k), v, pad=pad),
-                           PADDED.format(pad=pad, block=block_n)))
-        kept = n - n % block_n
-        if kept:
-            candidates.append((lambda: attend(_scores(q, k[..., :kept, :]), v[..., :kept, :]),
-                               SHORTER.format(kept=kept, block=block_n, short=n % block_n)))
-        elif np.isnan(_f64(got)).all():
-            return NONE_USED.format(n=n, block=block_n)
-    return first_match(got, candidates, atol, rtol)
-
-
-# ------------------------------------------------------------------------------ softmax
-
-SOFTMAX_DIVIDE = ("The output equals exp(x - max) without the division by the row sum, to "
-                  "tolerance: divide the numerator by den = tl.sum(num, axis=0).")
-SOFTMAX_PADDED = ("The output equals the softmax of each row with its {pad} padded lanes (a "
-                  "block of {block}) read as 0, to tolerance: they raised the max and the row "
-                  "sum. Load the padding as other=-inf: exp(-inf - max) = 0 adds nothing.")
-
-
-def softmax_hint(got, x, *, dtype: str | None = None, block: int | None = None) -> str:
-    """The hint for a row softmax output that equals a known mistake's answer, else ""."""
-    x = np.asarray(x, dtype=np.float64)
-    atol, rtol = tolerance(dtype)
-    n = x.shape[-1]
-    block = block or 1 << max(n - 1, 0).bit_length()
-
-    def padded():
-        m = np.maximum(x.max(-1, keepdims=True), 0.0)
-        e = np.exp(x - m)
-        return e / (e.sum(-1, keepdims=True) + (block - n) * np.exp(-m))
-
-    candidates = [(lambda: np.exp(x - x.max(-1, keepdims=True)), SOFTMAX_DIVIDE)]
-    if block > n:
-        candidates.append((padded, SOFTMAX_PADDED.format(pad=block - n, block=block)))
-    return first_match(got, candidates, atol, rtol)
-
-
-# ------------------------------------------------------------------------------ by case
 
 
 def zero_or_nan_where_wrong(got, expected, atol: float, rtol: float) -> bool:

@@ -21,7 +21,7 @@ correct kernel's rounding of its intermediates in the inputs' dtype can add ther
 scores rounded to float16), which the limit of that row is then at least.
 
 Each Triton exercise says how to move its inputs and what they should give, in its folder's
-`fresh.py`: `fresh(fn, args, kwargs, rng)` -> Fresh, or None for a call it has no form for.
+`kernel.py`: `fresh(fn, args, kwargs, rng)` -> Fresh, or None for a call it has no form for.
 """
 
 from __future__ import annotations
@@ -144,13 +144,13 @@ def moved(args: list, kwargs: dict, rng, n: int, reference, floor=None) -> Fresh
 
 
 def form_of(exercise: str, fn: str, args: tuple, kwargs: dict, rng):
-    """The exercise's Fresh for this call (its `fresh.py`: every exercise with gated kernels
+    """The exercise's Fresh for this call (its `kernel.py`: every exercise with gated kernels
     has one, tests/test_provenance.py), or None where it has no form for `fn`."""
     from grader import registry
 
     if not registry.EXERCISES[exercise].kernels or not drawable(list(args), kwargs):
         return None
-    return registry.exercise_module(exercise, "fresh").fresh(fn, list(args), dict(kwargs), rng)
+    return registry.exercise_module(exercise, "kernel").fresh(fn, list(args), dict(kwargs), rng)
 
 
 def scale_of(outputs: list) -> float:

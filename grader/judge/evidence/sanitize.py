@@ -39,7 +39,7 @@ def memcheck(submission, exercise: str, target: Target | None = None, tool: str 
              mode: str = "cuda") -> str:
     """Run the exercise's kernel under memcheck; return the summary or raise CheckFailed /
     a grader.errors exception. `submission`: a proxy Submission (its sources are used) or a
-    folder; `target`: the call to check (default: the exercise folder's sanitizer.py, `TARGET`).
+    folder; `target`: the call to check (default: the exercise folder's kernel.py, `TARGET`).
     `tool`/`mode` let the repo's tests drive the plumbing on a CPU with a stand-in."""
     from grader.judge.answers.compare import CheckFailed
     from grader.sandbox import proxy
@@ -92,7 +92,7 @@ def memcheck(submission, exercise: str, target: Target | None = None, tool: str 
 @dataclass(frozen=True)
 class Target:
     """The call an exercise is checked with under memcheck, defined next to its checks (the
-    exercise folder's sanitizer.py, `TARGET`): ragged sizes, so the last block runs past the end.
+    exercise folder's kernel.py, `TARGET`): ragged sizes, so the last block runs past the end.
 
     inputs: what the call gets, for messages ("x of shape (37, 781) float16");
     run(sub, device): makes the call(s) through `gated_call`, with seeded inputs the worker draws
@@ -104,8 +104,8 @@ class Target:
 
 
 def target_of(exercise: str) -> Target:
-    """The exercise's target: `TARGET` of its folder's sanitizer.py (grader/exercises/<name>/)."""
-    return exercise_module(exercise, "sanitizer").TARGET
+    """The exercise's target: `TARGET` of its folder's kernel.py (grader/exercises/<name>/)."""
+    return exercise_module(exercise, "kernel").TARGET
 
 
 def gated_call(sub, exercise: str, fn: str, *args, **kwargs):
