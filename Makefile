@@ -1,7 +1,8 @@
 # The lab's commands. Each installs what it needs on first use (tools/setup.sh).
 #   make grade                 grade exercises/ on this machine (NumPy + Triton interpreter)
 #   make check EX=<exercise>   one exercise [LAYERS=cpu,adversarial,interp]; make check lists them
-#   make grade SUBMISSION=dir  grade another folder (make check too)
+#   make grade SUBMISSION=dir  grade another folder (make check too); SEED=n repeats the inputs
+#   make grade ARGS="..."      more grader flags (python -m grader --help; make grade-gpu too)
 #   make grade-gpu             every layer, GPU correctness and speed included
 #   make grade-gpu TARGET=gb10 also check each Triton kernel's shared memory against the Spark
 #   make gpuinfo | bench       the GPU's memory ladder and limits; benchmark plots and Measure table
@@ -14,13 +15,15 @@ REPORTS ?= reports
 PY = $(shell cat .python)
 # -I: nothing in the current folder or the submission can shadow the grader's imports
 # TARGET=gb10: kernels compiled for the DGX Spark too, its tiles in the perf layer (docs/SPARK.md)
-RUN_GRADER = $(PY) -I grader/__main__.py --submission $(SUBMISSION) $(if $(TARGET),--target $(TARGET),)
+# SEED=n: every check's inputs from this seed (a failure message gives it); ARGS: more flags
+RUN_GRADER = $(PY) -I grader/__main__.py --submission $(SUBMISSION) $(if $(TARGET),--target $(TARGET),) \
+	$(if $(SEED),--seed $(SEED),) $(ARGS)
 GRADER = $(RUN_GRADER) --json $(REPORTS)/grade.json --markdown $(REPORTS)/grade.md
 CPU_LAYERS = cpu,adversarial,interp
 
 .PHONY: setup grade grade-gpu check cost gpuinfo test stubs bench release gradescope gradescope-jammy clean help
 help:
-	@sed -n '2,11p' Makefile | sed 's/^# //'
+	@sed -n '2,12p' Makefile | sed 's/^# //'
 
 .python: requirements.txt tools/setup.sh
 	@sh tools/setup.sh

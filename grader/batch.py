@@ -189,7 +189,9 @@ def grade_one(sub: Path, out: Path, args, exercises: list[str], gpu: str | None,
     cmd = [sys.executable, "-I", str(ROOT / "grader" / "__main__.py"), "--submission", str(sub.resolve()),
            "--quiet", "--json", str(made["json"]), "--markdown", str(made["md"]),
            "--completion-marker", str(marker), "--exercises", ",".join(exercises),
-           "--sandbox" if args.sandbox else "--no-sandbox"]
+           "--sandbox" if args.sandbox else "--no-sandbox",
+           # the grader's own measurements (SDPA baselines, ceilings) once for the whole batch
+           "--measurements", str(out / "measurements.json")]
     if args.layers:
         cmd += ["--layers", ",".join(args.layers)]
     if args.no_hidden:
@@ -199,8 +201,6 @@ def grade_one(sub: Path, out: Path, args, exercises: list[str], gpu: str | None,
     env = dict(os.environ)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
-    # the grader's own measurements (SDPA baselines, ceilings) once for the whole batch
-    env.setdefault("GRADER_MEASUREMENTS", str(out / "measurements.json"))
     row = {"submission": sub.name}
     try:
         try:

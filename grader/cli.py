@@ -1,6 +1,9 @@
 """Command line: python -I grader/__main__.py [--submission DIR] [--exercises NAMES] [--layers NAMES]
         [--json FILE] [--markdown FILE] [--gradescope FILE] [--no-hidden] [--sandbox | --no-sandbox]
-        [--completion-marker FILE] [--target NAME]       (or python -m grader ...)
+        [--completion-marker FILE] [--target NAME] [--jobs N] [--seed N] ...   (or python -m grader ...)
+
+The flags after --no-hidden, and the environment variables an instructor may set instead
+(grader.options.ENVIRONMENT), make one `grader.options.Options`: the grade runs with it.
 
 Exit status 0 when the reports were written, whatever the score; 2 with a one-line reason for bad
 arguments, a missing folder or a report path that cannot be written (checked before grading);
@@ -25,7 +28,7 @@ import rich.console  # noqa: F401
 import rich.progress  # noqa: F401
 import rich.table  # noqa: F401
 
-from grader import report
+from grader import options, report
 from grader.options import Parser, cpu_list, names
 from grader.registry import EXERCISES, LAYERS
 
@@ -56,20 +59,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="FILE", help="write the JSON report here")
     p.add_argument("--markdown", metavar="FILE", help="write the Markdown report here")
     p.add_argument("--gradescope", metavar="FILE", help="write Gradescope's results.json here")
-    p.add_argument("--no-hidden", action="store_true", help="skip hidden_tests/ even if present")
-    p.add_argument("--sandbox", action=argparse.BooleanOptionalAction, default=None,
-                   help="run student code under OS isolation (default: on when run as root); "
-                        "--no-sandbox: process isolation only")
     p.add_argument("--completion-marker", metavar="FILE",
                    help="read a nonce from stdin; write it with the reports' SHA-256 to FILE last")
-    p.add_argument("--target", metavar="NAME", default=None,
-                   help="also check every Triton kernel launched on CUDA against this GPU's limits "
-                        "(gb10: the DGX Spark), from its compiled metadata; the perf layer uses its "
-                        "tile shapes (default: $GRADER_TARGET, else none)")
     p.add_argument("--quiet", action="store_true", help="no terminal report, no progress")
     p.add_argument("--cpus", type=cpu_list, metavar="LIST",
                    help="grade on these CPU cores only, e.g. 0-7 (batch gives each grade its "
                         "share); the grading processes and workers it starts inherit them")
+    p.add_argument("--no-hidden", action="store_true", help="skip hidden_tests/ even if present")
+    options.add_arguments(p)
     return p
 
 
@@ -83,9 +80,15 @@ def main(argv: list[str] | None = None) -> int:
         args = parser().parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
+    with options.using(options.from_args(args)) as chosen:
+        return _grade(args, chosen)
+
+
+def _grade(args: argparse.Namespace, chosen: options.Options) -> int:
+    """Check the arguments, grade, write the reports: main's exit status."""
     from grader.judge.machine import target as targets
 
-    wanted = args.target if args.target is not None else os.environ.get("GRADER_TARGET")
+    wanted = chosen.target
     try:
         targets.lookup(wanted)
     except targets.UnknownTarget as e:
@@ -115,14 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     from grader.progress import progress_display
     from grader.run import grade
 
-    from grader.sandbox import calllog   # the timeline of GRADER_CALL_LOG (tools.call_costs)
+    from grader.sandbox import calllog   # the timeline of --call-log (tools.call_costs)
 
     with calllog.span("warm_up"):
         warm_up()
     with progress_display(enabled=not args.quiet, submission=submission) as progress:
         result = grade(submission, args.exercises, args.layers, include_hidden=not args.no_hidden,
-                       only_checks=args.checks, sandbox=args.sandbox, progress=progress,
-                       target=wanted)
+                       only_checks=args.checks, progress=progress, target=wanted)
     # every worker has stopped: only now are reports written
     try:
         with calllog.span("reports"):

@@ -15,18 +15,17 @@ grader.judge.evidence.provenance, then again on fresh inputs against the referen
 so no check can earn points for an answer the student's kernel did not compute.
 
 `rng` is a fresh NumPy generator for every check (its seed goes into failure messages so a
-student can reproduce a case; set GRADER_SEED to fix it). `credit` gives partial credit.
+student can reproduce a case; --seed fixes it). `credit` gives partial credit.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
 
-from grader import errors
+from grader import errors, options
 from grader.judge.machine import target   # a grading target's spec and tiles (--target gb10)
 from grader.judge.evidence import kernel_use   # the kernel-use gate
 from grader.judge.evidence import provenance   # the replay behind it
@@ -201,7 +200,9 @@ class Rng:
 
 @pytest.fixture
 def rng():
-    seed = int(os.environ.get("GRADER_SEED") or np.random.SeedSequence().entropy % (2**32))
+    seed = options.current().seed
+    if seed is None:
+        seed = int(np.random.SeedSequence().entropy % (2**32))
     return Rng(seed)
 
 

@@ -13,7 +13,9 @@ after these, with the GPU alone. On a CUDA machine with cores to spare the rest 
 its time is mostly Triton compiling, which spreads over the cores.
 
 The protocol (grader/part.py answers it) is JSON lines: a request {"exercise", "submission", "layers", "include_hidden",
-"only_checks", "target"} on the child's stdin; {"progress": check_id} lines, then one
+"only_checks", "target", "kernels", "compiled", "options"} on the child's stdin (options: this
+grade's grader.options.Options, as a dict, with one grading process: the child's only channel
+for settings); {"progress": check_id} lines, then one
 {"results": {...}} line, on its stdout. What else the child prints goes to its stderr, which is
 read only when it dies.
 """
@@ -30,6 +32,7 @@ import sys
 import threading
 from pathlib import Path
 
+from grader import options
 from grader.registry import ROOT, Check
 from grader.results import Result
 from grader.sandbox import budget, bytecode, kernel_cache
@@ -53,11 +56,11 @@ def split_plan(exercises: list[str], layers: list[str], checks: dict[str, Check]
     """{exercise: the layers a parallel grading process grades for it}: its CPU layers, and
     its gpu layer when the machine has CUDA and cores to spare (`may_overlap`), no grading
     target is asked for (its evidence is gathered in grader.run's process) and none of the
-    exercise's gpu checks needs the GPU to itself (Check.gpu_alone). GRADER_GPU_SPLIT=0 or 1
+    exercise's gpu checks needs the GPU to itself (Check.gpu_alone). The option `gpu_split`
     decides instead of the cores. Exercises with nothing to split are left out."""
-    wanted = os.environ.get("GRADER_GPU_SPLIT", "")
+    wanted = options.current().gpu_split
     gpu = (GPU_SPLIT in layers and cuda and target is None
-           and (wanted == "1" if wanted in ("0", "1") else may_overlap()))
+           and (may_overlap() if wanted is None else wanted))
     plan = {}
     for e in exercises:
         mine = [c for c in checks.values() if c.exercise == e]
@@ -71,14 +74,15 @@ def split_plan(exercises: list[str], layers: list[str], checks: dict[str, Check]
 
 
 def jobs_for(exercises: list[str], layers: list[str]) -> int:
-    """How many grading processes: GRADER_JOBS if set, else one per core (at most MAX_JOBS),
-    one when memory is short (grader.sandbox.budget) or when there is nothing to split."""
+    """How many grading processes: the option `jobs` (GRADER_JOBS) if set, else one per core
+    (at most MAX_JOBS), one when memory is short (grader.sandbox.budget) or when there is
+    nothing to split."""
     splittable = [layer for layer in layers if layer in (*CPU_LAYERS, GPU_SPLIT)]
     if len(exercises) < 2 or not splittable:
         return 1
-    wanted = os.environ.get("GRADER_JOBS", "")
-    if wanted.isdigit():
-        return max(1, min(int(wanted), len(exercises)))
+    wanted = options.current().jobs
+    if wanted is not None:
+        return max(1, min(wanted, len(exercises)))
     if budget.one_exercise_at_a_time():
         return 1
     return max(1, min(usable_cores(), MAX_JOBS, len(exercises)))
@@ -126,10 +130,10 @@ def gpu_jobs(requests: int, cpu_jobs: int) -> int:
     """Grading processes for the untimed gpu checks: one per check (`requests`), as many as the
     cores left by the CPU layers' `cpu_jobs` allow, at most MAX_GPU_JOBS. Their time is mostly
     Triton compiling and waiting on the GPU, and the longest check bounds them: a check that
-    waits for a process adds its whole time (GRADER_JOBS sets it)."""
-    wanted = os.environ.get("GRADER_JOBS", "")
-    if wanted.isdigit():
-        return max(1, min(requests, int(wanted)))
+    waits for a process adds its whole time (`jobs` sets it)."""
+    wanted = options.current().jobs
+    if wanted is not None:
+        return max(1, min(requests, wanted))
     cores = usable_cores()
     return max(1, min(requests, cores - cpu_jobs, MAX_GPU_JOBS))
 
@@ -137,8 +141,8 @@ def gpu_jobs(requests: int, cpu_jobs: int) -> int:
 def after_timing_jobs(cpu_jobs: int, gpu_jobs: int) -> int:
     """Grading processes for the CPU layers once the timed checks are over (timed_first): no
     launching thread to keep a core for, so the cores the gpu checks' `gpu_jobs` leave, at
-    most MAX_JOBS, never fewer than `cpu_jobs` (GRADER_JOBS: `cpu_jobs`)."""
-    if os.environ.get("GRADER_JOBS", "").isdigit():
+    most MAX_JOBS, never fewer than `cpu_jobs` (the option `jobs`: `cpu_jobs`)."""
+    if options.current().jobs is not None:
         return cpu_jobs
     cores = usable_cores()
     return max(cpu_jobs, min(MAX_JOBS, cores - gpu_jobs))
@@ -147,10 +151,10 @@ def after_timing_jobs(cpu_jobs: int, gpu_jobs: int) -> int:
 def beside_jobs(gpu_jobs: int) -> int:
     """Grading processes for the CPU layers while `gpu_jobs` grade the untimed gpu checks and,
     after them, the timed checks run: a quarter of the cores, at most four, so the timed
-    checks' launching thread keeps a core of its own (GRADER_JOBS sets both)."""
-    wanted = os.environ.get("GRADER_JOBS", "")
-    if wanted.isdigit():
-        return max(1, int(wanted))
+    checks' launching thread keeps a core of its own (the option `jobs` sets both)."""
+    wanted = options.current().jobs
+    if wanted is not None:
+        return max(1, wanted)
     return max(1, min(4, usable_cores() // 4, gpu_jobs))
 
 
@@ -189,12 +193,10 @@ def merge(parts: list[tuple]) -> tuple[dict[str, Result], dict[str, float], list
 
 def may_overlap() -> bool:
     """Whether the CPU layers may run beside the GPU layers: only with cores to spare (the timed
-    checks launch kernels from one Python thread, which a busy CPU would slow); GRADER_OVERLAP=0
-    or 1 decides instead."""
-    wanted = os.environ.get("GRADER_OVERLAP", "")
-    if wanted in ("0", "1"):
-        return wanted == "1"
-    return usable_cores() >= OVERLAP_CORES
+    checks launch kernels from one Python thread, which a busy CPU would slow); the option
+    `overlap` decides instead."""
+    wanted = options.current().overlap
+    return usable_cores() >= OVERLAP_CORES if wanted is None else wanted
 
 
 def timed_first(gpu_plan: dict, here: list[str], layers: list[str], gpu_bytes: int,
@@ -209,8 +211,8 @@ def timed_first(gpu_plan: dict, here: list[str], layers: list[str], gpu_bytes: i
     gpu layer's untimed checks do not (split off into `gpu_plan`, or the gpu layer not among
     the `layers` graded: a grade of the perf layer alone, whose outputs are then verified side
     by side after the timing, not each in turn), and the GPU has memory of its own for all of
-    it (TIMED_FIRST_GPU_BYTES, not `unified` with the host's); GRADER_TIMED_FIRST=0 or 1
-    decides instead of the memory. A perf-layer grade with nothing split off keeps checking
+    it (TIMED_FIRST_GPU_BYTES, not `unified` with the host's); the option `timed_first`
+    (--timed-first, --no-timed-first) decides instead of the memory. A perf-layer grade with nothing split off keeps checking
     each check in turn where memory keeps one exercise's workers alive at a time (the held-back
     work would start them again beside another's) or a grading `target` gathers evidence (its
     record is written by one check at a time)."""
@@ -219,9 +221,9 @@ def timed_first(gpu_plan: dict, here: list[str], layers: list[str], gpu_bytes: i
     if not gpu_plan and (GPU_SPLIT in layers or target is not None
                          or budget.one_exercise_at_a_time()):
         return False
-    wanted = os.environ.get("GRADER_TIMED_FIRST", "")
-    if wanted in ("0", "1"):
-        return wanted == "1"
+    wanted = options.current().timed_first
+    if wanted is not None:
+        return wanted
     return gpu_bytes >= TIMED_FIRST_GPU_BYTES and not unified
 
 
@@ -289,13 +291,15 @@ def grade_cpu_layers(submission: Path, plan: dict[str, list[str]], jobs: int,
     queue = queue_for(plan, mine, by_layer)
     total, done = len(mine), [0]
     gathered = Gathered()
+    # it grades one exercise: no grading processes of its own
+    one_process = options.current().replace(jobs=1).as_dict()
 
     def request(child: _Child) -> None:
         exercise, layers, ids = queue.pop(0)
         child.send({"exercise": exercise, "submission": str(submission), "layers": layers,
                     "include_hidden": include_hidden, "only_checks": ids or only_checks,
                     "target": target, "kernels": kernel_cache.current(),
-                    "compiled": bytecode.current()})
+                    "compiled": bytecode.current(), "options": one_process})
 
     def finished(child: _Child, reply: dict) -> None:
         results = {}
@@ -382,9 +386,9 @@ class _Child:
     """One grading process (grader/part.py), fed one exercise at a time."""
 
     def __init__(self):
-        # it grades one exercise: no processes of its own, one thread for its NumPy, BLAS and
-        # torch CPU work (the references), like its workers
-        env = dict(os.environ, GRADER_JOBS="1", **ONE_THREAD)
+        # one thread for its NumPy, BLAS and torch CPU work (the references), like its workers;
+        # its settings come in each request (grader.options), not from here
+        env = dict(os.environ, **ONE_THREAD)
         self.stderr_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"grader-part-{os.getpid()}-{id(self)}.log"
         self._stderr = open(self.stderr_path, "w+b")
         self.proc = subprocess.Popen([sys.executable, "-I", "-B", str(ROOT / "grader" / "part.py")],

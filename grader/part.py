@@ -12,10 +12,12 @@ import sys
 
 
 def serve() -> None:
-    """Grade each requested exercise with grader.run.grade; answer on the real stdout, while
-    anything else printed in this process goes to stderr."""
+    """Grade each requested exercise with grader.run.grade, under the request's options (the
+    grade's own: grader.options); answer on the real stdout, while anything else printed in this
+    process goes to stderr."""
     from pathlib import Path
 
+    from grader import options
     from grader.parallel import result_to_dict
     from grader.run import grade
 
@@ -28,10 +30,11 @@ def serve() -> None:
 
     for line in sys.stdin:
         req = json.loads(line)
-        report = grade(Path(req["submission"]), [req["exercise"]], req["layers"],
-                       include_hidden=req["include_hidden"], only_checks=req["only_checks"],
-                       progress=progress, target=req["target"], kernels=req.get("kernels"),
-                       compiled=req.get("compiled"))
+        with options.using(options.Options.from_dict(req["options"])):
+            report = grade(Path(req["submission"]), [req["exercise"]], req["layers"],
+                           include_hidden=req["include_hidden"], only_checks=req["only_checks"],
+                           progress=progress, target=req["target"], kernels=req.get("kernels"),
+                           compiled=req.get("compiled"))
         out.write(json.dumps({"results": {r.check.id: result_to_dict(r) for r in report.results},
                               "layer_seconds": report.layer_seconds, "notes": report.notes,
                               "isolation": report.isolation,

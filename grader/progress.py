@@ -12,10 +12,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from grader import options
+
 
 def _live() -> bool:
     return (sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
-            and not os.environ.get("CI") and not os.environ.get("GRADER_PLAIN"))
+            and not os.environ.get("CI") and not options.current().plain)
 
 
 @contextlib.contextmanager

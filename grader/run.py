@@ -22,7 +22,7 @@ from typing import Callable
 
 import pytest
 
-from grader import registry
+from grader import options, registry
 from grader.environment import Environment, detect
 from grader import parallel
 from grader.plugin import GradePlugin
@@ -68,11 +68,11 @@ def select_layers(env: Environment, wanted: list[str] | None,
 
 def grade(submission: Path, exercises: list[str] | None = None, layers: list[str] | None = None,
           include_hidden: bool = True, only_checks: list[str] | None = None,
-          sandbox: bool | None = None, progress: Progress | None = None,
+          progress: Progress | None = None,
           target: str | None = None, kernels: str | None = None,
           compiled: str | None = None) -> GradeReport:
-    """Grade `submission`. `sandbox`: True/False asks for OS isolation or not; None leaves the
-    launcher's default (on when root). It reaches the launcher as GRADER_SANDBOX=1/0.
+    """Grade `submission` with this process's options (grader.options.current: the isolation
+    level, the grading processes, the seed ...).
     `target`: a grading target's name ("gb10", grader.judge.machine.target.lookup; the CLI reads
     --target or GRADER_TARGET): every Triton kernel launched on CUDA is also compiled for it and
     checked against its shared memory (report.target), and the perf layer sweeps its tiles.
@@ -85,11 +85,11 @@ def grade(submission: Path, exercises: list[str] | None = None, layers: list[str
     target_profile = targets.lookup(target)   # UnknownTarget for a bad name, before anything runs
     gpu = layers is None or bool(set(GPU_LAYERS) & set(layers))
     with kernel_cache.for_run(kernels, wanted=gpu), bytecode.for_run(compiled, wanted=gpu):
-        return _grade(submission, exercises, layers, include_hidden, only_checks, sandbox,
+        return _grade(submission, exercises, layers, include_hidden, only_checks,
                       progress, target, target_profile)
 
 
-def _grade(submission, exercises, layers, include_hidden, only_checks, sandbox, progress,
+def _grade(submission, exercises, layers, include_hidden, only_checks, progress,
            target, target_profile) -> GradeReport:
     from grader.judge.machine import target as targets
 
@@ -103,10 +103,8 @@ def _grade(submission, exercises, layers, include_hidden, only_checks, sandbox, 
     relevant = layers_of(checks, exercises)
     # torch is imported here only to ask about a GPU, and only when a selected check needs one
     wants_gpu = bool(relevant & set(GPU_LAYERS)) and (layers is None or bool(set(GPU_LAYERS) & set(layers)))
-    env = detect(want_cuda=wants_gpu)
+    env = detect(want_cuda=wants_gpu and not options.current().no_cuda)
     layers_run, layers_not_run = select_layers(env, layers, relevant)
-    if sandbox is not None:
-        os.environ["GRADER_SANDBOX"] = "1" if sandbox else "0"
     # the CPU layers of several exercises side by side, one grading process per core
     # (grader.parallel), and on a machine with cores to spare beside the GPU layers, which
     # run here, one check at a time (their workers are the only ones on the GPU); or, with CUDA

@@ -24,17 +24,43 @@ def grader_command(root: Path = ROOT, audit: bool = True, replay: bool = True) -
     submission can get past, so those defences must hold without it; `replay=False`, the
     provenance replay (grader.fixtures.REPLAY), for the mutant corpus (wrong answers, caught by
     comparison) and the steady grades only. (`audit.audit;` first: a renamed function fails loudly instead of
-    leaving the audit on.) GRADER_JOBS=1: the switch reaches this process only, so no grading
-    process of its own (grader.parallel) may grade with it back on."""
+    leaving the audit on.) --jobs 1 (last, so it wins): the switch reaches this process only,
+    so no grading process of its own (grader.parallel) may grade with it back on."""
     if audit and replay:
         return [sys.executable, "-I", str(root / "grader" / "__main__.py")]
-    code = f"import os, sys; os.environ['GRADER_JOBS'] = '1'; sys.path.append({str(root)!r}); "
+    code = f"import sys; sys.path.append({str(root)!r}); "
     if not audit:
         code += ("from grader.judge.source import audit; "
                  "audit.audit; audit.audit = lambda directory, exercise: []; ")
     if not replay:
         code += "from grader import fixtures; fixtures.REPLAY; fixtures.REPLAY = False; "
-    return [sys.executable, "-I", "-c", code + "from grader.cli import main; sys.exit(main())"]
+    return [sys.executable, "-I", "-c",
+            code + "from grader.cli import main; sys.exit(main(sys.argv[1:] + ['--jobs', '1']))"]
+
+
+def logged_requests(tmp_path: Path, monkeypatch) -> Path:
+    """grader.parallel's grading processes replaced by one that logs each request (a JSON line)
+    to the returned file and answers with no results."""
+    from grader import parallel
+
+    log = tmp_path / "requests.jsonl"
+    (tmp_path / "grader").mkdir()
+    (tmp_path / "grader" / "part.py").write_text(
+        "import json, sys\n"
+        "for line in sys.stdin:\n"
+        f"    open({str(log)!r}, 'a').write(line)\n"
+        "    print(json.dumps({'results': {}}), flush=True)\n")
+    monkeypatch.setattr(parallel, "ROOT", tmp_path)
+    return log
+
+
+def set_options(monkeypatch, **fields) -> None:
+    """The grader's options in this test process (grader.options.current), with these fields
+    changed until the test ends; calls add up."""
+    from grader import options
+
+    before = options.current
+    monkeypatch.setattr(options, "current", lambda: before().replace(**fields))
 
 
 def grader_without_audit(root: Path = ROOT) -> list[str]:

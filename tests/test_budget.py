@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 
 from grader.sandbox import budget, proxy
-from tests.helpers import SOLUTIONS
+from tests.helpers import SOLUTIONS, set_options
 
 
 def test_one_worker_at_a_time_below_the_threshold(tmp_path, monkeypatch):
-    monkeypatch.setenv("GRADER_MEMORY_MB", "768")
+    set_options(monkeypatch, memory_mb=768)
     budget.memory_bytes.cache_clear()
     try:
         assert budget.one_worker_at_a_time() and budget.one_exercise_at_a_time()
@@ -30,15 +30,15 @@ def test_one_worker_at_a_time_below_the_threshold(tmp_path, monkeypatch):
             first.close()
             second.close()
     finally:
-        monkeypatch.delenv("GRADER_MEMORY_MB")
+        monkeypatch.undo()
         budget.memory_bytes.cache_clear()
 
 
 def test_enough_memory_keeps_workers(monkeypatch):
-    monkeypatch.setenv("GRADER_MEMORY_MB", "2048")
+    set_options(monkeypatch, memory_mb=2048)
     budget.memory_bytes.cache_clear()
     try:
         assert not budget.one_worker_at_a_time() and budget.one_exercise_at_a_time()
     finally:
-        monkeypatch.delenv("GRADER_MEMORY_MB")
+        monkeypatch.undo()
         budget.memory_bytes.cache_clear()

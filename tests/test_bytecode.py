@@ -11,6 +11,7 @@ from pathlib import Path
 
 from grader.sandbox import bytecode, isolation
 from grader.sandbox.proxy import Submission
+from tests.helpers import set_options
 
 PROBE = """import os, sys
 
@@ -33,17 +34,17 @@ def _level(as_student: bool):
 
 
 def test_needed_follows_the_switch_and_torch(monkeypatch):
-    monkeypatch.setenv(bytecode.ENV, "1")
+    set_options(monkeypatch, bytecode=True)
     assert bytecode.needed()
-    monkeypatch.setenv(bytecode.ENV, "0")
+    set_options(monkeypatch, bytecode=False)
     assert not bytecode.needed()
-    monkeypatch.delenv(bytecode.ENV)
+    set_options(monkeypatch, bytecode=None)
     # this machine's torch has its bytecode beside it (pip wrote it): nothing to build
     assert not bytecode.needed()
 
 
 def test_folders_by_run_and_level(monkeypatch, tmp_path):
-    monkeypatch.setenv(bytecode.ENV, "0")
+    set_options(monkeypatch, bytecode=False)
     with bytecode.for_run() as none:
         assert none is None and bytecode.current() == ""
     with bytecode.for_run(""):               # a part of a grade that has none
@@ -56,7 +57,7 @@ def test_folders_by_run_and_level(monkeypatch, tmp_path):
 
 
 def test_the_build_writes_bytecode_and_the_folder_goes_with_the_run(monkeypatch):
-    monkeypatch.setenv(bytecode.ENV, "1")
+    set_options(monkeypatch, bytecode=True)
     monkeypatch.setattr(bytecode, "BUILD", "import os\nos.umask(0o022)\nimport json.decoder\n")
     with bytecode.for_run() as run:
         assert (run.stat().st_mode & 0o777) == 0o755
@@ -70,7 +71,7 @@ def test_the_build_writes_bytecode_and_the_folder_goes_with_the_run(monkeypatch)
 
 
 def test_workers_read_the_folder_and_cannot_write_it(monkeypatch, tmp_path):
-    monkeypatch.setenv(bytecode.ENV, "1")
+    set_options(monkeypatch, bytecode=True)
     monkeypatch.setattr(bytecode, "BUILD", "pass\n")
     sub = tmp_path / "sub"
     sub.mkdir()

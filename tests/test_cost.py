@@ -108,4 +108,4 @@ def test_a_grade_that_timed_first_says_the_gb10_model_overstates():
                                                      "and the CPUs alone; then ..."]}):
         text = cost.render({**_report(), **marked}, STUB_REPORT, "stubs.json", gbs=100.0,
                            tflops=100.0)
-        assert "This grade timed first" in text and "GRADER_TIMED_FIRST=0" in text
+        assert "This grade timed first" in text and "--no-timed-first" in text

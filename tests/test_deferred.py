@@ -11,7 +11,7 @@ import pytest
 
 from grader import parallel
 from grader.registry import ROOT
-from tests.helpers import plugin_session
+from tests.helpers import plugin_session, set_options
 
 CHECKS_FILE = '''
 import os
@@ -86,7 +86,6 @@ def test_later_work_decides_the_check(tmp_path, deferring):
 
 
 def test_timed_first_only_where_no_untimed_gpu_check_runs_here(monkeypatch):
-    monkeypatch.delenv("GRADER_TIMED_FIRST", raising=False)
     big, small = 141 << 30, 48 << 30   # an H200; a 48 GB card (an 80 GB H100 times first too)
     every = ["cpu", "adversarial", "interp", "gpu", "perf"]
     split = {"flash_triton": ["gpu"]}
@@ -105,11 +104,10 @@ def test_timed_first_only_where_no_untimed_gpu_check_runs_here(monkeypatch):
     assert not parallel.timed_first({}, ["perf"], ["perf"], big)       # one exercise's workers
     assert parallel.timed_first(split, ["perf", "gpu"], every, big)
     monkeypatch.undo()
-    monkeypatch.delenv("GRADER_TIMED_FIRST", raising=False)
-    monkeypatch.setenv("GRADER_TIMED_FIRST", "1")
+    set_options(monkeypatch, timed_first=True)
     assert parallel.timed_first(split, ["perf"], every, small)
     assert not parallel.timed_first({}, ["perf", "gpu"], every, small)   # never with them here
-    monkeypatch.setenv("GRADER_TIMED_FIRST", "0")
+    set_options(monkeypatch, timed_first=False)
     assert not parallel.timed_first(split, ["perf"], every, big)
     assert not parallel.timed_first({}, ["perf"], ["perf"], big)
 
@@ -158,7 +156,6 @@ def test_grade_asks_whether_to_time_first_with_the_layers_it_runs(monkeypatch, l
     big = Environment(have={"numpy", "torch", "triton", "cuda"}, device="fake", cuda_probed=True,
                       gpu_bytes=80 << 30)
     monkeypatch.setattr(run, "detect", lambda want_cuda=True: big)
-    monkeypatch.delenv("GRADER_TIMED_FIRST", raising=False)
     seen = {}
     real = parallel.timed_first
 

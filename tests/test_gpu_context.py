@@ -13,6 +13,7 @@ import torch
 from grader import fixtures
 from grader.judge.machine import ceilings, devices
 from grader.results import Selection
+from tests.helpers import set_options
 
 
 @pytest.fixture
@@ -23,7 +24,7 @@ def fake_gpu(monkeypatch):
                         lambda i: SimpleNamespace(major=9, minor=0, name="Fake"))
     monkeypatch.setattr(ceilings, "copy_bandwidth_gbs", lambda t: timed.append("copy") or 1000.0)
     monkeypatch.setattr(ceilings, "matmul_tflops", lambda t: timed.append("matmul") or 100.0)
-    monkeypatch.delenv("GRADER_MEASUREMENTS", raising=False)
+    set_options(monkeypatch, measurements=None)
     return timed
 
 

@@ -14,8 +14,7 @@ from tools import gpuinfo
 
 
 def test_no_gpu_says_so_and_draws_the_lessons_figures(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("GRADER_NO_CUDA", "1")
-    assert gpuinfo.main(["--out", str(tmp_path)]) == 0
+    assert gpuinfo.main(["--out", str(tmp_path), "--no-cuda"]) == 0
     out = capsys.readouterr().out
     said = [line for line in out.splitlines() if "no CUDA GPU" in line]
     assert len(said) == 1 and out.startswith("gpuinfo: no CUDA GPU"), said

@@ -14,21 +14,24 @@ from tests.helpers import GRADER, ROOT, SOLUTIONS
 
 
 def no_namespaces_env(tmp_path) -> dict:
-    """A PATH whose `unshare` fails, as it does where the container refuses namespaces, and no
-    user level either (GRADER_REFUSE_LEVELS, as for a grader that is not root): no acceptable
-    level at all. tests/test_user_level.py has the root whose namespaces are refused."""
+    """A PATH whose `unshare` fails, as it does where the container refuses namespaces; with
+    no user level either (REFUSE_USER, as for a grader that is not root), no acceptable level
+    at all. tests/test_user_level.py has the root whose namespaces are refused."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "unshare").write_text("#!/bin/sh\nexit 1\n")
     (bin_dir / "unshare").chmod(0o755)
-    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "GRADER_REFUSE_LEVELS": "user"}
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+REFUSE_USER = ["--refuse-levels", "user"]   # the grader's flag: take the user level as refused
 
 
 def test_no_sandbox_is_not_a_grade(tmp_path):
     no_namespaces = no_namespaces_env(tmp_path)
     out = tmp_path / "r.json"
     proc = subprocess.run([*GRADER, "--submission", str(SOLUTIONS), "--exercises", "online_softmax",
-                           "--layers", "cpu", "--sandbox", "--quiet", "--json", str(out)],
+                           "--layers", "cpu", "--sandbox", "--quiet", "--json", str(out), *REFUSE_USER],
                           cwd=ROOT, env=no_namespaces, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 3, proc.stderr
     assert "grading failed" in proc.stderr and "unavailable" in proc.stderr

@@ -46,9 +46,9 @@ def run_autograder(root, upload: dict, python: str = sys.executable, args: str =
     for rel, src in upload.items():
         (root / "submission" / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(src, root / "submission" / rel)
-    env = {**(env or os.environ), "AUTOGRADER_ROOT": str(root), "PYTHON": python, "GRADER_ARGS": args}
+    env = {**(env or os.environ), "AUTOGRADER_ROOT": str(root), "PYTHON": python}
     env.pop("PYTHONPATH", None)   # the zip's grader, not the repo's
-    proc = subprocess.run([str(root / "run_autograder")], cwd=root, env=env, capture_output=True,
+    proc = subprocess.run([str(root / "run_autograder"), *args.split()], cwd=root, env=env, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     return json.loads((root / "results" / "results.json").read_text())
@@ -134,11 +134,11 @@ def test_a_relative_root_works_from_any_folder_and_a_missing_one_fails_loudly(au
     upload.mkdir()
     shutil.copy(SOLUTIONS / "online_softmax.py", upload / "online_softmax.py")
     (root / "results" / "results.json").unlink(missing_ok=True)
-    env = {**os.environ, "AUTOGRADER_ROOT": os.path.relpath(root, tmp_path), "PYTHON": sys.executable,
-           "GRADER_ARGS": "--exercises online_softmax --layers cpu",
-           "GRADER_MEMORY_MB": "768"}   # Gradescope's default container
+    env = {**os.environ, "AUTOGRADER_ROOT": os.path.relpath(root, tmp_path), "PYTHON": sys.executable}
     env.pop("PYTHONPATH", None)
-    proc = subprocess.run([str(root / "run_autograder")], cwd=tmp_path, env=env, capture_output=True,
+    args = ["--exercises", "online_softmax", "--layers", "cpu",
+            "--memory-mb", "768"]   # Gradescope's default container
+    proc = subprocess.run([str(root / "run_autograder"), *args], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert json.loads((root / "results" / "results.json").read_text())["score"] > 0
@@ -191,12 +191,13 @@ def test_an_incomplete_grade_says_grading_failed(autograder, tmp_path, case):
 
 def test_no_sandbox_says_grading_failed_with_the_reason(autograder, tmp_path):
     """Namespaces refused (tests/test_grader_failure.py): results.json says why, never a 0."""
-    from tests.test_grader_failure import no_namespaces_env
+    from tests.test_grader_failure import REFUSE_USER, no_namespaces_env
 
     no_namespaces = no_namespaces_env(tmp_path)
     root, _ = autograder
     results = run_autograder(root, {"online_softmax.py": SOLUTIONS / "online_softmax.py"},
-                             args="--exercises online_softmax --layers cpu", env=no_namespaces)
+                             args=" ".join(["--exercises online_softmax --layers cpu", *REFUSE_USER]),
+                             env=no_namespaces)
     assert results["tests"] == [] and results["score"] == 0
     assert results["output"].startswith("Grading failed: on ") and "unavailable" in results["output"]
     assert "not a grade" in results["output"]

@@ -11,7 +11,7 @@ import pytest
 
 from grader import parallel, schedule
 from grader.registry import all_checks
-from tests.helpers import GRADER, ROOT, SOLUTIONS
+from tests.helpers import GRADER, ROOT, SOLUTIONS, logged_requests, set_options
 
 EXERCISES = "online_softmax,tiled_attention"
 
@@ -38,14 +38,13 @@ def test_parallel_report_equals_one_process(tmp_path):
 
 
 def test_jobs(monkeypatch):
-    monkeypatch.delenv("GRADER_MEMORY_MB", raising=False)
     monkeypatch.setenv("GRADER_JOBS", "3")
     assert parallel.jobs_for(["a", "b"], ["cpu"]) == 2          # never more than the exercises
     assert parallel.jobs_for(["a"], ["cpu", "interp"]) == 1     # nothing to split
     assert parallel.jobs_for(["a", "b"], ["perf"]) == 1         # timed work stays in one process
     monkeypatch.delenv("GRADER_JOBS")
     parallel.budget.memory_bytes.cache_clear()
-    monkeypatch.setenv("GRADER_MEMORY_MB", "768")               # Gradescope's default container
+    set_options(monkeypatch, memory_mb=768)                     # Gradescope's default container
     try:
         assert parallel.jobs_for(["a", "b", "c"], ["cpu"]) == 1
     finally:
@@ -58,7 +57,7 @@ def test_split_plan(monkeypatch):
     checks = all_checks(include_hidden=False)
     layers = ["cpu", "adversarial", "interp", "gpu", "perf"]
     exercises = ["bench_attn", "flash_triton", "online_softmax"]
-    monkeypatch.setenv("GRADER_GPU_SPLIT", "1")
+    set_options(monkeypatch, gpu_split=True)
     plan = parallel.split_plan(exercises, layers, checks, cuda=True)
     assert plan == {"bench_attn": ["cpu", "adversarial"],   # gpu_sweep judges free memory
                     "flash_triton": ["adversarial", "interp", "gpu"],
@@ -68,7 +67,7 @@ def test_split_plan(monkeypatch):
               "online_softmax": ["cpu", "adversarial"]}
     assert parallel.split_plan(exercises, layers, checks, cuda=False) == no_gpu
     assert parallel.split_plan(exercises, layers, checks, cuda=True, target=object()) == no_gpu
-    monkeypatch.setenv("GRADER_GPU_SPLIT", "0")
+    set_options(monkeypatch, gpu_split=False)
     assert parallel.split_plan(exercises, layers, checks, cuda=True) == no_gpu
     assert parallel.split_plan(exercises, ["gpu", "perf"], checks, cuda=False) == {}
 
@@ -136,11 +135,11 @@ def test_background_returns_or_raises():
 
 
 def test_overlap_switch(monkeypatch):
-    monkeypatch.setenv("GRADER_OVERLAP", "0")
+    set_options(monkeypatch, overlap=False)
     assert not parallel.may_overlap()
-    monkeypatch.setenv("GRADER_OVERLAP", "1")
+    set_options(monkeypatch, overlap=True)
     assert parallel.may_overlap()
-    monkeypatch.delenv("GRADER_OVERLAP")
+    set_options(monkeypatch, overlap=None)
     assert parallel.may_overlap() == (len(os.sched_getaffinity(0)) >= parallel.OVERLAP_CORES)
 
 
@@ -207,14 +206,7 @@ def test_after_timing_the_cpu_layers_take_the_cores_left(monkeypatch):
 def test_by_layer_one_request_per_layer(tmp_path, monkeypatch):
     """`by_layer` (timing first, many cores): each CPU layer of an exercise is a request of
     its own; otherwise an exercise's layers go together (its workers started once)."""
-    log = tmp_path / "requests.jsonl"
-    (tmp_path / "grader").mkdir()
-    (tmp_path / "grader" / "part.py").write_text(
-        "import json, sys\n"
-        "for line in sys.stdin:\n"
-        f"    open({str(log)!r}, 'a').write(line)\n"
-        "    print(json.dumps({'results': {}}), flush=True)\n")
-    monkeypatch.setattr(parallel, "ROOT", tmp_path)
+    log = logged_requests(tmp_path, monkeypatch)
     checks = all_checks(include_hidden=False)
     plan = {"flash_decode": ["cpu", "adversarial", "interp"], "online_softmax": ["cpu"]}
     for by_layer, want in ((True, {("flash_decode", ("cpu",)), ("flash_decode", ("adversarial",)),

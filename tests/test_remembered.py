@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from grader.judge.perf import remembered as r
+from tests.helpers import set_options
 
 
 def test_measured_once_per_batch_and_device(tmp_path, monkeypatch):
@@ -14,12 +15,12 @@ def test_measured_once_per_batch_and_device(tmp_path, monkeypatch):
         calls.append(1)
         return {"fwd": (1.25, "CUDNN_ATTENTION"), "failed": [], "inf": float("inf")}
 
-    monkeypatch.delenv(r.ENV, raising=False)
+    set_options(monkeypatch, measurements=None)
     r.remembered("sdpa", {"n": 1}, measure)
     r.remembered("sdpa", {"n": 1}, measure)
     assert len(calls) == 2                          # no file: every call measures
     path = tmp_path / "batch" / "measurements.json"
-    monkeypatch.setenv(r.ENV, str(path))
+    set_options(monkeypatch, measurements=str(path))
     first = r.remembered("sdpa", {"n": 1}, measure)
     again = r.remembered("sdpa", {"n": 1}, measure)
     assert len(calls) == 3 and first == again == {"fwd": [1.25, "CUDNN_ATTENTION"], "failed": [],

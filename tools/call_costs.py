@@ -1,6 +1,6 @@
 """Where a grade's time went, from its call log (grader/sandbox/calllog.py).
 
-    GRADER_CALL_LOG=/tmp/calls.jsonl make grade-gpu IMPL=solutions
+    make grade-gpu IMPL=solutions ARGS="--call-log /tmp/calls.jsonl"
     python3 -m tools.call_costs /tmp/calls.jsonl
 
 Prints, per exercise (with --by-check: per check) and mode, the seconds of worker starts, calls

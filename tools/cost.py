@@ -237,7 +237,7 @@ def render(report: dict, stubs: dict | None = None, stubs_name: str | None = Non
                        "verification of its timed outputs, which ran after every timing, beside "
                        "the untimed checks, with the GPU and the cores shared. A GB10 grades in "
                        "the earlier order (its memory is the host's), so for its columns prefer "
-                       "a report graded with GRADER_TIMED_FIRST=0 on this GPU: this one "
+                       "a report graded with --no-timed-first on this GPU: this one "
                        "overstates them.")
     out.append("\n".join([f"A class of {n}, one submission at a time per GPU:",
                           *class_cost(report, gb10, n)]))

@@ -43,7 +43,8 @@ def layer_checks(exercise: str, layers: tuple, sanitizer: bool = False) -> list[
             and (sanitizer or not c.id.endswith(".sanitizer"))]
 
 
-def grade_mutant(m: Mutant, work: Path, layers: tuple = ("gpu",)) -> dict:
+def grade_mutant(m: Mutant, work: Path, layers: tuple = ("gpu",), more: tuple = ()) -> dict:
+    """Grade one mutant on `layers`; `more`: more grader flags (--sanitizer-log FILE)."""
     sub = work / f"{m.exercise}-{m.name}"
     sub.mkdir(parents=True)
     for f in (ROOT / "solutions").glob("*.py"):
@@ -54,7 +55,7 @@ def grade_mutant(m: Mutant, work: Path, layers: tuple = ("gpu",)) -> dict:
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "grader", "--submission", str(sub), "--exercises", m.exercise,
                     "--layers", ",".join(layers), "--checks", ",".join(checks), "--json", str(out), "--quiet",
-                    "--no-hidden"], cwd=ROOT, check=True)
+                    "--no-hidden", *more], cwd=ROOT, check=True)
     report = json.loads(out.read_text())
     tests = {t["name"]: t for t in report["tests"] if t["name"] in checks}
     return {"mutant": m.name, "exercise": m.exercise, "seconds": round(time.perf_counter() - start, 1),
@@ -190,7 +191,9 @@ def main(argv=None) -> int:
     ap.add_argument("--layers", default="gpu", help="gpu, or gpu,perf (then use --jobs 1: the "
                     "perf layer fails closed while another grader uses the GPU)")
     ap.add_argument("--only", default="", help="comma-separated exercise.mutant names")
+    ap.add_argument("--sanitizer-log", metavar="FILE", help="the graders append compute-sanitizer's logs here")
     args = ap.parse_args(argv)
+    more = ("--sanitizer-log", args.sanitizer_log) if args.sanitizer_log else ()
     layers = tuple(args.layers.split(","))
     only = set(filter(None, args.only.split(",")))
     if args.perf:
@@ -200,7 +203,7 @@ def main(argv=None) -> int:
               and (not only or f"{m.exercise}.{m.name}" in only)]
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(args.jobs) as pool:
         # several graders share the GPU: the gpu layer checks values, not speed
-        for row in pool.map(lambda m: grade_mutant(m, Path(tmp), layers), chosen):
+        for row in pool.map(lambda m: grade_mutant(m, Path(tmp), layers, more), chosen):
             rows.append(row)
             print(json.dumps(row), flush=True)
     lines = [f"# Triton mutants on the {args.layers} layer(s)", "", "| mutant | check | status | points | message |",

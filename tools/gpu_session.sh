@@ -36,7 +36,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --f
 for step in $steps; do
   case $step in
     solutions)
-      ( time GRADER_SANITIZER_LOG="$out/sanitizer.log" timeout 420 make grade-gpu IMPL=solutions REPORTS="$out/solutions" ) > "$out/solutions.log" 2>&1
+      ( time timeout 420 make grade-gpu IMPL=solutions REPORTS="$out/solutions" ARGS="--sanitizer-log $out/sanitizer.log" ) > "$out/solutions.log" 2>&1
       ( time timeout 120 python3 -m pytest tests/test_attacks.py -q -s -k gpu ) > "$out/attacks-gpu.log" 2>&1 ;;
     cheats)
       ( time timeout 400 python3 -m tools.gpu_cheats --out "$out/cheats" --no-sanitizer --jobs 2 ) > "$out/cheats.log" 2>&1 ;;
@@ -44,7 +44,7 @@ for step in $steps; do
       ( time timeout 420 python3 -m tools.gpu_mutants --perf --out "$out/perf_cases.md" ) > "$out/perf_cases.log" 2>&1 ;;
     mutants)
       ( time timeout 300 make grade-gpu REPORTS="$out/stubs" ) > "$out/stubs.log" 2>&1 &
-      ( time GRADER_SANITIZER_LOG="$out/sanitizer.log" timeout 420 python3 -m tools.gpu_mutants --out "$out/gpu_mutants.md" ) > "$out/gpu_mutants.log" 2>&1
+      ( time timeout 420 python3 -m tools.gpu_mutants --out "$out/gpu_mutants.md" --sanitizer-log "$out/sanitizer.log" ) > "$out/gpu_mutants.log" 2>&1
       wait ;;
     bench)
       ( time timeout 400 make bench IMPL=solutions REPORTS="$out" ) > "$out/bench.log" 2>&1 ;;

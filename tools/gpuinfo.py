@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shutil
 import subprocess
 import sys
@@ -164,9 +163,7 @@ def draw(chip: dict) -> list[str]:
 
 
 def has_gpu():
-    """torch with CUDA, or None (no torch, no GPU, or GRADER_NO_CUDA=1)."""
-    if os.environ.get("GRADER_NO_CUDA") == "1":
-        return None
+    """torch with CUDA, or None (no torch, no GPU)."""
     try:
         import torch
     except ImportError:
@@ -177,8 +174,9 @@ def has_gpu():
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tools.gpuinfo", description=__doc__.split("\n")[0])
     ap.add_argument("--out", help="also write ladder.md and ladder.json in this folder")
+    ap.add_argument("--no-cuda", action="store_true", help="as on a machine without a GPU")
     args = ap.parse_args(argv)
-    torch = has_gpu()
+    torch = None if args.no_cuda else has_gpu()
     if torch is None:
         print("gpuinfo: no CUDA GPU on this machine: the lesson's A100 and GB10 figures instead "
               "of a measured ladder.", flush=True)

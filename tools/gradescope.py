@@ -14,10 +14,10 @@ image, then run_autograder for every submission (uploaded to /autograder/submiss
     hidden_tests/     the instructor's checks (after_published in results.json)
     requirements.txt, Makefile
 
-run_autograder reads three variables, so a test can run it outside Gradescope:
-AUTOGRADER_ROOT (default /autograder; relative paths work from any folder), PYTHON (default the
-venv setup.sh made, else python3) and GRADER_ARGS (more arguments for the grader, e.g. --layers
-cpu). It exits non-zero when no results.json could be written.
+run_autograder reads two variables, so a test can run it outside Gradescope: AUTOGRADER_ROOT
+(default /autograder; relative paths work from any folder) and PYTHON (default the venv setup.sh
+made, else python3); its arguments (Gradescope gives none) go to the grader, e.g.
+`run_autograder --layers cpu`. It exits non-zero when no results.json could be written.
 """
 
 from __future__ import annotations
@@ -65,20 +65,22 @@ MIN_MB, MIN_CPUS, SLOW_S = 1536, 1.0, 1109
 # report says one (no sandbox here, a worker that could not start), never a score of 0 in silence
 LOG = r"""
 import json, os, sys
-if sys.argv[1] == "--failed":
+if sys.argv[1] == "--failed":   # --failed REPORT STATUS
     try:
         why = json.load(open(sys.argv[2])).get("grading_failed") or ""
     except (OSError, ValueError):
         why = ""
-    why = why or f"the autograder did not complete (exit {os.environ.get('GRADER_EXIT', '?')})"
+    why = why or f"the autograder did not complete (exit {sys.argv[3] if len(sys.argv) > 3 else '?'})"
     print(json.dumps({"score": 0, "tests": [], "output": f"Grading failed: {why}. This result is "
                       "not a grade: please tell the course staff."}))
     sys.exit(0)
 r = json.load(open(sys.argv[1]))
 sys.path.insert(0, os.getcwd())   # run from $ROOT/source: the grader's own modules
+from grader import cli, options
 from grader.parallel import cpu_quota
 from grader.sandbox.budget import memory_bytes
-mem, cpus = memory_bytes(), cpu_quota()
+with options.using(options.from_args(cli.parser().parse_args(sys.argv[2:]))):   # the grader's
+    mem, cpus = memory_bytes(), cpu_quota()
 short = (mem is not None and mem < (MIN_MB << 20)) or (cpus is not None and cpus < MIN_CPUS)
 print(f"resources: memory {f'{mem >> 20} MB' if mem else 'not limited'}, "
       f"CPUs {cpus if cpus is not None else 'not limited'}" + (
@@ -129,13 +131,13 @@ echo "run_autograder: files found in the upload:${{found:- none}}"
 nonce="$(od -An -tx1 -N16 /dev/urandom | tr -d ' \\n')"
 cd "$ROOT/source"
 start=$(date +%s)
-printf '%s\\n' "$nonce" | GRADER_SUBMISSION_LABEL="your upload" "$PYTHON" -I grader/__main__.py \\
+printf '%s\\n' "$nonce" | "$PYTHON" -I grader/__main__.py --label "your upload" \\
     --submission "$work" --sandbox --quiet --json "$private/report.json" \\
-    --gradescope "$private/results.json" --completion-marker "$private/complete" ${{GRADER_ARGS:-}}
+    --gradescope "$private/results.json" --completion-marker "$private/complete" "$@"
 status=$?
 echo "run_autograder: the grader exited $status after $(( $(date +%s) - start )) s"
 # results/stdout, for the staff: the isolation level, each layer's seconds, grader errors
-[ -f "$private/report.json" ] && "$PYTHON" -I gradescope_log.py "$private/report.json"
+[ -f "$private/report.json" ] && "$PYTHON" -I gradescope_log.py "$private/report.json" "$@"
 rm -rf "$RESULTS"
 if [ "$status" -eq 0 ] && [ -f "$private/complete" ] && [ ! -L "$private/results.json" ] \\
    && [ "$(head -n 1 "$private/complete")" = "$nonce" ] \\
@@ -144,7 +146,7 @@ if [ "$status" -eq 0 ] && [ -f "$private/complete" ] && [ ! -L "$private/results
     mv -f "$private/results.json" "$RESULTS"
 else
     echo "run_autograder: the grader did not complete (exit $status): writing a failed result" >&2
-    GRADER_EXIT=$status "$PYTHON" -I gradescope_log.py --failed "$private/report.json" > "$RESULTS" 2> /dev/null \\
+    "$PYTHON" -I gradescope_log.py --failed "$private/report.json" "$status" > "$RESULTS" 2> /dev/null \\
         && [ -s "$RESULTS" ] \\
         || printf '%s\\n' '{{"score": 0, "output": "Grading failed: the autograder did not complete, so this result is not a grade. Please tell the course staff.", "tests": []}}' > "$RESULTS"
 fi

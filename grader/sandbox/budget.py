@@ -15,7 +15,6 @@ worker start stop the others (grader.sandbox.proxy): the grader and one worker a
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
 
 # below this, one exercise's workers at a time (six workers need about 2.2 GB with the grader)
@@ -59,9 +58,12 @@ def cgroup_limits(proc_cgroup: str | None = None, root: Path = CGROUP) -> list[i
 
 @functools.lru_cache(maxsize=1)
 def memory_bytes() -> int | None:
-    """What this grade may use, in bytes (GRADER_MEMORY_MB overrides); None if unknown."""
-    if os.environ.get("GRADER_MEMORY_MB", "").isdigit():
-        return int(os.environ["GRADER_MEMORY_MB"]) << 20
+    """What this grade may use, in bytes (the option memory_mb, --memory-mb, overrides); None
+    if unknown."""
+    from grader import options
+
+    if options.current().memory_mb is not None:
+        return options.current().memory_mb << 20
     known = [v for v in cgroup_limits() if v]
     return min(known) if known else None
 

@@ -31,8 +31,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-ENV = "GRADER_BYTECODE"   # "0" or "1": build it or not, whatever `needed` says
-
 # what a worker imports before and during its calls (grader.worker.worker, tracing's profiler)
 BUILD = """
 import os
@@ -49,10 +47,13 @@ _runs: list[Path] = []          # the open runs' folders, innermost last
 
 def needed() -> bool:
     """Whether workers would compile torch from source here: its `__init__` has no bytecode
-    beside it (found without importing torch). GRADER_BYTECODE=0 or 1 decides instead."""
-    wanted = os.environ.get(ENV, "")
-    if wanted in ("0", "1"):
-        return wanted == "1"
+    beside it (found without importing torch). The option bytecode (--bytecode,
+    --no-bytecode) decides instead."""
+    from grader import options
+
+    wanted = options.current().bytecode
+    if wanted is not None:
+        return wanted
     try:
         spec = importlib.util.find_spec("torch")
     except (ImportError, ValueError):

@@ -1,12 +1,12 @@
 """A timeline of the proxy's round trips, for the cost model in docs/INSTRUCTORS.md.
 
-    GRADER_CALL_LOG=/tmp/calls.jsonl make grade-gpu IMPL=solutions
+    make grade-gpu IMPL=solutions ARGS="--call-log /tmp/calls.jsonl"
     python3 -m tools.call_costs /tmp/calls.jsonl
 
 One JSON line per worker start, call and replay: when it ended, how long it took, which
 exercise, mode and function, the keys of the call's options (`runs`, `trace`, ...) and the
-check that was running (grader.plugin sets `check`). Off unless the variable names a file;
-lines are appended whole, so grading processes can share it.
+check that was running (grader.plugin sets `check`). Off unless the option call_log names a
+file (--call-log); lines are appended whole, so grading processes can share it.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import os
 import threading
 import time
 
+from grader import options
 
 check = ""   # the id of the check this process is running
 # the check a thread settles, where checks are settled side by side (grader.plugin)
@@ -23,7 +24,7 @@ this_thread = threading.local()
 
 
 def record(event: str, exercise: str, mode: str, seconds: float, **fields) -> None:
-    path = os.environ.get("GRADER_CALL_LOG")
+    path = options.current().call_log
     if not path:
         return
     line = json.dumps({"end": round(time.time(), 4), "s": round(seconds, 4), "event": event,

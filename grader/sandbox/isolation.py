@@ -236,15 +236,11 @@ _CHOSEN: dict = {}
 
 
 def requested() -> str:
-    """'os', 'user', 'process' or 'auto' from GRADER_SANDBOX."""
-    value = os.environ.get("GRADER_SANDBOX", "").strip().lower()
-    if value in ("1", "os", "yes", "true", "on"):
-        return "os"
-    if value == "user":
-        return "user"
-    if value in ("0", "process", "no", "false", "off"):
-        return "process"
-    return "auto"
+    """'os', 'user', 'process' or 'auto': the grade's option `sandbox` (--sandbox,
+    --no-sandbox, GRADER_SANDBOX)."""
+    from grader import options   # below the trusted step, as every import here
+
+    return options.current().sandbox
 
 
 def choose() -> Level:
@@ -253,18 +249,20 @@ def choose() -> Level:
     if want in _CHOSEN:
         return _CHOSEN[want]
     level = None
-    # GRADER_REFUSE_LEVELS=os,user: the repo's tests play a container that refuses them (it can
+    # --refuse-levels os,user: the repo's tests play a container that refuses them (it can
     # only make a grade fail, never run student code with less isolation)
-    refused = os.environ.get("GRADER_REFUSE_LEVELS", "").split(",")
+    from grader import options
+
+    refused = options.current().refuse_levels
     if want in ("os", "user") or (want == "auto" and os.geteuid() == 0):
         why = "not asked for (GRADER_SANDBOX=user)"
         if want != "user":
-            level, why = _os_level() if "os" not in refused else (None, "refused (GRADER_REFUSE_LEVELS)")
+            level, why = _os_level() if "os" not in refused else (None, "refused (--refuse-levels)")
         if level is None:
             from grader.sandbox import user_level   # below the trusted step, as every import here
 
             found, why_user = (user_level.level(_repo(), interpreter(), UNSHARE_USER)
-                               if "user" not in refused else (None, "refused (GRADER_REFUSE_LEVELS)"))
+                               if "user" not in refused else (None, "refused (--refuse-levels)"))
             if found is not None:
                 level = Level("user", found["description"], found["unshare"], found["uid"], found["gid"])
             if level is None and want != "auto":

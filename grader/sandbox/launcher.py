@@ -23,16 +23,18 @@ from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from grader import options
 from grader.registry import EXERCISES
 from grader.sandbox import bytecode, cgroups, isolation, kernel_cache, user_level
 from grader.sandbox.scratch import release as release_scratch
 from grader.wire import codec
 
-GRADER_DIR = Path(__file__).resolve().parents[1]     # the `grader` package
-REPO = GRADER_DIR.parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]     # the `grader` package
+REPO = PACKAGE_DIR.parent
 
-# GRADER_TIMEOUT_SCALE stretches (slow machine) or shrinks (the repo's own tests) every limit
-_SCALE = float(os.environ.get("GRADER_TIMEOUT_SCALE", "1"))
+# the option timeout_scale (GRADER_TIMEOUT_SCALE) stretches (slow machine) or shrinks (the
+# repo's own tests) every limit
+_SCALE = options.current().timeout_scale
 DEFAULT_TIMEOUT_S = {m: s * _SCALE for m, s in {"cpu": 30.0, "interp": 120.0, "cuda": 180.0}.items()}
 LOAD_TIMEOUT_S = 120.0 * max(_SCALE, 1.0)   # importing torch + triton on a cold, busy 2-core machine
 MAX_TIMEOUTS = 2                # after this many, further calls fail at once: a hang costs minutes, not hours
@@ -294,11 +296,11 @@ def _worker_lib(level: isolation.Level, base: Path) -> str:
         return isolation.INSIDE_LIB
     if level.name == "user":
         user_level.open_base(base)
-        return user_level.lib_copy(GRADER_DIR, base)
+        return user_level.lib_copy(PACKAGE_DIR, base)
     lib_dir = base / "lib"
     if not (lib_dir / "grader").exists():
         lib_dir.mkdir(exist_ok=True)
-        (lib_dir / "grader").symlink_to(GRADER_DIR)
+        (lib_dir / "grader").symlink_to(PACKAGE_DIR)
     return str(lib_dir)
 
 
@@ -362,7 +364,7 @@ def launch(exercise: str, mode: str, sources: Path, scratch: Path, level: isolat
     if isolated:
         root = base / f"root-{scratch.name}"
         root.mkdir(mode=0o700, exist_ok=True)
-        spec = {"root": str(root), "grader": str(GRADER_DIR), "sources": str(sources),
+        spec = {"root": str(root), "grader": str(PACKAGE_DIR), "sources": str(sources),
                 "scratch": str(scratch), "uid": level.uid, "gid": level.gid,
                 "read_only": isolation.read_only_paths(str(REPO), [str(base), str(sources)]),
                 "argv": worker_argv, "env": worker_env, "tool": tool or [],

@@ -14,7 +14,6 @@ without starting another worker. Workers start only through grader.sandbox.launc
 
 from __future__ import annotations
 
-import os
 import signal
 import tempfile
 import time
@@ -22,7 +21,7 @@ import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader import errors
+from grader import errors, options
 from grader.sandbox import budget, calllog, isolation
 from grader.sandbox import scratch as scratch_limit
 from grader.sandbox.launcher import (DEFAULT_TIMEOUT_S, LOAD_TIMEOUT_S, MAX_TIMEOUTS, OUTPUT_LIMIT,
@@ -309,9 +308,9 @@ def close_all(subs) -> None:
 
 
 def label(directory: Path) -> str:
-    """How messages name the submission folder: its path, or what GRADER_SUBMISSION_LABEL says
-    (run_autograder grades a temporary copy of the upload: its path would mean nothing)."""
-    return os.environ.get("GRADER_SUBMISSION_LABEL") or str(directory)
+    """How messages name the submission folder: its path, or the option label (--label:
+    run_autograder grades a temporary copy of the upload, whose path would mean nothing)."""
+    return options.current().label or str(directory)
 
 
 class Workers:

@@ -1,7 +1,8 @@
 """Triton's front end's verdicts on the kernels a replay launches (grader.judge.evidence.provenance):
 a (filtered file's digest, kernel, signature) it compiled once need not be compiled again, in
 this process or, where student code runs as a user of its own, in a later grade: each verdict is
-an empty file named by the key's digest, under GRADER_CACHE (default ~/.cache/lab-grader)
+an empty file named by the key's digest, under the option cache (GRADER_CACHE; default
+~/.cache/lab-grader)
 /frontend-<triton version>, written only by the trusted grader once the front end has compiled
 the kernel. A grade whose kernels were all compiled before starts no compile worker (a process
 that imports torch and Triton: seconds of CPU, most of a small grade's cost).
@@ -20,9 +21,9 @@ def _verdicts_folder(sub) -> Path | None:
     """Where the front end's verdicts outlive this process: GRADER_CACHE (or ~/.cache/lab-grader),
     /frontend-<triton version>. Only where student code runs as a user of its own (os and user
     isolation levels), so no submission can write a verdict there; GRADER_CACHE=0: never."""
-    import os
+    from grader import options
 
-    wanted = os.environ.get("GRADER_CACHE", "")
+    wanted = options.current().cache
     level = getattr(sub, "level", None)
     if wanted == "0" or not getattr(level, "as_student", False):
         return None

@@ -17,12 +17,11 @@ The verdict comes from the tools, never from what the process printed:
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from typing import Callable
 
-from grader import errors
+from grader import errors, options
 from grader.registry import exercise_module
 from grader.sandbox import tooled
 
@@ -46,10 +45,10 @@ def memcheck(submission, exercise: str, target: Target | None = None, tool: str 
 
     tool = tool or sanitizer_path()
     target = target or target_of(exercise)
-    # GRADER_SANITIZER_AS_STUDENT=1: if compute-sanitizer cannot watch a process of another
-    # user on some driver, run it as the sandbox user instead (the log is then writable by the
+    # --sanitizer-as-student: if compute-sanitizer cannot watch a process of another user on
+    # some driver, run it as the sandbox user instead (the log is then writable by the
     # student's process, so only the exit status and the checked answer decide)
-    as_student = os.environ.get("GRADER_SANITIZER_AS_STUDENT") == "1"
+    as_student = options.current().sanitizer_as_student
     with tooled.ToolRun(submission, "memcheck.log", as_student, prefix="sanitize-") as run:
         # --padding puts unallocated bytes after every allocation: without it a read past the
         # end of k lands in v's allocation, which is valid memory, and memcheck has nothing to report
@@ -69,8 +68,8 @@ def memcheck(submission, exercise: str, target: Target | None = None, tool: str 
         finally:
             code = run.close(wait_s=5 if isinstance(problem, errors.StudentTimeout) else TIMEOUT_S)
         log = run.log()
-    if os.environ.get("GRADER_SANITIZER_LOG"):   # for the record of a GPU session
-        with open(os.environ["GRADER_SANITIZER_LOG"], "a") as f:
+    if options.current().sanitizer_log:   # for the record of a GPU session (--sanitizer-log)
+        with open(options.current().sanitizer_log, "a") as f:
             f.write(f"$ {' '.join(cmd)} (exit {code})\n{log[-4000:]}\n")
     if code == ERROR_EXIT:
         count = re.search(r"ERROR SUMMARY: (\d+) error", log)

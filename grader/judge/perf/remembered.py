@@ -4,7 +4,7 @@ for measuring them again.
 
     best = remembered("sdpa", {"shape": [1, 32, 8192, 128], "causal": False}, measure)
 
-With GRADER_MEASUREMENTS=<file> (`batch` sets it to <out>/measurements.json) a value measured
+With --measurements <file> (`batch` gives <out>/measurements.json) a value measured
 once for this device and software (GPU name and capability, torch, CUDA and Triton versions)
 is read from the file; without it, every call measures. The file is the grader's: no student
 process can reach the batch's output folder (the sandbox shows a worker only its own scratch).
@@ -20,8 +20,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-ENV = "GRADER_MEASUREMENTS"
-
+from grader import options
 
 def identity() -> dict:
     """What a measurement depends on besides its own arguments."""
@@ -40,7 +39,7 @@ def identity() -> dict:
 
 def remembered(kind: str, args: dict, measure: Callable[[], object], path: str | None = None):
     """measure()'s value, from the file when this (kind, args, identity) was measured before."""
-    path = path if path is not None else os.environ.get(ENV, "")
+    path = path if path is not None else options.current().measurements
     if not path:
         return measure()
     key = json.dumps({"kind": kind, "args": args, **identity()}, sort_keys=True)
