@@ -19,7 +19,7 @@ class AsyncWork:
     answers (at once, like a queued kernel; the first call after a compile; a `blocking` stream
     after its work), and `synchronize()` sends "sync" and returns when the grader says every
     launch so far has finished. The durations are drawn and kept in the grader's process
-    (grader.exercises.bench_attn.clock.Clock), which also logs every request on its own clock:
+    (grader.exercises.bench_attn.reference.Clock), which also logs every request on its own clock:
     nothing in this object tells a submission what the answer is, and the grader counts the
     calls itself.
     """

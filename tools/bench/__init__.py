@@ -23,7 +23,7 @@ Benchmarks are data: each exercise folder with a bench.py declares its BENCHMARK
   4. writes each benchmark's json, its PNG plots, ceilings.json and measure.md: the Measure
      tables with the predictions from <submission>/predictions.md beside what was measured.
 
-One benchmark counts instead of timing: hbm (grader/exercises/flash_triton/hbm.py, `--only hbm`
+One benchmark counts instead of timing: hbm (grader/exercises/flash_triton/bench_hbm.py, `--only hbm`
 alone), the DRAM bytes of one flash_fwd call at N = 8192 counted by Nsight Compute
 (tools/bench/ncu.py), between the IO model's worst and best cases: hbm_bench.json,
 hbm_bytes.png and its measure.md section. Without ncu, or without permission to read the GPU's
