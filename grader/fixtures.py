@@ -247,10 +247,10 @@ class GpuContext:
         import torch
 
         from grader.judge.machine import ceilings, devices
-        from grader.judge.perf import quiet
-        from grader.judge.perf.remembered import remembered
+        from grader.judge.perf import quiet_gpu
+        from grader.judge.perf.measured_once import measured_once
 
-        quiet.stop_students(plugin.workers)   # no student process alive while the ceilings are timed
+        quiet_gpu.stop_students(plugin.workers)   # no student process alive while the ceilings are timed
         self.info = devices.describe(torch)
         p = torch.cuda.get_device_properties(0)
         self.profile = devices.profile_for((p.major, p.minor), p.name, self.info["smem_per_block"])
@@ -259,7 +259,7 @@ class GpuContext:
         self.tile_profile = self.profile
         if self.target is not None:
             self.tile_profile = target.tile_profile(self.profile, self.target)
-        # measured once, up front, in this process (or earlier in this batch: judge.remembered),
+        # measured once, up front, in this process (or earlier in this batch: judge.perf.measured_once),
         # where the perf layer runs: only its checks read them (a grading process of the
         # untimed gpu checks would time them for nothing, beside the others' kernels); the
         # report's header shows them
@@ -269,7 +269,7 @@ class GpuContext:
 
             with calllog.span("ceilings"):
                 self.ceilings = {
-                    name: round(float(remembered("ceiling", {"name": name}, lambda f=f: f(torch))), 1)
+                    name: round(float(measured_once("ceiling", {"name": name}, lambda f=f: f(torch))), 1)
                     for name, f in (("copy_gbs", ceilings.copy_bandwidth_gbs),
                                     ("matmul_tflops", ceilings.matmul_tflops))}
         plugin.device_info.update(self.info, **self.ceilings)

@@ -5,7 +5,7 @@ against a known list, and CPU core lists.
 The grader's main process fills `Options` from its command line and the five environment
 variables of ENVIRONMENT (docs/INSTRUCTORS.md has the table), and grades inside
 `using(options)`: every module asks `current()`. The grading processes of a parallel grade
-(grader.parallel, grader/part.py) get the same options in their requests, as JSON, and nothing
+(grader.parallel, grader/parallel_part.py) get the same options in their requests, as JSON, and nothing
 else: no other variable carries a setting. Workers get none of it: their environment is an
 allow-list (grader.sandbox.isolation.environment) that holds no setting but
 GRADER_TIMEOUT_SCALE, as it did before these options."""
@@ -41,7 +41,7 @@ class Options:
     cache: str = ""                     # the front end's verdicts' folder; "": ~/.cache/lab-grader, "0": none
     seed: int | None = None             # the checks' rng seed; None: fresh every check
     timed_first: bool | None = None     # time first (grader.parallel.timed_first); None: by GPU memory
-    measurements: str | None = None     # the grader's own measurements kept in this file (judge.perf.remembered)
+    measurements: str | None = None     # the grader's own measurements kept in this file (judge.perf.measured_once)
     label: str | None = None            # how messages name the submission folder (run_autograder's upload)
     call_log: str | None = None         # one JSON line per worker call appended here (sandbox.calllog)
     sanitizer_log: str | None = None    # compute-sanitizer's logs appended here

@@ -3,7 +3,7 @@
 A grade is a pytest session in one trusted process (grader.run), and most of its time is spent
 waiting on one worker at a time: the interpreter running a Triton kernel, a worker importing
 torch. On a laptop's cores the exercises can go side by side. `grade_cpu_layers` starts `jobs`
-grading processes (`python -I grader/part.py`, the same grader, trusted like this one), hands
+grading processes (`python -I grader/parallel_part.py`, the same grader, trusted like this one), hands
 each an exercise as soon as it is free, longest first, and gathers their results. Each grades
 its exercise with the ordinary `grader.run.grade`: its own workers, its own sandbox, the same
 checks; student code still runs only in workers. Timed work is never split: the perf layer, and
@@ -12,7 +12,7 @@ after these, with the GPU alone. On a CUDA machine with cores to spare the rest 
 (correctness and compute-sanitizer, nothing timed) goes to these processes too (`split_plan`):
 its time is mostly Triton compiling, which spreads over the cores.
 
-The protocol (grader/part.py answers it) is JSON lines: a request {"exercise", "submission", "layers", "include_hidden",
+The protocol (grader/parallel_part.py answers it) is JSON lines: a request {"exercise", "submission", "layers", "include_hidden",
 "only_checks", "target", "kernels", "compiled", "options"} on the child's stdin (options: this
 grade's grader.options.Options, as a dict, with one grading process: the child's only channel
 for settings); {"progress": check_id} lines, then one
@@ -383,7 +383,7 @@ def _lost(child: "_Child", checks, layers, results, why: str) -> None:
 
 
 class _Child:
-    """One grading process (grader/part.py), fed one exercise at a time."""
+    """One grading process (grader/parallel_part.py), fed one exercise at a time."""
 
     def __init__(self):
         # one thread for its NumPy, BLAS and torch CPU work (the references), like its workers;
@@ -391,7 +391,7 @@ class _Child:
         env = dict(os.environ, **ONE_THREAD)
         self.stderr_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"grader-part-{os.getpid()}-{id(self)}.log"
         self._stderr = open(self.stderr_path, "w+b")
-        self.proc = subprocess.Popen([sys.executable, "-I", "-B", str(ROOT / "grader" / "part.py")],
+        self.proc = subprocess.Popen([sys.executable, "-I", "-B", str(ROOT / "grader" / "parallel_part.py")],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self._stderr, env=env, text=True, bufsize=1)
         self.exercise, self.layers, self.only = "", [], None

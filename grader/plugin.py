@@ -109,11 +109,11 @@ class GradePlugin:
     def stubbed(self, exercise: str) -> str:
         """Why the exercise's perf checks are not run, or "": every function they time
         (Exercise.timed, else the kernel-use gate's Exercise.kernels) still begins with the
-        stub's `raise NotImplementedError` in the submission's file (grader.judge.source.stubbed).
+        stub's `raise NotImplementedError` in the submission's file (grader.judge.source.still_stub).
         Read from the source, so it is known before any of the exercise's other checks ran:
         the perf checks may run first (grader.run). One function written, and they run."""
         if exercise not in self._stubbed:
-            from grader.judge.source.stubbed import still_stubs
+            from grader.judge.source.still_stub import still_stubs
 
             names = list(EXERCISES[exercise].timed or EXERCISES[exercise].kernels)
             directory = (getattr(self.workers, "sources", None)

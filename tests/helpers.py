@@ -45,7 +45,7 @@ def logged_requests(tmp_path: Path, monkeypatch) -> Path:
 
     log = tmp_path / "requests.jsonl"
     (tmp_path / "grader").mkdir()
-    (tmp_path / "grader" / "part.py").write_text(
+    (tmp_path / "grader" / "parallel_part.py").write_text(
         "import json, sys\n"
         "for line in sys.stdin:\n"
         f"    open({str(log)!r}, 'a').write(line)\n"

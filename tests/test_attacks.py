@@ -434,7 +434,7 @@ def _is_sys_executable(node) -> bool:
 def _runs_the_grader(items: list) -> bool:
     """`[sys.executable, ...]` naming the grader: `-m grader` or a path ending in __main__.py
     of the grader package (`ROOT / "grader" / "__main__.py"`, "grader/__main__.py"), or its
-    part.py (one grading process of a parallel grade, grader.parallel); or `*grader_command(...)`
+    parallel_part.py (one grading process of a parallel grade, grader.parallel); or `*grader_command(...)`
     first, tests.helpers' make command line (a part of the grader switched off for a test)."""
     if items and isinstance(items[0], ast.Starred) and isinstance(items[0].value, ast.Call) \
             and getattr(items[0].value.func, "id", "") == "grader_command":
@@ -446,7 +446,7 @@ def _runs_the_grader(items: list) -> bool:
         key=lambda c: (c.lineno, c.col_offset))]
     module = any(a == "-m" and b == "grader" for a, b in zip(consts, consts[1:]))
     script = "grader/__main__.py" in consts or any(
-        a == "grader" and b in ("__main__.py", "part.py") for a, b in zip(consts, consts[1:]))
+        a == "grader" and b in ("__main__.py", "parallel_part.py") for a, b in zip(consts, consts[1:]))
     return module or script
 
 

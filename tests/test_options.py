@@ -64,7 +64,7 @@ def test_current_is_the_innermost_using():
 
 
 def test_a_grading_process_gets_the_grades_options_in_its_request(tmp_path, monkeypatch):
-    """The one channel to grader/part.py: its request carries the grade's options, as JSON, with
+    """The one channel to grader/parallel_part.py: its request carries the grade's options, as JSON, with
     one grading process (the child's own), whatever the environment says."""
     log = logged_requests(tmp_path, monkeypatch)
     monkeypatch.setenv("GRADER_SANDBOX", "1")

@@ -88,7 +88,7 @@ def test_a_grading_process_that_dies_is_a_grader_error(tmp_path, monkeypatch, de
     """Dead before or after its request reached it (dead_first: its stdin is a broken pipe
     when the request is written, a race CI lost once): the grader's error, never a crash."""
     (tmp_path / "grader").mkdir()
-    (tmp_path / "grader" / "part.py").write_text("import sys\nsys.stderr.write('boom')\nsys.exit(7)\n")
+    (tmp_path / "grader" / "parallel_part.py").write_text("import sys\nsys.stderr.write('boom')\nsys.exit(7)\n")
     monkeypatch.setattr(parallel, "ROOT", tmp_path)
     if dead_first:
         send = parallel._Child.send

@@ -87,9 +87,9 @@ def _run(check, **fixtures) -> Credit:
 def _flash_triton(monkeypatch, speeds):
     from grader.exercises.flash_triton import test_perf as m
     from grader.judge.answers import gpu as g
-    from grader.judge.perf import quiet
+    from grader.judge.perf import quiet_gpu
 
-    monkeypatch.setattr(quiet, "quiet_gpu", lambda workers, what: "")
+    monkeypatch.setattr(quiet_gpu, "quiet_gpu", lambda workers, what: "")
     monkeypatch.setattr(g, "seeded_inputs", lambda rng, shape, dtype: ([], []))
     monkeypatch.setattr(m, "_sdpa_ms", lambda *a: (1.0, "CUDNN_ATTENTION"))
     monkeypatch.setattr(m, "_fastest_tiles", lambda *a: ("its default tiles", {},

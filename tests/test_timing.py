@@ -18,7 +18,7 @@ import torch
 from grader.exercises.bench_attn.reference import Clock, Stream, log_spread, work_seen
 from grader.exercises.bench_attn.judging import (WORK_MS, Busy, again, failure, fits_clock,
                                                  judge_proper)
-from grader.judge.perf import baselines, quiet, timing
+from grader.judge.perf import baselines, quiet_gpu, timing
 from grader.judge.answers import compare
 from grader.judge.answers.inputs import seeded, torch_randn
 from grader.sandbox import launcher, proxy
@@ -329,15 +329,15 @@ def test_quiet_gpu_fails_closed():
             self.closed += 1
 
     w = Workers()
-    assert quiet.quiet_gpu(w, "x", processes=lambda: []) == ""
+    assert quiet_gpu.quiet_gpu(w, "x", processes=lambda: []) == ""
     assert w.closed == 1
-    assert "unavailable" in quiet.quiet_gpu(w, "x", processes=lambda: None)
+    assert "unavailable" in quiet_gpu.quiet_gpu(w, "x", processes=lambda: None)
     import os
 
     with pytest.raises(compare.CheckFailed, match="other processes"):
-        quiet.quiet_gpu(w, "x", processes=lambda: [os.getppid()])
+        quiet_gpu.quiet_gpu(w, "x", processes=lambda: [os.getppid()])
     # a PID from another namespace (not in this /proc) is not ours to judge
-    assert quiet.quiet_gpu(w, "x", processes=lambda: [2 ** 22 + 7]) == ""
+    assert quiet_gpu.quiet_gpu(w, "x", processes=lambda: [2 ** 22 + 7]) == ""
 
 
 def test_runs_request_through_a_real_worker(tmp_path):
@@ -596,9 +596,9 @@ def test_perf_checks_wait_for_a_kernel_that_exists(tmp_path):
 
 
 def test_a_stub_is_read_from_the_first_statement(tmp_path):
-    """grader.judge.source.stubbed: only a plain def whose first statement after its docstring raises
+    """grader.judge.source.still_stub: only a plain def whose first statement after its docstring raises
     NotImplementedError, and which is the name's last binding, is still the stub."""
-    from grader.judge.source.stubbed import still_stubs
+    from grader.judge.source.still_stub import still_stubs
 
     cases = {
         'def f(x):\n    """doc"""\n    raise NotImplementedError("TODO")\n    return x\n': True,

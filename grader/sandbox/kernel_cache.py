@@ -2,7 +2,7 @@
 
 A grade starts many CUDA workers for one submission: one per gpu check (grader.parallel grades
 them in processes side by side), the compute-sanitizer's, the perf layer's after every baseline
-(quiet.quiet_gpu stops them all), and a replay worker beside each. With a cache of its own,
+(quiet_gpu.quiet_gpu stops them all), and a replay worker beside each. With a cache of its own,
 each of them compiled every kernel again (about 1 s apiece on the H200's CPU). Here one grading
 run (`for_run`, opened by grader.run.grade and handed to its parallel processes) keeps two
 folders that its CUDA workers use as TRITON_CACHE_DIR:

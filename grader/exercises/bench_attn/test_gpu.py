@@ -14,7 +14,7 @@ import functools
 import pytest
 
 from grader.exercises.bench_attn.judging import check_timed_row, is_number
-from grader.judge.perf import events, quiet
+from grader.judge.perf import events, quiet_gpu
 from grader.judge.answers.compare import CheckFailed
 from grader.wire.codec import Trusted
 
@@ -47,7 +47,7 @@ def test_gpu_sweep(student, gpu, workers):
 
     # free memory is judged with nothing of the student's alive (a worker holding memory would
     # otherwise turn this check into "not run"); anything else on the GPU fails it
-    quiet.quiet_gpu(workers, "bench_attn.gpu_sweep")
+    quiet_gpu.quiet_gpu(workers, "bench_attn.gpu_sweep")
     # never allocate what cannot fit (unified memory can stall the whole machine): estimate first
     Ns = [N for N in Ns if ceilings.fits(ceilings.naive_attention_bytes(B, H, N, D, "float16"), torch)]
     if len(Ns) < 2:

@@ -94,7 +94,7 @@ def measure(student, rng, gpu, workers) -> Perf:
 
 def _measure_all(sub, rng, gpu, workers) -> Perf:
     from grader.judge.answers import gpu as g
-    from grader.judge.perf import quiet
+    from grader.judge.perf import quiet_gpu
 
     perf = Perf()
     shape = {N: (B_PERF, H_PERF, N, D_PERF) for N in PERF_N}
@@ -110,8 +110,8 @@ def _measure_all(sub, rng, gpu, workers) -> Perf:
     sub.close()
     if {"fwd", "bwd"} <= set(perf.failed):   # nothing to compare: no baseline is measured
         return perf
-    # 2. the baselines, with nothing of the student's alive (quiet.quiet_gpu)
-    perf.note = quiet.quiet_gpu(workers, "flash_backward perf")
+    # 2. the baselines, with nothing of the student's alive (quiet_gpu.quiet_gpu)
+    perf.note = quiet_gpu.quiet_gpu(workers, "flash_backward perf")
     for N, causal in configs:
         q, k, v, do = inputs[N][1]   # the fastest SDPA backend per pass (judge/baselines)
         perf.base[(N, causal)] = baselines.fastest_sdpa(q, k, v, causal=causal, do=do)

@@ -106,13 +106,13 @@ def _checked_once(sub, rng, markers, tensors, what, case, **kwargs):
 
 def _harness_ms(workers, rng, what) -> tuple[float, str]:
     """The per-call cost of the timing harness (q refilled before, a checksum after), measured
-    here on trusted code with nothing of the student's alive (quiet.quiet_gpu), after the
+    here on trusted code with nothing of the student's alive (quiet_gpu.quiet_gpu), after the
     student's timed calls; the student cannot skip it, since every timed output is verified."""
     import torch
 
-    from grader.judge.perf import baselines, quiet
+    from grader.judge.perf import baselines, quiet_gpu
 
-    note = quiet.quiet_gpu(workers, what)
+    note = quiet_gpu.quiet_gpu(workers, what)
     q = torch.empty((PERF_B, PERF_HQ, PERF_D), dtype=torch.float16, device="cuda")
     harness = baselines.harness_gpu_ms(q)   # its GPU time, the smaller of two measurements
     if not (harness == harness and 0 <= harness < 1e3):   # fail closed: no baseline, no credit

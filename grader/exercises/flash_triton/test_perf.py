@@ -103,17 +103,17 @@ def _fastest_tiles(sub, rng, gpu, markers, tensors, base_ms: float, later):
 @pytest.mark.check("flash_triton.speed_vs_sdpa")
 def test_speed_vs_sdpa(student, rng, gpu, credit, workers, later):
     from grader.judge.answers import gpu as g
-    from grader.judge.perf import quiet, timing
+    from grader.judge.perf import quiet_gpu, timing
     from grader.judge.perf import verdicts
 
     sub = student()
     prof = gpu.tile_profile
     inputs = {N: g.seeded_inputs(rng, (B_PERF, H_PERF, N, D_PERF), "float16") for N in PERF_N}
-    # every baseline first, with nothing of the student's alive (quiet.quiet_gpu), so that
+    # every baseline first, with nothing of the student's alive (quiet_gpu.quiet_gpu), so that
     # the student's timed requests (the sweep's stopping rule reads SDPA at 8K) all run in one
     # worker; a submission whose flash_fwd is still the stub is not timed at all
     # (grader.plugin.stubbed), and costs no baseline
-    notes = [quiet.quiet_gpu(workers, "flash_triton.speed_vs_sdpa")]
+    notes = [quiet_gpu.quiet_gpu(workers, "flash_triton.speed_vs_sdpa")]
     base = {N: _sdpa_ms(*inputs[N][1]) for N in PERF_N}
 
     markers, tensors = inputs[8192]

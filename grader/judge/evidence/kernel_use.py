@@ -20,7 +20,7 @@ message for honest mistakes.
 from __future__ import annotations
 
 from grader.judge.answers.compare import CheckFailed
-from grader.judge.perf.quiet import gpu_processes
+from grader.judge.perf.quiet_gpu import gpu_processes
 from grader.registry import EXERCISES
 
 # aten ops a wrapper may run around the launch: allocation, views, copies and dtype casts (the

@@ -120,9 +120,9 @@ def _sdpa_ms(q, k, v, causal, do, backends, check, timer, target_ms) -> dict:
 
 def fastest_sdpa(q, k, v, *, causal: bool = False, do=None) -> dict:
     """sdpa_ms for the perf layer: measured once per device and software within a batch
-    (grader.judge.perf.remembered), so every submission is compared with the same baseline."""
+    (grader.judge.perf.measured_once), so every submission is compared with the same baseline."""
     from grader import options
-    from grader.judge.perf.remembered import remembered
+    from grader.judge.perf.measured_once import measured_once
 
     if not options.current().measurements:   # a single grade: its checks cross-check their own baselines
         return sdpa_ms(q, k, v, causal=causal, do=do)
@@ -135,7 +135,7 @@ def fastest_sdpa(q, k, v, *, causal: bool = False, do=None) -> dict:
         a, b = (sdpa_ms(q, k, v, causal=causal, do=do) for _ in range(2))
         return {**a, **{p: min(a[p], b[p]) for p in ("fwd", "bwd") if p in a}}
 
-    return remembered("sdpa", args, measure)
+    return measured_once("sdpa", args, measure)
 
 
 def _checked_ms(fn, args, p: str, check, timer, target_ms: float) -> float:
@@ -249,7 +249,7 @@ def timed_against(sub, rng, gpu, workers, name: str, cases: list, dtype: str, ba
     in its process, so it never runs before a timing) go to `later` (the check's fixture: after
     the check's timing); without it they run here, right after the student's requests."""
     from grader.judge.answers.compare import CheckFailed
-    from grader.judge.perf.quiet import quiet_gpu
+    from grader.judge.perf.quiet_gpu import quiet_gpu
     from grader.sandbox import calllog
 
     later = later or _now

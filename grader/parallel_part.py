@@ -1,6 +1,6 @@
 """One grading process of a parallel grade (grader.parallel), started as
 
-    python -I -B grader/part.py
+    python -I -B grader/parallel_part.py
 
 by the grade that splits its CPU layers across the cores. The repo root goes after
 site-packages, as in grader/__main__.py, so nothing in the current folder shadows an import.

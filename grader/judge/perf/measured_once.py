@@ -2,7 +2,7 @@
 for the rest of a batch: every submission is compared with the same denominators, and none pays
 for measuring them again.
 
-    best = remembered("sdpa", {"shape": [1, 32, 8192, 128], "causal": False}, measure)
+    best = measured_once("sdpa", {"shape": [1, 32, 8192, 128], "causal": False}, measure)
 
 With --measurements <file> (`batch` gives <out>/measurements.json) a value measured
 once for this device and software (GPU name and capability, torch, CUDA and Triton versions)
@@ -37,7 +37,7 @@ def identity() -> dict:
     return who
 
 
-def remembered(kind: str, args: dict, measure: Callable[[], object], path: str | None = None):
+def measured_once(kind: str, args: dict, measure: Callable[[], object], path: str | None = None):
     """measure()'s value, from the file when this (kind, args, identity) was measured before."""
     path = path if path is not None else options.current().measurements
     if not path:
