@@ -11,7 +11,7 @@ returns a `Gated` proxy: every call to the graded function proves kernel use (a 
 computing torch op; on CUDA no foreign device kernel and no helper process on the GPU; under the
 interpreter every load/store is bounds-checked) and provenance (its recorded program, replayed
 in a worker that holds only the submission's kernels, gives the same answer:
-grader.judge.evidence.provenance, then again on fresh inputs against the reference: grader.judge.evidence.fresh),
+grader.judge.evidence.provenance, then again on fresh inputs against the reference: grader.judge.evidence.moved_inputs),
 so no check can earn points for an answer the student's kernel did not compute.
 
 `rng` is a fresh NumPy generator for every check (its seed goes into failure messages so a
@@ -29,7 +29,7 @@ from grader import errors, options
 from grader.judge.machine import target   # a grading target's spec and tiles (--target gb10)
 from grader.judge.evidence import kernel_use   # the kernel-use gate
 from grader.judge.evidence import provenance   # the replay behind it
-from grader.judge.evidence import fresh   # and its second replay, on fresh inputs
+from grader.judge.evidence import moved_inputs   # and its second replay, on fresh inputs
 from grader.plugin import PLUGIN_KEY
 from grader.results import Credit
 from grader.sandbox.proxy import CallResult, label
@@ -108,17 +108,17 @@ class Gated:
         if self._replayer is not None:
             replayer, compiler, sources = self._replayer()
             replayed = provenance.Call(replayer, sources, [*args, *kwargs.values()], r.value, opts,
-                                       compiler, self._fresh(fn, args, kwargs))
+                                       compiler, self._moved_inputs(fn, args, kwargs))
         kernel_use.gate(r.extras, self._exercise, fn,
                         gpu_pid=self._sub.worker_pid if cuda else None, replayed=replayed,
                         defer=self._pending)
         return GatedCall(r.value, r.stdout, r.wall_s, r.extras, opts, replayed)
 
-    def _fresh(self, fn: str, args: tuple, kwargs: dict):
-        """() -> the call's fresh inputs and their reference (grader.judge.evidence.fresh), made when the
+    def _moved_inputs(self, fn: str, args: tuple, kwargs: dict):
+        """() -> the call's fresh inputs and their reference (grader.judge.evidence.moved_inputs), made when the
         replay runs; values the student's code never sees, drawn from the OS's entropy."""
         def form():
-            return fresh.form_of(self._exercise, fn, args, kwargs, np.random.default_rng())
+            return moved_inputs.form_of(self._exercise, fn, args, kwargs, np.random.default_rng())
         return form
 
     def records_timed(self, fn: str) -> bool:

@@ -213,9 +213,9 @@ def test_a_numpy_answer_cannot_skip_the_comparison():
 
 
 def test_a_replay_on_moved_inputs_must_err_no_more_than_the_call():
-    """grader.judge.evidence.fresh: numbers carried over from the call's values fail; a kernel that errs
+    """grader.judge.evidence.moved_inputs: numbers carried over from the call's values fail; a kernel that errs
     as much on the moved inputs as on its own passes, rounding and all."""
-    from grader.judge.evidence import fresh
+    from grader.judge.evidence import moved_inputs
     from grader.judge.answers import reference
     from grader.judge.answers.inputs import tensor
 
@@ -223,44 +223,44 @@ def test_a_replay_on_moved_inputs_must_err_no_more_than_the_call():
     x0 = rng.standard_normal((3, 50)).astype(np.float32)
     x0[1, 7] = -np.inf
     x = tensor(x0, "float32", guard=8)
-    form = fresh.form_of("softmax_triton", "softmax", (x,), {}, rng)
+    form = moved_inputs.form_of("softmax_triton", "softmax", (x,), {}, rng)
     new = form.args[0].array
     assert new.shape == (3, 50) and form.args[0].guard == 8 and not np.array_equal(new, x0)
     assert np.isneginf(new[1, 7]) and (np.sign(new) == np.sign(x0)).all()
     ratio = new[np.isfinite(x0)] / x0[np.isfinite(x0)]
-    assert ratio.min() >= 1 - fresh.SPREAD - 1e-6 and ratio.max() <= 1 + fresh.SPREAD + 1e-6
+    assert ratio.min() >= 1 - moved_inputs.SPREAD - 1e-6 and ratio.max() <= 1 + moved_inputs.SPREAD + 1e-6
     assert np.allclose(form.expected[0], reference.softmax(new.astype(np.float64)))
     # an honest float32 kernel: the same small error on both
     call = _value(form.before[0] * (1 + 3e-7))
-    fresh.compare({"outputs": [_value(form.expected[0] * (1 - 3e-7))], "compile": [], "error": ""},
+    moved_inputs.compare({"outputs": [_value(form.expected[0] * (1 - 3e-7))], "compile": [], "error": ""},
                   form, call, "softmax(x)")
     # the row max and sum of the call's x carried into the replay
     m, l = x0.max(1, keepdims=True), np.exp(x0 - x0.max(1, keepdims=True)).sum(1, keepdims=True)
     with np.errstate(invalid="ignore"):
         stale = np.exp(new.astype(np.float64) - m) / l
     with pytest.raises(CheckFailed, match="moved by at most 20%"):
-        fresh.compare({"outputs": [_value(stale)], "compile": [], "error": ""}, form, call,
+        moved_inputs.compare({"outputs": [_value(stale)], "compile": [], "error": ""}, form, call,
                       "softmax(x)")
-    # the worker's own draws (GPU sizes) have no fresh form: their outputs are too large for
+    # the worker's own draws (GPU sizes) have no moved-inputs form: their outputs are too large for
     # launch scalars to carry
     from grader.judge.answers.inputs import seeded
-    assert fresh.form_of("softmax_triton", "softmax", (seeded((4, 8), "float16", "cuda", 1),),
+    assert moved_inputs.form_of("softmax_triton", "softmax", (seeded((4, 8), "float16", "cuda", 1),),
                          {}, rng) is None
-    assert fresh.form_of("online_softmax", "online_max_sum", (x,), {}, rng) is None
+    assert moved_inputs.form_of("online_softmax", "online_max_sum", (x,), {}, rng) is None
 
 
 def test_a_failure_on_moved_inputs_must_repeat_on_a_new_draw():
-    """grader.judge.evidence.fresh.judge: an honest kernel past the limit on one draw (a near-tie the
+    """grader.judge.evidence.moved_inputs.judge: an honest kernel past the limit on one draw (a near-tie the
     moved values made) passes on the next; numbers carried from the call's values fail every
     draw, and the call fails."""
-    from grader.judge.evidence import fresh
+    from grader.judge.evidence import moved_inputs
     from grader.judge.answers.inputs import tensor
 
     rng = np.random.default_rng(1)
     x = tensor(rng.standard_normal((4, 32)).astype(np.float32), "float32")
 
     def draw():
-        return fresh.form_of("softmax_triton", "softmax", (x,), {}, rng)
+        return moved_inputs.form_of("softmax_triton", "softmax", (x,), {}, rng)
 
     def outputs(arrays):
         return {"outputs": [_value(a) for a in arrays], "compile": [], "error": ""}
@@ -272,15 +272,15 @@ def test_a_failure_on_moved_inputs_must_repeat_on_a_new_draw():
     def honest_then_unlucky(f):   # the first draw off by 5%, the next exact
         replays.append(f)
         return outputs([f.expected[0] * (1.05 if len(replays) == 1 else 1.0)])
-    fresh.judge(form, honest_then_unlucky, draw, call, "softmax(x)")
+    moved_inputs.judge(form, honest_then_unlucky, draw, call, "softmax(x)")
     assert len(replays) == 2 and replays[0] is not replays[1]
 
     def always_off(f):
         return outputs([f.expected[0] * 1.05])
     with pytest.raises(CheckFailed, match="moved by at most 20%"):
-        fresh.judge(draw(), always_off, draw, call, "softmax(x)")
+        moved_inputs.judge(draw(), always_off, draw, call, "softmax(x)")
     replays.clear()
-    fresh.judge(draw(), lambda f: replays.append(f) or outputs([f.expected[0]]), draw, call,
+    moved_inputs.judge(draw(), lambda f: replays.append(f) or outputs([f.expected[0]]), draw, call,
                 "softmax(x)")
     assert len(replays) == 1   # a pass costs one replay
 
@@ -303,7 +303,7 @@ def test_decode_floor_covers_float16_scores_at_a_near_tie():
     where a near-tie the moved values make puts it past GROWTH times its own error (it failed CI
     twice without the floor); a carried-over answer at ordinary scores still fails."""
     from grader.exercises.flash_decode.reference import decode_inputs
-    from grader.judge.evidence import fresh
+    from grader.judge.evidence import moved_inputs
     from grader.judge.answers.inputs import tensor
 
     rng = np.random.default_rng(7)
@@ -311,26 +311,26 @@ def test_decode_floor_covers_float16_scores_at_a_near_tie():
     for _ in range(40):
         q, k, v = decode_inputs(rng, 2, 2, 2, 96, 64, scale=10.0)
         args = (*(tensor(t, "float16") for t in (q, k, v)), tensor(np.array([96, 96]), "int32"))
-        form = fresh.form_of("flash_decode", "flash_decode", args, {}, rng)
+        form = moved_inputs.form_of("flash_decode", "flash_decode", args, {}, rng)
         got = _value(_decode_fp16_scores(*(a.array for a in form.args[:3])), "float16")
         call = _value(_decode_fp16_scores(q, k, v), "float16")
-        fresh.compare({"outputs": [got], "compile": [], "error": ""}, form, call, "flash_decode")
+        moved_inputs.compare({"outputs": [got], "compile": [], "error": ""}, form, call, "flash_decode")
         try:
-            fresh.compare({"outputs": [got], "compile": [], "error": ""},
-                          fresh.Fresh(form.args, {}, form.expected, form.before), call, "")
+            moved_inputs.compare({"outputs": [got], "compile": [], "error": ""},
+                          moved_inputs.MovedInputs(form.args, {}, form.expected, form.before), call, "")
         except CheckFailed:
             past_without += 1
     assert past_without, "no draw made a near-tie: the floor was not exercised"
     q, k, v = decode_inputs(rng, 2, 2, 2, 96, 64)
     args = (*(tensor(t, "float16") for t in (q, k, v)), tensor(np.array([96, 96]), "int32"))
-    form = fresh.form_of("flash_decode", "flash_decode", args, {}, rng)
+    form = moved_inputs.form_of("flash_decode", "flash_decode", args, {}, rng)
     with pytest.raises(CheckFailed, match="moved by at most 20%"):
-        fresh.compare({"outputs": [_value(form.before[0], "float16")], "compile": [], "error": ""},
+        moved_inputs.compare({"outputs": [_value(form.before[0], "float16")], "compile": [], "error": ""},
                       form, _value(_decode_fp16_scores(q, k, v), "float16"), "flash_decode")
 
 
 def test_flash_bwd_gets_the_o_and_lse_of_its_fresh_inputs():
-    from grader.judge.evidence import fresh
+    from grader.judge.evidence import moved_inputs
     from grader.judge.answers import reference
     from grader.judge.answers.inputs import round_to, tensor
 
@@ -339,7 +339,7 @@ def test_flash_bwd_gets_the_o_and_lse_of_its_fresh_inputs():
     q, k, v, o, do = (tensor(round_to(rng.standard_normal(shape), "float16"), "float16")
                       for _ in range(5))
     lse = tensor(rng.standard_normal(shape[:-1]).astype(np.float32), "float32")
-    form = fresh.form_of("flash_backward", "flash_bwd", (q, k, v, o, lse, do), {"causal": True},
+    form = moved_inputs.form_of("flash_backward", "flash_bwd", (q, k, v, o, lse, do), {"causal": True},
                          rng)
     nq, nk, nv, no, nl, ndo = (a.array.astype(np.float64) for a in form.args)
     want_o, want_l, _ = reference.attention_lse(nq, nk, nv, causal=True)
@@ -353,25 +353,25 @@ def test_flash_bwd_gets_the_o_and_lse_of_its_fresh_inputs():
 
 
 def test_every_triton_exercise_has_a_fresh_form():
-    """A new Triton exercise whose kernel.py has no `fresh` would get no second replay."""
+    """A new Triton exercise whose kernel.py has no `moved_inputs` would get no second replay."""
     from grader.registry import EXERCISES, exercise_module
 
     for name, ex in EXERCISES.items():
         if ex.kernels:
-            assert callable(exercise_module(name, "kernel").fresh), name
+            assert callable(exercise_module(name, "kernel").moved_inputs), name
 
 
 def test_which_calls_get_the_second_replay():
     """Small outputs and launches that carry more than an honest wrapper's always; the rest
     sampled, the draw made in the grader after the call."""
-    from grader.judge.evidence import fresh
+    from grader.judge.evidence import moved_inputs
 
     cap = provenance.CAPACITY_BITS
     honest = {"launches": 1, "float": {0.25}, "int": {4, 64, 1000}, "str": set()}
-    small, large = _value(np.zeros(cap // fresh.BITS)), _value(np.zeros(cap))
-    assert fresh.wanted(honest, small, cap)
-    assert fresh.wanted({**honest, "float": {0.25, 3.1}}, large, cap)
-    assert fresh.wanted({**honest, "str": {"x"}}, large, cap)
-    assert fresh.wanted({**honest, "launches": fresh.LAUNCHES + 1}, large, cap)
-    draws = [fresh.wanted(honest, large, cap, np.random.default_rng(i)) for i in range(400)]
+    small, large = _value(np.zeros(cap // moved_inputs.BITS)), _value(np.zeros(cap))
+    assert moved_inputs.wanted(honest, small, cap)
+    assert moved_inputs.wanted({**honest, "float": {0.25, 3.1}}, large, cap)
+    assert moved_inputs.wanted({**honest, "str": {"x"}}, large, cap)
+    assert moved_inputs.wanted({**honest, "launches": moved_inputs.LAUNCHES + 1}, large, cap)
+    draws = [moved_inputs.wanted(honest, large, cap, np.random.default_rng(i)) for i in range(400)]
     assert 0.15 < sum(draws) / len(draws) < 0.35

@@ -20,6 +20,7 @@ from grader.judge.evidence import provenance
 from grader.judge.perf import timing
 from grader.judge.answers.inputs import seeded, torch_randn
 from grader.sandbox import proxy
+from tests.cases import runnable
 from tests.helpers import SOLUTIONS, Rng, copy_solutions
 
 # A wrapper that is honest on its first call (the untimed, gated one) and on later calls
@@ -110,9 +111,9 @@ def test_honest_timed_calls_replay_to_their_own_checksums(tmp_path):
 
 
 def _cheat(tmp_path, body: str):
-    source = (SOLUTIONS / "softmax_triton.py").read_text()
+    source = runnable((SOLUTIONS / "softmax_triton.py").read_text())
     cut = source.index("def softmax(x: torch.Tensor)")
-    end = source.index("\n# BEGIN STUB", cut)
+    end = source.index("\n\n\n# ----", cut)   # the function ends where the next section begins
     folder = copy_solutions(tmp_path / "sub", {
         "softmax_triton.py": source[:cut] + CHEAT.format(body=body) + source[end:]})
     return _timed(folder, tmp_path / "scratch", 22)

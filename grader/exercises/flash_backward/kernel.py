@@ -1,7 +1,7 @@
 """flash_backward's kernel hooks, for the grader's tools that run its kernels outside a check's
 own call.
 
-Provenance's second replay (grader.judge.evidence.fresh): the tensors with their values moved
+Provenance's second replay (grader.judge.evidence.moved_inputs): the tensors with their values moved
 (same shapes and dtypes), and the float64 answers of both. flash_bwd is given the o and L of its
 new q, k, v (o rounded to its dtype), as flash_fwd would have made them, so a backward that
 recomputes them instead of reading them is still right.
@@ -17,7 +17,7 @@ import numpy as np
 from grader.exercises.flash_backward.reference import backward_reference, forward_reference
 from grader.judge.answers.inputs import round_to, tensor
 from grader.judge.evidence import sanitize
-from grader.judge.evidence.fresh import moved, redrawn, values
+from grader.judge.evidence.moved_inputs import moved, redrawn, values
 
 
 POSITIONAL_CAUSAL = {"flash_fwd": 3, "flash_bwd": 6, "flash_attention": 3}
@@ -28,7 +28,7 @@ def _causal(fn, args, kwargs) -> bool:
     return bool(kwargs.get("causal", args[at] if len(args) > at else False))
 
 
-def fresh(fn, args, kwargs, rng):
+def moved_inputs(fn, args, kwargs, rng):
     if fn not in POSITIONAL_CAUSAL:
         return None
     causal = _causal(fn, args, kwargs)

@@ -1,7 +1,7 @@
 """flash_decode's kernel hooks, for the grader's tools that run its kernel outside a check's own
 call.
 
-Provenance's second replay (grader.judge.evidence.fresh): flash_decode(q, k_cache, v_cache,
+Provenance's second replay (grader.judge.evidence.moved_inputs): flash_decode(q, k_cache, v_cache,
 seq_lens) with q and the caches' values moved, the same seq_lens (a wrapper may read them to size
 its grid). Each head's floor is what rounding its scores to the inputs' dtype can move o by
 (reference.score_rounding_floor): a correct kernel may form q . k in float16, and where the moved
@@ -17,10 +17,10 @@ import numpy as np
 from grader.exercises.flash_decode.reference import decode_reference, score_rounding_floor
 from grader.judge.answers.inputs import tensor
 from grader.judge.evidence import sanitize
-from grader.judge.evidence.fresh import moved, tensors
+from grader.judge.evidence.moved_inputs import moved, tensors
 
 
-def fresh(fn, args, kwargs, rng):
+def moved_inputs(fn, args, kwargs, rng):
     if fn != "flash_decode" or not tensors(args, 4):
         return None
     dtype = args[0].dtype

@@ -1,5 +1,5 @@
 """flash_triton's kernel hooks, for the grader's tools that run flash_fwd's kernel outside a
-check's own call: provenance's second replay (grader.judge.evidence.fresh: q, k, v with their
+check's own call: provenance's second replay (grader.judge.evidence.moved_inputs: q, k, v with their
 values moved, the block sizes kept) and compute-sanitizer's target (grader.judge.evidence.
 sanitize.target_of: the call that memcheck runs, and how its answer is checked here)."""
 
@@ -10,10 +10,10 @@ import numpy as np
 from grader.exercises.flash_triton.reference import reference_torch
 from grader.judge.answers import reference
 from grader.judge.evidence import sanitize
-from grader.judge.evidence.fresh import moved
+from grader.judge.evidence.moved_inputs import moved
 
 
-def fresh(fn, args, kwargs, rng):
+def moved_inputs(fn, args, kwargs, rng):
     if fn != "flash_fwd":
         return None
     return moved(args, kwargs, rng, 3, lambda q, k, v, *rest: [reference.attention(q, k, v)])

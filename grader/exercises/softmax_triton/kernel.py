@@ -1,4 +1,4 @@
-"""softmax_triton's kernel hooks: provenance's second replay (grader.judge.evidence.fresh: x with
+"""softmax_triton's kernel hooks: provenance's second replay (grader.judge.evidence.moved_inputs: x with
 its values moved) and compute-sanitizer's target (grader.judge.evidence.sanitize.target_of: the
 call the sanitizer check, test_gpu.py, runs under memcheck)."""
 
@@ -8,10 +8,10 @@ import numpy as np
 
 from grader.judge.answers import reference
 from grader.judge.evidence import sanitize
-from grader.judge.evidence.fresh import moved
+from grader.judge.evidence.moved_inputs import moved
 
 
-def fresh(fn, args, kwargs, rng):
+def moved_inputs(fn, args, kwargs, rng):
     if fn != "softmax":
         return None
     return moved(args, kwargs, rng, 1, lambda x, *rest: [reference.softmax(x, axis=-1)])

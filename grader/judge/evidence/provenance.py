@@ -15,7 +15,7 @@ and each Triton launch with its arguments, grid and constexprs as the launch use
   3. compare the replayed outputs with what the call returned: exactly (NaN equal to NaN: same
      kernels, same inputs, same device), or, when a kernel uses atomics, within ATOMIC_TOL
      (grader.judge.evidence.replayed, which also compares a timed call's checksum);
-  4. replay it once more on fresh inputs of the same shapes (grader.judge.evidence.fresh), where the
+  4. replay it once more on fresh inputs of the same shapes (grader.judge.evidence.moved_inputs), where the
      exercise has a form for the call: the outputs must be the reference's of those inputs, so
      numbers computed from the call's values outside the kernels and passed to a launch give
      the old inputs' answer and fail.
@@ -31,7 +31,7 @@ from pathlib import Path
 import contextlib
 import threading
 
-from grader.judge.evidence import fresh, kernel_source
+from grader.judge.evidence import moved_inputs, kernel_source
 from grader.judge.evidence.frontend import compiled_before, remember_compiled
 from grader.judge.answers.compare import CheckFailed
 from grader.judge.evidence.replayed import TimedCall, compare, compare_sum, refused as _fail
@@ -43,7 +43,7 @@ MAX_LAUNCHES = 256
 SCALARS = {"float": 16, "int": 64, "str": 8}
 MAX_STR = 32
 # the most information the launch scalars of one valid call can carry: 64 bits a number, 21 a
-# character (grader.judge.evidence.fresh.wanted: an output this small gets the second replay every time)
+# character (grader.judge.evidence.moved_inputs.wanted: an output this small gets the second replay every time)
 CAPACITY_BITS = 64 * (SCALARS["float"] + SCALARS["int"]) + 21 * MAX_STR * SCALARS["str"]
 FILL_OPS = frozenset({"full", "full_like", "new_full", "fill_"})
 
@@ -54,15 +54,15 @@ class Call:
     Submission importing `replay_sources(sources)`), the call's argument markers in the order
     the worker built them (positional, then keyword), its decoded value and its opts; under the
     interpreter `compiler`, a replay worker of mode "cpu" (no interpreter) that runs Triton's
-    front end on the launched kernels (grader.worker.replay.run); `fresh`, () -> the call's
-    fresh inputs and their reference (grader.judge.evidence.fresh.Fresh, or None where it has none)."""
+    front end on the launched kernels (grader.worker.replay.run); `moved_inputs`, () -> the call's
+    fresh inputs and their reference (grader.judge.evidence.moved_inputs.MovedInputs, or None where it has none)."""
     replayer: object
     sources: Path
     args: list
     value: object
     opts: dict
     compiler: object = None
-    fresh: object = None
+    moved_inputs: object = None
     # records -> None, raising the check's own CheckFailed: the bounds verdict of a check that
     # owns the masks (kernel_use.assert_in_bounds), judged on the replay's record of every lane
     bounds_judge: object = None
@@ -204,15 +204,15 @@ def check(extras: dict, exercise: str, call: str, allowed: frozenset, replayed: 
             raise own
         if timed is None:
             compare(got, replayed.value, call, kernels.atomics)
-            form = (replayed.fresh() if replayed.fresh is not None
-                    and fresh.wanted(carried, replayed.value, CAPACITY_BITS) else None)
-            # the same program on moved inputs (grader.judge.evidence.fresh), bounds-checked only where
+            form = (replayed.moved_inputs() if replayed.moved_inputs is not None
+                    and moved_inputs.wanted(carried, replayed.value, CAPACITY_BITS) else None)
+            # the same program on moved inputs (grader.judge.evidence.moved_inputs), bounds-checked only where
             # the replay's lanes went out of bounds (masked there as here)
             moved = {**opts, "bounds": opts["bounds"] and bool(_lanes_out(got))}
             if form is not None:
-                fresh.judge(form, lambda f: _replay(replayed, program, moved, exercise, kernels,
+                moved_inputs.judge(form, lambda f: _replay(replayed, program, moved, exercise, kernels,
                                                     call, [*f.args, *f.kwargs.values()]),
-                            replayed.fresh, replayed.value, call)
+                            replayed.moved_inputs, replayed.value, call)
         else:
             compare_sum(got, timed, call, kernels.atomics)
     except CheckFailed as e:

@@ -1,4 +1,4 @@
-"""A gated call's program replayed a second time, on nearby inputs, against the reference: FRESH.
+"""A gated call's program replayed a second time, on nearby inputs, against the reference (moved inputs).
 
 The replay on the call's own inputs (grader.judge.evidence.provenance) proves that the recorded launches
 compute what the call returned. But a launch's scalar arguments are the wrapper's to choose: it
@@ -21,7 +21,7 @@ correct kernel's rounding of its intermediates in the inputs' dtype can add ther
 scores rounded to float16), which the limit of that row is then at least.
 
 Each Triton exercise says how to move its inputs and what they should give, in its folder's
-`kernel.py`: `fresh(fn, args, kwargs, rng)` -> Fresh, or None for a call it has no form for.
+`kernel.py`: `moved_inputs(fn, args, kwargs, rng)` -> MovedInputs, or None for a call it has no form for.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ SAMPLE = 0.25
 # An error past the limit must repeat on TRIES independent draws before it fails the call:
 # numbers carried over from the call's values put every draw off, while an honest kernel errs
 # past it only where the moved values happen to make a row worse conditioned than the exercise's
-# floor (Fresh.floor) foresees, which a second draw rarely repeats. (Without its floor,
+# floor (MovedInputs.floor) foresees, which a second draw rarely repeats. (Without its floor,
 # decode_fp16_elementwise_qk, float16 scores, was past the limit at flash_decode.large_scores's
 # near-ties on 11% of emulated draws, and failed CI on two draws in a row)
 TRIES = 2
@@ -68,7 +68,7 @@ MAX_ELEMENTS = 1 << 22
 
 
 @dataclass
-class Fresh:
+class MovedInputs:
     """New arguments for the call (same shapes, dtypes, guards and padding; moved values), the
     float64 reference of every output on them (`expected`) and on the call's own inputs
     (`before`), in the order the call returns its outputs; `floor`, where the exercise gives one:
@@ -127,11 +127,11 @@ def tensors(args: list, n: int) -> bool:
     return len(args) >= n and all(isinstance(a, TensorArg) for a in args[:n])
 
 
-def moved(args: list, kwargs: dict, rng, n: int, reference, floor=None) -> Fresh | None:
+def moved(args: list, kwargs: dict, rng, n: int, reference, floor=None) -> MovedInputs | None:
     """The usual form: the call's first n arguments moved (redrawn), the others kept;
     `reference(*arguments)` (tensors as float64 arrays, the rest as given) -> the outputs, on
     the moved arguments and on the call's own; `floor(*arguments)`, where given, -> each
-    output's rows' floor on the moved arguments (Fresh.floor). None unless the first n are
+    output's rows' floor on the moved arguments (MovedInputs.floor). None unless the first n are
     tensors."""
     if not tensors(args, n):
         return None
@@ -139,18 +139,18 @@ def moved(args: list, kwargs: dict, rng, n: int, reference, floor=None) -> Fresh
 
     def answer(fn, arguments):
         return list(fn(*(values(a) if isinstance(a, TensorArg) else a for a in arguments)))
-    return Fresh(new, kwargs, answer(reference, new), answer(reference, args),
+    return MovedInputs(new, kwargs, answer(reference, new), answer(reference, args),
                  answer(floor, new) if floor is not None else None)
 
 
 def form_of(exercise: str, fn: str, args: tuple, kwargs: dict, rng):
-    """The exercise's Fresh for this call (its `kernel.py`: every exercise with gated kernels
+    """The exercise's MovedInputs for this call (its `kernel.py`: every exercise with gated kernels
     has one, tests/test_provenance.py), or None where it has no form for `fn`."""
     from grader import registry
 
     if not registry.EXERCISES[exercise].kernels or not drawable(list(args), kwargs):
         return None
-    return registry.exercise_module(exercise, "kernel").fresh(fn, list(args), dict(kwargs), rng)
+    return registry.exercise_module(exercise, "kernel").moved_inputs(fn, list(args), dict(kwargs), rng)
 
 
 def scale_of(outputs: list) -> float:
@@ -177,10 +177,10 @@ def row_errors(got: np.ndarray, want: np.ndarray, scale: float) -> np.ndarray:
         return np.sqrt((diff * diff).mean(axis=1)) / max(scale, 1e-30)
 
 
-def judge(form: Fresh, replay, draw, value, call: str) -> None:
+def judge(form: MovedInputs, replay, draw, value, call: str) -> None:
     """The second replay of a call that returned `value`: `replay(form)` -> the program's
     outputs on the form's arguments, compared (`compare`); where they err past the limit, again
-    on a new draw (`draw()` -> Fresh), up to TRIES draws, and only the last failure counts."""
+    on a new draw (`draw()` -> MovedInputs), up to TRIES draws, and only the last failure counts."""
     for attempt in range(TRIES):
         got = replay(form)
         try:
@@ -191,7 +191,7 @@ def judge(form: Fresh, replay, draw, value, call: str) -> None:
             form = draw()
 
 
-def compare(replayed, form: Fresh, value, call: str) -> None:
+def compare(replayed, form: MovedInputs, value, call: str) -> None:
     """The second replay's outputs against the reference of the moved inputs, row by row, at
     most GROWTH times the error of what the call returned (`value`) against its own."""
     replay_failed(replayed, call)
