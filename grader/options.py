@@ -40,7 +40,7 @@ class Options:
     target: str | None = None           # a grading target's name (grader.judge.machine.target)
     cache: str = ""                     # the front end's verdicts' folder; "": ~/.cache/lab-grader, "0": none
     seed: int | None = None             # the checks' rng seed; None: fresh every check
-    timed_first: bool | None = None     # time first (grader.parallel.timed_first); None: by GPU memory
+    timed_first: bool | None = None     # time first (grader.schedule.timed_first); None: by GPU memory
     measurements: str | None = None     # the grader's own measurements kept in this file (judge.perf.measured_once)
     label: str | None = None            # how messages name the submission folder (run_autograder's upload)
     call_log: str | None = None         # one JSON line per worker call appended here (sandbox.calllog)

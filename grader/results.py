@@ -115,7 +115,7 @@ class GradeReport:
     isolation: str = ""   # how student code was isolated (grader.sandbox.isolation), one line
     seccomp: str = ""     # what the kernel denied the workers, per mode (grader.worker.seccomp)
     target: dict = field(default_factory=dict)   # grader.judge.machine.target.Evidence.to_dict(); {}: none
-    timed_first: bool = False   # the timed checks ran first, verified afterwards (parallel.timed_first)
+    timed_first: bool = False   # the timed checks ran first, verified afterwards (grader.schedule.timed_first)
 
     def __post_init__(self):
         self.explain_secondary()

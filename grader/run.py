@@ -24,7 +24,7 @@ import pytest
 
 from grader import options, registry
 from grader.environment import Environment, detect
-from grader import parallel
+from grader import parallel, schedule
 from grader.plugin import GradePlugin
 from grader.registry import EXERCISES, HIDDEN_DIR, LAYERS, ROOT, check_files
 from grader.results import GradeReport, Result, Selection
@@ -110,29 +110,29 @@ def _grade(submission, exercises, layers, include_hidden, only_checks, progress,
     # run here, one check at a time (their workers are the only ones on the GPU); or, with CUDA
     # and cores to spare, the untimed gpu checks in those processes too, and the timed ones
     # here after them, the GPU alone
-    plan = parallel.split_plan(exercises, layers_run, checks, "cuda" in env.have, target_profile)
-    jobs = parallel.jobs_for(exercises, sorted({name for ls in plan.values() for name in ls}))
+    plan = schedule.split_plan(exercises, layers_run, checks, "cuda" in env.have, target_profile)
+    jobs = schedule.jobs_for(exercises, sorted({name for ls in plan.values() for name in ls}))
     split = plan if jobs > 1 else {}
     elsewhere = frozenset((e, name) for e, ls in split.items() for name in ls)
     here = [name for name in layers_run
             if any((c.exercise, name) not in elsewhere for c in checks.values()
                    if c.layer == name and c.exercise in exercises)]
-    gpu_split = any(parallel.GPU_SPLIT in ls for ls in split.values())
+    gpu_split = any(schedule.GPU_SPLIT in ls for ls in split.values())
     counter = ProgressCount(progress)
     # with cores to spare the CPU layers go on beside everything on the GPU (their workers see
     # none): in a thread of their own through the untimed gpu checks and the timed ones after
-    beside = bool(split) and bool(here) and parallel.may_overlap()
-    cpu_plan, gpu_plan = parallel.divide(split) if beside and gpu_split else (split, {})
+    beside = bool(split) and bool(here) and schedule.may_overlap()
+    cpu_plan, gpu_plan = schedule.divide(split) if beside and gpu_split else (split, {})
     # on a GPU box, time first: the checks here (the timed ones) with nothing else running,
-    # then the grading processes beside their held-back verification (parallel.timed_first)
-    timed_first = parallel.timed_first(gpu_plan, here, layers_run, env.gpu_bytes, env.gpu_unified,
+    # then the grading processes beside their held-back verification (schedule.timed_first)
+    timed_first = schedule.timed_first(gpu_plan, here, layers_run, env.gpu_bytes, env.gpu_unified,
                                          target_profile)
-    cpu_jobs = parallel.beside_jobs(jobs) if gpu_plan else jobs
-    gpu_requests = sum(1 for c in checks.values() if c.layer == parallel.GPU_SPLIT
+    cpu_jobs = schedule.beside_jobs(jobs) if gpu_plan else jobs
+    gpu_requests = sum(1 for c in checks.values() if c.layer == schedule.GPU_SPLIT
                        and c.exercise in gpu_plan and (not only_checks or c.id in only_checks))
-    gpu_jobs = parallel.gpu_jobs(gpu_requests, cpu_jobs)
+    gpu_jobs = schedule.gpu_jobs(gpu_requests, cpu_jobs)
     if timed_first:   # nothing is timed any more: the cores the gpu checks' processes leave
-        cpu_jobs = parallel.after_timing_jobs(cpu_jobs, gpu_jobs)
+        cpu_jobs = schedule.after_timing_jobs(cpu_jobs, gpu_jobs)
     cpu_part = parallel.Background(lambda: parallel.grade_cpu_layers(
         submission, cpu_plan, cpu_jobs, checks, hidden, only_checks, target, counter.cpu,
         by_layer=timed_first))
@@ -174,8 +174,8 @@ def _grade(submission, exercises, layers, include_hidden, only_checks, progress,
     if cpu_plan and cpu_part.started and not timed_first:
         notes.append(f"The CPU layers ran beside the GPU layers, in {cpu_jobs} grading processes "
                      f"of their own; none of their workers can see a GPU.")
-    if timed_first:   # (only where no untimed gpu check runs here: parallel.timed_first)
-        notes.append(parallel.timed_first_note(gpu_jobs, cpu_jobs, gpu_plan, cpu_plan))
+    if timed_first:   # (only where no untimed gpu check runs here: schedule.timed_first)
+        notes.append(schedule.timed_first_note(gpu_jobs, cpu_jobs, gpu_plan, cpu_plan))
     elif gpu_split:
         notes.append(f"The gpu layer's untimed checks ran in {gpu_jobs} "
                      f"grading processes side by side; the timed checks ran after them, with the "

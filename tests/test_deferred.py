@@ -1,4 +1,4 @@
-"""Timing first, checking after (grader.run, parallel.timed_first): a check's `later` work runs
+"""Timing first, checking after (grader.run, schedule.timed_first): a check's `later` work runs
 at its end, or, while the plugin defers, after every check of the session, once `after_timed`
 has started the rest of the grade; its exception is the check's outcome either way."""
 
@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from grader import parallel
+from grader import schedule
 from grader.registry import ROOT
 from tests.helpers import plugin_session, set_options
 
@@ -89,39 +89,39 @@ def test_timed_first_only_where_no_untimed_gpu_check_runs_here(monkeypatch):
     big, small = 141 << 30, 48 << 30   # an H200; a 48 GB card (an 80 GB H100 times first too)
     every = ["cpu", "adversarial", "interp", "gpu", "perf"]
     split = {"flash_triton": ["gpu"]}
-    assert parallel.timed_first(split, ["perf", "gpu"], every, big)
-    assert parallel.timed_first(split, ["perf", "gpu"], every, 79 << 30)
-    assert not parallel.timed_first(split, ["perf", "gpu"], every, small)
-    assert not parallel.timed_first(split, ["perf"], every, big, unified=True)
-    assert not parallel.timed_first({}, ["perf", "gpu"], every, big)   # the untimed checks here
-    assert not parallel.timed_first(split, ["gpu"], every, big)        # no perf here
+    assert schedule.timed_first(split, ["perf", "gpu"], every, big)
+    assert schedule.timed_first(split, ["perf", "gpu"], every, 79 << 30)
+    assert not schedule.timed_first(split, ["perf", "gpu"], every, small)
+    assert not schedule.timed_first(split, ["perf"], every, big, unified=True)
+    assert not schedule.timed_first({}, ["perf", "gpu"], every, big)   # the untimed checks here
+    assert not schedule.timed_first(split, ["gpu"], every, big)        # no perf here
     # the perf layer alone (or with CPU layers): nothing untimed on the GPU to wait for
-    assert parallel.timed_first({}, ["perf"], ["perf"], big)
-    assert parallel.timed_first({}, ["perf"], ["cpu", "perf"], big)
-    assert not parallel.timed_first({}, ["perf"], ["perf"], small)
-    assert not parallel.timed_first({}, ["perf"], ["perf"], big, target=object())   # its record
-    monkeypatch.setattr(parallel.budget, "one_exercise_at_a_time", lambda: True)
-    assert not parallel.timed_first({}, ["perf"], ["perf"], big)       # one exercise's workers
-    assert parallel.timed_first(split, ["perf", "gpu"], every, big)
+    assert schedule.timed_first({}, ["perf"], ["perf"], big)
+    assert schedule.timed_first({}, ["perf"], ["cpu", "perf"], big)
+    assert not schedule.timed_first({}, ["perf"], ["perf"], small)
+    assert not schedule.timed_first({}, ["perf"], ["perf"], big, target=object())   # its record
+    monkeypatch.setattr(schedule.budget, "one_exercise_at_a_time", lambda: True)
+    assert not schedule.timed_first({}, ["perf"], ["perf"], big)       # one exercise's workers
+    assert schedule.timed_first(split, ["perf", "gpu"], every, big)
     monkeypatch.undo()
     set_options(monkeypatch, timed_first=True)
-    assert parallel.timed_first(split, ["perf"], every, small)
-    assert not parallel.timed_first({}, ["perf", "gpu"], every, small)   # never with them here
+    assert schedule.timed_first(split, ["perf"], every, small)
+    assert not schedule.timed_first({}, ["perf", "gpu"], every, small)   # never with them here
     set_options(monkeypatch, timed_first=False)
-    assert not parallel.timed_first(split, ["perf"], every, big)
-    assert not parallel.timed_first({}, ["perf"], ["perf"], big)
+    assert not schedule.timed_first(split, ["perf"], every, big)
+    assert not schedule.timed_first({}, ["perf"], ["perf"], big)
 
 
 def test_the_note_on_timing_first_names_what_ran_after_it():
-    both = parallel.timed_first_note(10, 6, {"flash_triton": ["gpu"]}, {"io_model": ["cpu"]})
+    both = schedule.timed_first_note(10, 6, {"flash_triton": ["gpu"]}, {"io_model": ["cpu"]})
     assert both == ("The timed checks ran first, with the GPU and the CPUs alone; then the gpu "
                     "layer's untimed checks ran in 10 grading processes side by side, and the CPU "
                     "layers in 6, beside the verification of every timed output and the timed "
                     "checks' gated calls.")
-    cpu = parallel.timed_first_note(1, 6, {}, {"io_model": ["cpu"]})
+    cpu = schedule.timed_first_note(1, 6, {}, {"io_model": ["cpu"]})
     assert "then the CPU layers ran in 6 grading processes, beside the verification" in cpu
     assert "gpu layer" not in cpu
-    alone = parallel.timed_first_note(1, 1, {}, {})
+    alone = schedule.timed_first_note(1, 1, {}, {})
     assert alone.endswith("alone; the verification of every timed output and the timed checks' "
                           "gated calls came after all of them.")
 
@@ -146,7 +146,7 @@ class _Stop(Exception):
     (None, None),                                # every layer: the command names none
 ])
 def test_grade_asks_whether_to_time_first_with_the_layers_it_runs(monkeypatch, layers, timed_first):
-    """grader.run hands parallel.timed_first the layers it runs (not the command's, which may
+    """grader.run hands schedule.timed_first the layers it runs (not the command's, which may
     be None), what stays in its own process, and the GPU's memory: on a CPU machine faked to
     have an 80 GB GPU, a perf-only grade times first; every layer times first only with the
     untimed gpu checks split off."""
@@ -157,14 +157,14 @@ def test_grade_asks_whether_to_time_first_with_the_layers_it_runs(monkeypatch, l
                       gpu_bytes=80 << 30)
     monkeypatch.setattr(run, "detect", lambda want_cuda=True: big)
     seen = {}
-    real = parallel.timed_first
+    real = schedule.timed_first
 
     def spy(gpu_plan, here, layers_run, gpu_bytes, unified=False, target=None):
         seen.update(gpu_plan=gpu_plan, here=here, layers=layers_run,
                     answer=real(gpu_plan, here, layers_run, gpu_bytes, unified, target))
         raise _Stop   # before any check runs: this machine has no GPU
 
-    monkeypatch.setattr(parallel, "timed_first", spy)
+    monkeypatch.setattr(schedule, "timed_first", spy)
     with pytest.raises(_Stop):
         run.grade(ROOT / "solutions", ["flash_decode", "softmax_triton"], layers)
     assert seen["layers"] == (layers or ["cpu", "adversarial", "interp", "gpu", "perf"])

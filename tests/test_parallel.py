@@ -39,16 +39,16 @@ def test_parallel_report_equals_one_process(tmp_path):
 
 def test_jobs(monkeypatch):
     monkeypatch.setenv("GRADER_JOBS", "3")
-    assert parallel.jobs_for(["a", "b"], ["cpu"]) == 2          # never more than the exercises
-    assert parallel.jobs_for(["a"], ["cpu", "interp"]) == 1     # nothing to split
-    assert parallel.jobs_for(["a", "b"], ["perf"]) == 1         # timed work stays in one process
+    assert schedule.jobs_for(["a", "b"], ["cpu"]) == 2          # never more than the exercises
+    assert schedule.jobs_for(["a"], ["cpu", "interp"]) == 1     # nothing to split
+    assert schedule.jobs_for(["a", "b"], ["perf"]) == 1         # timed work stays in one process
     monkeypatch.delenv("GRADER_JOBS")
-    parallel.budget.memory_bytes.cache_clear()
+    schedule.budget.memory_bytes.cache_clear()
     set_options(monkeypatch, memory_mb=768)                     # Gradescope's default container
     try:
-        assert parallel.jobs_for(["a", "b", "c"], ["cpu"]) == 1
+        assert schedule.jobs_for(["a", "b", "c"], ["cpu"]) == 1
     finally:
-        parallel.budget.memory_bytes.cache_clear()
+        schedule.budget.memory_bytes.cache_clear()
 
 
 def test_split_plan(monkeypatch):
@@ -58,29 +58,29 @@ def test_split_plan(monkeypatch):
     layers = ["cpu", "adversarial", "interp", "gpu", "perf"]
     exercises = ["bench_attn", "flash_triton", "online_softmax"]
     set_options(monkeypatch, gpu_split=True)
-    plan = parallel.split_plan(exercises, layers, checks, cuda=True)
+    plan = schedule.split_plan(exercises, layers, checks, cuda=True)
     assert plan == {"bench_attn": ["cpu", "adversarial"],   # gpu_sweep judges free memory
                     "flash_triton": ["adversarial", "interp", "gpu"],
                     "online_softmax": ["cpu", "adversarial"]}
     assert any(c.gpu_alone for c in checks.values() if c.exercise == "bench_attn")
     no_gpu = {"bench_attn": ["cpu", "adversarial"], "flash_triton": ["adversarial", "interp"],
               "online_softmax": ["cpu", "adversarial"]}
-    assert parallel.split_plan(exercises, layers, checks, cuda=False) == no_gpu
-    assert parallel.split_plan(exercises, layers, checks, cuda=True, target=object()) == no_gpu
+    assert schedule.split_plan(exercises, layers, checks, cuda=False) == no_gpu
+    assert schedule.split_plan(exercises, layers, checks, cuda=True, target=object()) == no_gpu
     set_options(monkeypatch, gpu_split=False)
-    assert parallel.split_plan(exercises, layers, checks, cuda=True) == no_gpu
-    assert parallel.split_plan(exercises, ["gpu", "perf"], checks, cuda=False) == {}
+    assert schedule.split_plan(exercises, layers, checks, cuda=True) == no_gpu
+    assert schedule.split_plan(exercises, ["gpu", "perf"], checks, cuda=False) == {}
 
 
 def test_cpu_quota(tmp_path):
-    assert parallel.cpu_quota(tmp_path) is None
+    assert schedule.cpu_quota(tmp_path) is None
     (tmp_path / "cpu.max").write_text("50000 100000\n")          # v2: half a CPU
-    assert parallel.cpu_quota(tmp_path) == 0.5
+    assert schedule.cpu_quota(tmp_path) == 0.5
     (tmp_path / "cpu.max").write_text("max 100000\n")
     (tmp_path / "cpu").mkdir()
     (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("200000\n")   # v1: two CPUs
     (tmp_path / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
-    assert parallel.cpu_quota(tmp_path) == 2.0
+    assert schedule.cpu_quota(tmp_path) == 2.0
 
 
 @pytest.mark.parametrize("dead_first", [False, True])
@@ -136,11 +136,11 @@ def test_background_returns_or_raises():
 
 def test_overlap_switch(monkeypatch):
     set_options(monkeypatch, overlap=False)
-    assert not parallel.may_overlap()
+    assert not schedule.may_overlap()
     set_options(monkeypatch, overlap=True)
-    assert parallel.may_overlap()
+    assert schedule.may_overlap()
     set_options(monkeypatch, overlap=None)
-    assert parallel.may_overlap() == (len(os.sched_getaffinity(0)) >= parallel.OVERLAP_CORES)
+    assert schedule.may_overlap() == (len(os.sched_getaffinity(0)) >= schedule.OVERLAP_CORES)
 
 
 def test_progress_counts_every_part():
@@ -159,12 +159,12 @@ def test_divide_and_merge(monkeypatch):
     """On a GPU box with cores to spare the CPU layers get processes of their own (beside the
     gpu layer's and the timed checks), and the two parts' returns make one."""
     plan = {"a": ["cpu", "interp", "gpu"], "b": ["cpu"], "c": ["gpu"]}
-    cpu, gpu = parallel.divide(plan)
+    cpu, gpu = schedule.divide(plan)
     assert cpu == {"a": ["cpu", "interp"], "b": ["cpu"]} and gpu == {"a": ["gpu"], "c": ["gpu"]}
     monkeypatch.setenv("GRADER_JOBS", "3")
-    assert parallel.beside_jobs(8) == 3
+    assert schedule.beside_jobs(8) == 3
     monkeypatch.delenv("GRADER_JOBS")
-    assert 1 <= parallel.beside_jobs(8) <= 4
+    assert 1 <= schedule.beside_jobs(8) <= 4
     check = next(iter(all_checks(include_hidden=False).values()))
     r = parallel.Result(check, "passed", 1.0)
     merged = parallel.merge([({"x": r}, {"cpu": 1.5}, ["n1"], {"isolation": "", "seccomp": {"cpu": "p"}}),
@@ -179,28 +179,28 @@ def test_gpu_jobs_one_per_check_where_the_cores_allow(monkeypatch):
     """The untimed gpu checks get a process each (the longest check bounds them: one that waits
     for a process adds its whole time), within the cores the CPU layers' processes leave."""
     monkeypatch.delenv("GRADER_JOBS", raising=False)
-    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: set(range(16)))
-    assert parallel.gpu_jobs(10, 4) == 10                       # the lab's ten on a 16-core box
-    assert parallel.gpu_jobs(30, 4) == parallel.MAX_GPU_JOBS
-    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: set(range(8)))
-    assert parallel.gpu_jobs(10, 2) == 6
-    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: set(range(2)))
-    assert parallel.gpu_jobs(10, 4) == 1
+    monkeypatch.setattr(schedule.os, "sched_getaffinity", lambda pid: set(range(16)))
+    assert schedule.gpu_jobs(10, 4) == 10                       # the lab's ten on a 16-core box
+    assert schedule.gpu_jobs(30, 4) == schedule.MAX_GPU_JOBS
+    monkeypatch.setattr(schedule.os, "sched_getaffinity", lambda pid: set(range(8)))
+    assert schedule.gpu_jobs(10, 2) == 6
+    monkeypatch.setattr(schedule.os, "sched_getaffinity", lambda pid: set(range(2)))
+    assert schedule.gpu_jobs(10, 4) == 1
     monkeypatch.setenv("GRADER_JOBS", "3")
-    assert parallel.gpu_jobs(10, 4) == 3
+    assert schedule.gpu_jobs(10, 4) == 3
 
 
 def test_after_timing_the_cpu_layers_take_the_cores_left(monkeypatch):
     """Timing first, the CPU layers wait for the timing to end, then take the cores the gpu
     checks' processes leave, one request per layer (the heaviest exercise's layers side by side)."""
     monkeypatch.delenv("GRADER_JOBS", raising=False)
-    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: set(range(16)))
-    assert parallel.after_timing_jobs(4, 10) == 6
-    assert parallel.after_timing_jobs(4, 14) == 4        # never fewer than beside the timing
-    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: set(range(64)))
-    assert parallel.after_timing_jobs(4, 10) == parallel.MAX_JOBS
+    monkeypatch.setattr(schedule.os, "sched_getaffinity", lambda pid: set(range(16)))
+    assert schedule.after_timing_jobs(4, 10) == 6
+    assert schedule.after_timing_jobs(4, 14) == 4        # never fewer than beside the timing
+    monkeypatch.setattr(schedule.os, "sched_getaffinity", lambda pid: set(range(64)))
+    assert schedule.after_timing_jobs(4, 10) == schedule.MAX_JOBS
     monkeypatch.setenv("GRADER_JOBS", "3")
-    assert parallel.after_timing_jobs(3, 3) == 3
+    assert schedule.after_timing_jobs(3, 3) == 3
 
 
 def test_by_layer_one_request_per_layer(tmp_path, monkeypatch):
@@ -227,12 +227,12 @@ def test_every_count_of_processes_keeps_to_the_cgroups_cpu_limit(monkeypatch):
     monkeypatch.delenv("GRADER_JOBS", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
     for quota, cores in ((None, 16), (4.0, 4), (0.5, 1)):
-        monkeypatch.setattr(parallel, "cpu_quota", lambda q=quota: q)
-        assert parallel.usable_cores() == cores
-        assert parallel.gpu_jobs(40, 1) == min(cores - 1 or 1, parallel.MAX_GPU_JOBS)
-        assert parallel.after_timing_jobs(1, 1) == max(1, min(parallel.MAX_JOBS, cores - 1))
-        assert parallel.beside_jobs(10) == max(1, min(4, cores // 4))
-        assert parallel.may_overlap() is (cores >= parallel.OVERLAP_CORES)
+        monkeypatch.setattr(schedule, "cpu_quota", lambda q=quota: q)
+        assert schedule.usable_cores() == cores
+        assert schedule.gpu_jobs(40, 1) == min(cores - 1 or 1, schedule.MAX_GPU_JOBS)
+        assert schedule.after_timing_jobs(1, 1) == max(1, min(schedule.MAX_JOBS, cores - 1))
+        assert schedule.beside_jobs(10) == max(1, min(4, cores // 4))
+        assert schedule.may_overlap() is (cores >= schedule.OVERLAP_CORES)
 
 
 def test_the_longest_request_goes_first():
@@ -243,7 +243,7 @@ def test_the_longest_request_goes_first():
     from grader.registry import EXERCISES
 
     checks = all_checks()
-    plan = parallel.split_plan(list(EXERCISES), ["cpu", "adversarial", "interp"], checks, cuda=False)
+    plan = schedule.split_plan(list(EXERCISES), ["cpu", "adversarial", "interp"], checks, cuda=False)
     mine = [c for c in checks.values() if c.layer in plan.get(c.exercise, ())]
     queue = schedule.queue_for(plan, mine, by_layer=True)
     assert queue[0][:2] == ("flash_decode", ["interp"])

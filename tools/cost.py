@@ -202,7 +202,7 @@ TIMED_FIRST_NOTE = "The timed checks ran first"   # grader.run's note, in report
 
 
 def timed_first(report: dict) -> bool:
-    """Whether the grade timed first and verified afterwards (grader.parallel.timed_first)."""
+    """Whether the grade timed first and verified afterwards (grader.schedule.timed_first)."""
     return bool(report.get("timed_first")) or any(
         n.startswith(TIMED_FIRST_NOTE) for n in report.get("notes", []))
 

@@ -77,7 +77,7 @@ if sys.argv[1] == "--failed":   # --failed REPORT STATUS
 r = json.load(open(sys.argv[1]))
 sys.path.insert(0, os.getcwd())   # run from $ROOT/source: the grader's own modules
 from grader import cli, options
-from grader.parallel import cpu_quota
+from grader.schedule import cpu_quota
 from grader.sandbox.budget import memory_bytes
 with options.using(options.from_args(cli.parser().parse_args(sys.argv[2:]))):   # the grader's
     mem, cpus = memory_bytes(), cpu_quota()
