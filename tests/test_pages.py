@@ -5,7 +5,9 @@
   marks the region the mistake damages, read from the map the picture draws
   (pictures.layers: the cells and rows marked wrong), not from the PNG: the rows whose max
   moved after the first key block for a missing alpha, the rows that overflow or underflow for
-  a missing max, every element for a missing scale or division;
+  a missing max, every element for a missing scale or division; the same for the Triton core
+  exercises' mistakes, run by the interpreter in a process of their own (tests/triton_pictures.py),
+  except those that load or store past a tensor (the grader's bounds checks name them);
 - one grade (a batch of two submissions: one mistake in each core exercise, Triton's included,
   and the stubs): each picture in its report marks the damage; the page is one file with no
   http(s) address; the terminal names the page and maps the lead failure within one screen;
@@ -21,6 +23,7 @@ import csv
 import importlib
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -209,6 +212,97 @@ def test_picture_marks_what_the_mistake_damages(exercise, name):
     assert picture is not None, f"{name}: the answer was right on these inputs"
     assert marks(picture), (name, picture["rows_wrong"], picture["wrong_count"], picture["size"])
     assert pictures.render(picture)[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def nan_exactly_in(rows):
+    """The picture's NaN cells are the cells of `rows` (bool per row), no others."""
+    def marks(p):
+        step = p["row_step"]
+        cells = [bool(rows[i * step:(i + 1) * step].any()) for i in range(len(p["special"]))]
+        return p["kind"] == "nan" and ["n" in row for row in p["special"]] == cells
+    return marks
+
+
+def _rows_from(start, n):
+    rows = np.zeros(n, bool)
+    rows[start] = True
+    return rows
+
+
+# The Triton core exercises' mistakes, run by the interpreter in a process of their own
+# (tests/triton_pictures.py, which builds each mistake's inputs): mutant -> what its picture
+# marks; None: the values are right, so no picture; RAISES: the mistake raises on these inputs
+# (nothing to draw); OUT_OF_BOUNDS: not run (a load or store past the tensor, which the
+# interpreter would make in that process: the grader's bounds checks catch it in a worker)
+RAISES, OUT_OF_BOUNDS = "raises", "out_of_bounds"
+SOFTMAX_ROWS, ATTENTION_ROWS = 8, 100
+TRITON_MISTAKES = {
+    "softmax_triton": {
+        "padding_loaded_as_zero": lambda p: pictures.layers(p)["rows_wrong"].all(),
+        "load_without_mask_or_other": lambda p: pictures.layers(p)["rows_wrong"].all(),
+        "no_max_subtraction": nan_exactly_in(_rows_from(slice(0, 3), SOFTMAX_ROWS)),
+        "row_stride_ignored": rows_exactly(_rows_from(slice(1, None), SOFTMAX_ROWS)),
+        "one_stride_for_both": OUT_OF_BOUNDS,   # stores rows at the input's wider stride
+        "no_division": every_element,
+        "torch_softmax_in_wrapper": None, "eager_after_launch": None,
+        "asserts_16_bit_input": RAISES,
+        "load_without_mask": OUT_OF_BOUNDS, "load_without_mask_then_where": OUT_OF_BOUNDS,
+        "store_without_mask": OUT_OF_BOUNDS,
+    },
+    "flash_triton": {
+        "acc_not_rescaled": rows_exactly(_rows_from(slice(64, None), ATTENTION_ROWS)),
+        "padded_scores_not_minus_inf": lambda p: pictures.layers(p)["rows_wrong"].all(),
+        "no_scale": every_element, "no_final_division": every_element,
+        "running_max_never_updated": every_element,
+        "no_max_subtraction": nan_exactly_in(_rows_from(slice(0, 3), ATTENTION_ROWS)),
+        "running_max_starts_at_zero": nan_exactly_in(_rows_from(slice(0, 3), ATTENTION_ROWS)),
+        "wrapper_returns_sdpa": None, "wrapper_eager_no_launch": None,
+        "asserts_16_bit_input": RAISES,
+        "kv_loads_unmasked": OUT_OF_BOUNDS, "v_load_unmasked": OUT_OF_BOUNDS,
+        "k_load_unmasked_then_where": OUT_OF_BOUNDS, "o_store_unmasked": OUT_OF_BOUNDS,
+        "assumes_full_blocks": OUT_OF_BOUNDS,
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def triton_pictures():
+    """{exercise: {mutant: {"case", "picture", "error"}}} from tests/triton_pictures.py."""
+    pytest.importorskip("triton")
+    out = {}
+    for exercise in TRITON_MISTAKES:
+        proc = subprocess.run([sys.executable, "-W", "ignore", "-m", "tests.triton_pictures", exercise],
+                              cwd=ROOT, capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "TRITON_INTERPRET": "1"})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out[exercise] = json.loads(proc.stdout)
+    return out
+
+
+def test_every_triton_mistake_has_a_case_here():
+    for exercise, cases in TRITON_MISTAKES.items():
+        assert set(cases) == set(mutants(exercise)), exercise
+
+
+@pytest.mark.parametrize("exercise", list(TRITON_MISTAKES))
+def test_picture_marks_what_a_triton_mistake_damages(exercise, triton_pictures):
+    wrong = []
+    for name, marks in TRITON_MISTAKES[exercise].items():
+        got = triton_pictures[exercise][name]
+        picture = got["picture"]
+        if marks == OUT_OF_BOUNDS:
+            ok = got["case"] == OUT_OF_BOUNDS
+        elif marks == RAISES:
+            ok = bool(got["error"]) and picture is None
+        elif marks is None:
+            ok = not got["error"] and picture is None
+        else:
+            ok = not got["error"] and picture is not None and marks(picture)
+            ok = ok and pictures.render(picture)[:8] == b"\x89PNG\r\n\x1a\n"
+        if not ok:
+            wrong.append((name, got["error"], picture and (picture["kind"], picture["rows_wrong"],
+                                                           picture["wrong_count"], picture["size"])))
+    assert wrong == [], wrong
 
 
 def test_the_solutions_draw_nothing():
