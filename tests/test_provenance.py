@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.judge.evidence import kernel_source, kernel_use, provenance
+from grader.judge.evidence import kernel_source, kernel_use, provenance, validated
 from grader.judge.evidence import replayed as replay_compare
 from grader.judge.answers.compare import CheckFailed
 from grader.wire.codec import TensorValue
@@ -88,7 +88,7 @@ def _launch(dst=1, src=0, **scalars) -> dict:
 
 def _validate(program):
     _, info = kernel_source.filtered(SOURCE)
-    provenance.validate(program, "softmax(x)", kernel_use.ALLOWED_OPS, info)
+    validated.validate(program, "softmax(x)", kernel_use.ALLOWED_OPS, info)
 
 
 def test_filter_keeps_only_imports_kernels_and_literal_constants():
@@ -366,7 +366,7 @@ def test_which_calls_get_the_second_replay():
     sampled, the draw made in the grader after the call."""
     from grader.judge.evidence import moved_inputs
 
-    cap = provenance.CAPACITY_BITS
+    cap = validated.CAPACITY_BITS
     honest = {"launches": 1, "float": {0.25}, "int": {4, 64, 1000}, "str": set()}
     small, large = _value(np.zeros(cap // moved_inputs.BITS)), _value(np.zeros(cap))
     assert moved_inputs.wanted(honest, small, cap)

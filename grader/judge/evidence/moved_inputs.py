@@ -103,7 +103,7 @@ def values(marker) -> np.ndarray:
 def drawable(args: list, kwargs: dict) -> bool:
     """Whether every float tensor of the call carries its values (the CPU layers and the small
     GPU calls); tensors the worker draws itself from a seed are the GPU's large ones, whose
-    outputs are far larger than what launch scalars can carry (provenance.SCALARS); and at most
+    outputs are far larger than what launch scalars can carry (validated.SCALARS); and at most
     MAX_ELEMENTS in all."""
     markers = [m for m in [*args, *kwargs.values()] if isinstance(m, TensorArg)]
     return (bool(markers) and all(m.array is not None for m in markers)
@@ -111,8 +111,8 @@ def drawable(args: list, kwargs: dict) -> bool:
 
 
 def wanted(carried: dict, value, capacity_bits: int, rng=None) -> bool:
-    """Whether a call whose program carries `carried` (grader.judge.evidence.provenance.validate) and
-    returned `value` gets the second replay (see BITS, FLOATS, LAUNCHES, SAMPLE)."""
+    """Whether a call whose program carries `carried` (grader.judge.evidence.validated.validate)
+    and returned `value` gets the second replay (see BITS, FLOATS, LAUNCHES, SAMPLE)."""
     elements = sum(int(np.size(t.array)) for t in tensors_of(value))
     if elements * BITS <= capacity_bits:
         return True
