@@ -29,7 +29,7 @@ from grader.plugin import GradePlugin
 from grader.registry import EXERCISES, HIDDEN_DIR, LAYERS, ROOT, check_files
 from grader.results import GradeReport, Result, Selection
 from grader.sandbox import calllog
-from grader.sandbox.proxy import Workers
+from grader.sandbox.workers import Workers
 
 CHECK_TIMEOUT_S = 900   # backstop per check; calls into student code have their own limits
 GPU_LAYERS = ("gpu", "perf")

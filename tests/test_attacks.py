@@ -192,7 +192,7 @@ def scratch_is_bounded(data, elapsed):
 
 def forged_replies_count_for_nothing(data, elapsed):
     """Every call's forged reply was followed by an exit: the grader's ping after the reply
-    found the worker gone, so each call crashed (launcher.Launched.request)."""
+    found the worker gone, so each call crashed (launched.Launched.request)."""
     said = [t["message"] for t in online(data) if t["status"] != "advice"]
     assert said and all("exited" in m for m in said), said
 
@@ -409,10 +409,11 @@ def test_sanitizer_under_isolation_on_the_gpu(tmp_path):
 #     through its launcher (batch, release, tools/gpu_*).
 # Every other way to start a process (Popen, os.fork/exec/spawn/system/popen, multiprocessing,
 # pty, `from subprocess import ...`) is an offence outside the launcher.
-# the launcher and the isolation it sets up (user_level: a probe run as the student's uid before
-# any student code; start_trusted: the grader's own `python -I -c CODE`, the bytecode builder), and
+# the launcher and the isolation it sets up (confine: the trusted step that execs the worker;
+# user_level: a probe run as the student's uid before any student code; start_trusted: the
+# grader's own `python -I -c CODE`, the bytecode builder), and
 # the tool that runs whole Gradescope containers around the grader
-LAUNCHER = {"grader/sandbox/launcher.py", "grader/sandbox/isolation.py",
+LAUNCHER = {"grader/sandbox/launcher.py", "grader/sandbox/isolation.py", "grader/sandbox/confine.py",
             "grader/sandbox/user_level.py", "tools/gradescope_root.py"}
 PROCESS_MODULES = ("subprocess", "multiprocessing", "pty", "asyncio.subprocess")
 STARTS = {"subprocess": {"run", "Popen", "call", "check_call", "check_output", "getoutput",
@@ -569,7 +570,7 @@ def test_worker_dies_with_a_killed_grader(tmp_path):
     if not isolation._die_with_grader():
         pytest.skip("util-linux setpriv with --pdeathsig is not installed")
     code = ("import numpy as np, sys; from pathlib import Path; "
-            "from grader.sandbox.proxy import Workers; "
+            "from grader.sandbox.workers import Workers; "
             f"s = Workers(Path({str(ROOT / 'tests' / 'submissions' / 'hang')!r}), "
             f"Path({str(tmp_path / 'run')!r})).get('online_softmax'); "
             "print(s.worker_pid, flush=True); s.call('softmax_safe', np.ones(3), timeout=300)")

@@ -9,7 +9,7 @@ import time
 import types
 from pathlib import Path
 
-from grader.sandbox import bytecode, isolation
+from grader.sandbox import bytecode, confine
 from grader.sandbox.proxy import Submission
 from tests.helpers import set_options
 
@@ -86,5 +86,5 @@ def test_workers_read_the_folder_and_cannot_write_it(monkeypatch, tmp_path):
     if not level.as_student:    # the student's code runs as the grader's uid: no folder there
         assert got["prefix"] is None
         return
-    assert got["prefix"] == (isolation.INSIDE_PYCACHE if level.name == "os" else str(run))
+    assert got["prefix"] == (confine.INSIDE_PYCACHE if level.name == "os" else str(run))
     assert not got["planted"] and not os.path.exists(Path(run) / "planted.pyc")

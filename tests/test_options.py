@@ -10,7 +10,7 @@ import re
 from grader import options, parallel
 from grader.cli import parser
 from grader.registry import all_checks
-from grader.sandbox import isolation
+from grader.sandbox import allow_list
 from tests.helpers import ROOT, SOLUTIONS, logged_requests
 
 VARIABLE = re.compile(r"\bGRADER_[A-Z0-9_]+")
@@ -82,5 +82,5 @@ def test_no_option_reaches_a_worker(monkeypatch):
     variables stay out (GRADER_TIMEOUT_SCALE was on the list before, and stays)."""
     for name in options.ENVIRONMENT:
         monkeypatch.setenv(name, "1")
-    env = isolation.environment("cpu", "/sandbox/work")
+    env = allow_list.environment("cpu", "/sandbox/work")
     assert [k for k in env if k.startswith("GRADER_")] == ["GRADER_TIMEOUT_SCALE"]

@@ -19,7 +19,7 @@ from grader.judge.answers import compare
 from grader.judge.evidence import provenance
 from grader.judge.perf import timing
 from grader.judge.answers.inputs import seeded, torch_randn
-from grader.sandbox import proxy
+from grader.sandbox.workers import Workers
 from tests.cases import runnable
 from tests.helpers import SOLUTIONS, Rng, copy_solutions
 
@@ -60,7 +60,7 @@ class Recorded(Gated):
         return fn in self._kernels
 
 
-def _gated(workers: proxy.Workers, exercise: str) -> Gated:
+def _gated(workers: Workers, exercise: str) -> Gated:
     """The checks' `student()` proxy on the interp layer, with its replay workers."""
     def replayer():
         filtered = provenance.replay_sources(workers.sources)
@@ -83,7 +83,7 @@ def test_timed_calls_are_recorded_where_the_registry_says():
 
 def _timed(folder, scratch, seed: int) -> tuple:
     """(workers, requests) after one gated call and two timed requests of softmax."""
-    workers = proxy.Workers(folder, scratch)
+    workers = Workers(folder, scratch)
     sub = _gated(workers, "softmax_triton")
     shape = (32, 130)   # rows enough that an answer a few ulps off shows in the checksum
     marker = seeded(shape, "float32", "cpu", seed, 1.0, 0)

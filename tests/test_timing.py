@@ -21,7 +21,8 @@ from grader.exercises.bench_attn.judging import (WORK_MS, Busy, again, failure, 
 from grader.judge.perf import baselines, quiet_gpu, timing
 from grader.judge.answers import compare
 from grader.judge.answers.inputs import seeded, torch_randn
-from grader.sandbox import launcher, proxy
+from grader.sandbox import launched, proxy
+from grader.sandbox.workers import Workers
 from grader.worker import probes, workloads
 from tests.helpers import SOLUTIONS, Rng
 
@@ -213,19 +214,19 @@ def test_honest_timings_workloads_leave_no_constant_inside_all_three():
 
 
 def test_a_call_is_timed_on_its_own_cpu_seconds():
-    """The watchdog's clock on the CPU modes (launcher.cpu_seconds): this process's CPU time,
+    """The watchdog's clock on the CPU modes (launched.cpu_seconds): this process's CPU time,
     growing while it computes, not while it sleeps."""
-    before = launcher.cpu_seconds(os.getpid())
+    before = launched.cpu_seconds(os.getpid())
     time.sleep(0.2)
-    slept = launcher.cpu_seconds(os.getpid())
+    slept = launched.cpu_seconds(os.getpid())
     # spin until the clock has grown (on a loaded CI machine 0.3 s of wall may hold less than
     # 0.15 s of this process's CPU): a clock that does not grow with work fails at the deadline
     deadline = time.perf_counter() + 20
-    while launcher.cpu_seconds(os.getpid()) - slept < 0.15 and time.perf_counter() < deadline:
+    while launched.cpu_seconds(os.getpid()) - slept < 0.15 and time.perf_counter() < deadline:
         sum(range(20000))
-    spun = launcher.cpu_seconds(os.getpid())
+    spun = launched.cpu_seconds(os.getpid())
     assert slept - before < 0.1 and spun - slept >= 0.15
-    assert launcher.cpu_seconds(2 ** 22 + 12345) is None
+    assert launched.cpu_seconds(2 ** 22 + 12345) is None
 
 
 # ------------------------------------------------------------------------------ perf requests
@@ -342,7 +343,7 @@ def test_quiet_gpu_fails_closed():
 
 def test_runs_request_through_a_real_worker(tmp_path):
     """End to end on CPU: the worker's `runs` loop, the codec, and verification."""
-    workers = proxy.Workers(SOLUTIONS, tmp_path)
+    workers = Workers(SOLUTIONS, tmp_path)
     try:
         sub = workers.get("softmax_triton", "interp")
         shape, seed = (3, 130), 9
@@ -365,7 +366,7 @@ def test_an_array_argument_crosses_with_the_first_request_only(tmp_path):
     replay's arguments (Requests.args) keep the array."""
     from grader.judge.answers.inputs import tensor
 
-    workers = proxy.Workers(SOLUTIONS, tmp_path)
+    workers = Workers(SOLUTIONS, tmp_path)
     sent = []
     try:
         sub = workers.get("softmax_triton", "interp")
@@ -402,7 +403,7 @@ def test_a_kernel_that_skips_timed_calls_is_caught(tmp_path):
     from tools import gpu_mutants
 
     folder = gpu_mutants.perf_submissions(tmp_path / "subs")["skip_timed"]
-    workers = proxy.Workers(folder, tmp_path / "scratch")
+    workers = Workers(folder, tmp_path / "scratch")
     try:
         sub = workers.get("softmax_triton", "interp")
         shape, seed = (3, 130), 10
@@ -477,7 +478,7 @@ def test_timed_against_times_the_student_before_any_baseline(folder, tmp_path, m
         stub = (source / "softmax_triton.py").read_text() + (
             "\n\ndef softmax(x):\n    raise NotImplementedError('TODO(softmax_triton)')\n")
         (source / "softmax_triton.py").write_text(stub)
-    workers = proxy.Workers(source, tmp_path / "scratch")
+    workers = Workers(source, tmp_path / "scratch")
     order = []
 
     def baseline(x):
@@ -625,7 +626,7 @@ def test_inputs_that_could_not_be_built_leave_nothing_behind(tmp_path):
     dropped (it shifted every later input by one, and the replays of those calls failed)."""
     from grader import errors
 
-    workers = proxy.Workers(SOLUTIONS, tmp_path)
+    workers = Workers(SOLUTIONS, tmp_path)
     try:
         sub = workers.get("softmax_triton", "interp")
         good = seeded((3, 40), "float32", "cpu", 5, 1.0, 0)

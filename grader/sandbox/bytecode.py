@@ -16,7 +16,7 @@ the build is done finds part of it and compiles the rest in memory, as before.
 
 No worker can write it: it is used only at the isolation levels where workers run under a uid
 of their own (`level.as_student`), the folder and its files are the grader's (0755 and 0644),
-and at the `os` level it is bound read-only at isolation.INSIDE_PYCACHE. A worker's bytecode
+and at the `os` level it is bound read-only at confine.INSIDE_PYCACHE. A worker's bytecode
 could otherwise reach the replay workers, which run no Python of the student's. Python checks
 each .pyc against its source's size and modification time: a stale one is compiled again.
 The grader's own processes keep importing from source; the folder is removed with the run.

@@ -1,6 +1,7 @@
-"""The proxy: how trusted checks call student functions without importing them.
+"""The proxy: how trusted checks call student functions without importing them, one
+`Submission` (an exercise of a submission, in one mode) at a time.
 
-    online = workers.get("online_softmax")          # a Submission for that exercise
+    online = workers.get("online_softmax")          # a Submission (grader.sandbox.workers)
     y = online.softmax_safe(x)                       # runs in the worker, returns decoded values
     r = online.call("tiled_attention", Q, K, V, opts={"tracemalloc": True})
     r.value, r.stdout, r.extras["peak_bytes"], r.wall_s
@@ -15,7 +16,6 @@ without starting another worker. Workers start only through grader.sandbox.launc
 from __future__ import annotations
 
 import signal
-import tempfile
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -23,9 +23,9 @@ from pathlib import Path
 
 from grader import errors, options
 from grader.sandbox import budget, calllog, isolation
-from grader.sandbox import scratch as scratch_limit
+from grader.sandbox.launched import Forged, Launched
 from grader.sandbox.launcher import (DEFAULT_TIMEOUT_S, LOAD_TIMEOUT_S, MAX_TIMEOUTS, OUTPUT_LIMIT,
-                                     Forged, Launched, copy_sources, launch, remove_tree)
+                                     copy_sources, launch)
 from grader.wire import codec
 
 
@@ -232,7 +232,7 @@ class Submission:
                 f"the worker {describe_exit(code)} while running {self._what(what)}{tail}") from None
         except (Forged, codec.CodecError) as e:
             # the serving loop sends one well-formed message per request, its own reply: these
-            # were written by student code (launcher.Launched.request), so nothing counts again
+            # were written by student code (launched.Launched.request), so nothing counts again
             self._kill()
             why = str(e) if isinstance(e, Forged) else f"the reply could not be read ({e})"
             self._load_error = errors.ForgedReply(
@@ -294,85 +294,7 @@ class Submission:
         return shorten(text)
 
 
-def close_all(subs) -> None:
-    """Stop these workers (Submission.close) all at once: a CUDA worker takes about half a
-    second to exit, and nothing waits on one while another exits."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    subs = list(subs)
-    with ThreadPoolExecutor(max(1, len(subs))) as pool:
-        list(pool.map(lambda sub: sub.close(), subs))
-
-
-# ---------------------------------------------------------------------------------- launching
-
-
 def label(directory: Path) -> str:
     """How messages name the submission folder: its path, or the option label (--label:
     run_autograder grades a temporary copy of the upload, whose path would mean nothing)."""
     return options.current().label or str(directory)
-
-
-class Workers:
-    """All workers of one grading run: one per (exercise, mode), reused across checks; where
-    memory is short (grader.sandbox.budget), only the current exercise's are kept alive.
-
-    `sources` holds the read-only copy of the submission's `.py` files that every worker imports
-    (made once per run); `isolation` describes the level the workers run at."""
-
-    def __init__(self, directory: Path, scratch: Path | None = None):
-        self.directory = Path(directory)
-        self._own_scratch = scratch is None
-        self.scratch = Path(scratch or tempfile.mkdtemp(prefix="grader-"))
-        self.level = isolation.choose()
-        if self._own_scratch and self.level.as_student:
-            scratch_limit.limit(self.scratch)   # the whole run's files: a size limit (ENOSPC)
-        self.isolation = self.level.description
-        self.sources = copy_sources(self.directory, self.scratch / "sources")
-        self._subs: dict[tuple[str, str], Submission] = {}
-        self._seccomp: dict[str, str] = {}   # mode -> level, of workers already closed
-
-    def get(self, exercise: str, mode: str = "cpu") -> Submission:
-        key = (exercise, mode)
-        if budget.one_exercise_at_a_time():   # little memory: stop the other exercises' workers
-            for (other, _), sub in self._subs.items():
-                if other != exercise:
-                    sub.close()
-        if key not in self._subs:
-            self._subs[key] = Submission(exercise, self.directory, mode,
-                                         self.scratch / f"{exercise}-{mode}", self.sources, self.level)
-        return self._subs[key]
-
-    def replayer(self, exercise: str, mode: str, sources: Path) -> Submission:
-        """The replay worker of (exercise, mode): imports `sources`, the filtered copy of the
-        submission (grader.judge.evidence.provenance), reused across calls like every worker. Mode "cpu"
-        is the front end's worker of the interp layer: one serves every exercise of the run."""
-        key = ("compile" if mode == "cpu" else exercise, f"{mode}:replay")
-        if key not in self._subs:
-            self._subs[key] = Submission(exercise, self.directory, mode,
-                                         self.scratch / f"{exercise}-{mode}-replay", sources,
-                                         self.level, cache="replay")
-        return self._subs[key]
-
-    def all(self) -> list[Submission]:
-        return list(self._subs.values())
-
-    @property
-    def seccomp(self) -> str:
-        """The seccomp filter's level per mode of the workers that started, one line."""
-        levels = {**self._seccomp, **self._levels()}
-        return "; ".join(f"{mode}: {level}" for mode, level in sorted(levels.items()))
-
-    def _levels(self) -> dict[str, str]:
-        # a replay worker's mode reads "interp replay" (its key is "interp:replay")
-        return {mode.replace(":", " "): sub.seccomp for (_, mode), sub in self._subs.items()
-                if sub.seccomp}
-
-    def close(self) -> None:
-        self._seccomp.update(self._levels())   # the report names them after the close
-        close_all(self._subs.values())
-        self._subs.clear()
-        if self._own_scratch:
-            remove_tree(self.scratch)
-
-

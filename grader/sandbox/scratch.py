@@ -3,13 +3,13 @@
 Where the grader may mount (root with CAP_SYS_ADMIN: the os level, and the user level where the
 container allows it), the folder that holds a run's workers' scratch folders (their cwd, HOME
 and Triton cache), the copy of the submission and what the workers print is a tmpfs of
-SCRATCH_LIMIT_BYTES (`proxy.Workers`, and each compute-sanitizer run's `tooled.ToolRun`),
+SCRATCH_LIMIT_BYTES (`workers.Workers`, and each compute-sanitizer run's `tooled.ToolRun`),
 mounted before any worker starts and unmounted when the run's folder is removed
 (`launcher.remove_tree`). A submission that writes files until the disk is full gets ENOSPC at
 the limit: a `batch` run's disk is never filled by one of them. Pages of a tmpfs are charged to
 the memory cgroup of the process that wrote them, so what a worker writes there also counts as
 its memory. The worker's /tmp and /dev/shm (os level) are tmpfs of their own, sized in
-grader/sandbox/isolation.py. Elsewhere the folder is a plain folder, and a worker's writes are
+grader/sandbox/confine.py. Elsewhere the folder is a plain folder, and a worker's writes are
 limited only per file (RLIMIT_FSIZE). A grader killed from outside leaves its run's tmpfs
 mounted, as it left the folder before (`umount -l /tmp/grader-*` frees them).
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from grader.sandbox.isolation import mount_tmpfs, mounts_below, unmount
+from grader.sandbox.confine import mount_tmpfs, mounts_below, unmount
 
 SCRATCH_LIMIT_BYTES = 1 << 30
 

@@ -2,7 +2,7 @@
 default capabilities: no CAP_SYS_ADMIN, so `unshare --mount` is refused).
 
 The worker then runs as a dedicated unprivileged user: a uid (and gid) of UID_RANGE that no name
-and no file has, one per grader process (`student_ids`). The launcher starts `isolation.py --drop`
+and no file has, one per grader process (`student_ids`). The launcher starts `confine.py --drop`
 as root, which clears the supplementary groups, sets the gid and uid, sets PR_SET_NO_NEW_PRIVS
 and execs the worker; the worker sets its rlimits as at the os
 level (RLIMIT_NPROC counts every process of that uid). What the user may not read is kept from it
@@ -32,8 +32,8 @@ import stat
 import subprocess
 import sys
 
-# isolation.py's --drop step (run by path: isolation imports this module, not the other way)
-DROP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "isolation.py")
+# confine.py's --drop step (run by path, as a script of the stdlib alone)
+DROP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "confine.py")
 UID_RANGE = range(61000, 65000)   # no name, no files; inside a 16-bit mapped container's range
 LOCKS = "/run/lock/grader-uids"  # root-only: one held lock file per uid in use
 # Run as the student: 0 when the grader's folder is closed to it, 3 when it is open
@@ -70,7 +70,7 @@ def student_ids() -> tuple[int, int, str]:
 
 
 def as_student(python: str, uid: int, gid: int, argv: list) -> list:
-    """argv, run as uid/gid with no groups and no_new_privs (isolation.py's --drop step, started
+    """argv, run as uid/gid with no groups and no_new_privs (confine.py's --drop step, started
     by `python`)."""
     spec = {"uid": uid, "gid": gid, "argv": argv}
     return [python, "-I", "-S", DROP, "--drop", json.dumps(spec)]

@@ -79,11 +79,11 @@ def command(tool, log_path: str, loopback: bool = False) -> list[str]:
     """ncu's command line: the two DRAM counters, CSV, every process below it, into the log;
     `loopback`: after LOOPBACK_UP (the os level). Options a version may lack are asked for only
     where its --help names them."""
-    from grader.sandbox import isolation
+    from grader.sandbox.allow_list import interpreter
 
     cmd = [tool] if isinstance(tool, str) else list(tool)
     if loopback:
-        cmd = [isolation.interpreter(), "-I", "-S", "-c", LOOPBACK_UP, *cmd]
+        cmd = [interpreter(), "-I", "-S", "-c", LOOPBACK_UP, *cmd]
     known = tooled.help_text(tool) if isinstance(tool, str) else ""
     optional = [opt for opt in (["--print-units", "base"], ["--replay-mode", "kernel"],
                                 ["--cache-control", "all"], ["--clock-control", "none"])

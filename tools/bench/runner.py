@@ -81,10 +81,11 @@ def run_student(plan: dict, out: Path, timeout_s: float) -> tuple[dict, list]:
     same sandbox and workers as grading) and timed here: ({name: rows}, problems)."""
     import tempfile
 
-    from grader.sandbox import launcher, proxy
+    from grader.sandbox import launcher
+    from grader.sandbox.workers import Workers
 
     scratch = Path(tempfile.mkdtemp(prefix="bench-"))
-    workers = proxy.Workers(Path(plan["submission"]), scratch)
+    workers = Workers(Path(plan["submission"]), scratch)
     print(f"bench: student code runs in the sandbox ({workers.isolation})", flush=True)
     ctx = Context(plan, student=workers.get, have={p.stem for p in workers.sources.glob("*.py")},
                   deadline=time.monotonic() + timeout_s)

@@ -17,8 +17,8 @@ import time
 def stop_students(workers) -> None:
     """Stop every worker of this grading run (the next call starts a fresh one), so nothing of
     the student's runs or has work queued while a baseline or a ceiling is measured (all at
-    once: grader.sandbox.proxy.close_all)."""
-    from grader.sandbox.proxy import close_all
+    once: grader.sandbox.workers.close_all)."""
+    from grader.sandbox.workers import close_all
 
     close_all(workers.all())
 
