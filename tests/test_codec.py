@@ -235,7 +235,7 @@ def test_a_kept_array_crosses_once_and_later_markers_name_it():
     does not hold is the grader's error, not a tensor of anything."""
     import torch
 
-    from grader.worker import probes
+    from grader.worker import call_inputs
 
     values = np.arange(12, dtype=np.float32).reshape(3, 4)
     first = codec.TensorArg(values, "float16", "cpu", guard=2, kept="t-1")
@@ -244,18 +244,18 @@ def test_a_kept_array_crosses_once_and_later_markers_name_it():
     assert len(parts) == 2                       # one buffer: the array crosses once
     sent = codec.decode(codec.encode(later))
     assert sent.array is None and sent.seed is None and sent.kept == "t-1"
-    a, b = codec.decode(parts, build=probes.build_marker)
+    a, b = codec.decode(parts, build=call_inputs.build_marker)
     assert torch.equal(a, b) and a.dtype == torch.float16 and a.data_ptr() != b.data_ptr()
     a.add_(1)
-    c = codec.decode(codec.encode(later), build=probes.build_marker)
+    c = codec.decode(codec.encode(later), build=call_inputs.build_marker)
     assert torch.equal(c, b)
-    probes.forget_inputs()
-    for k in range(probes.KEPT_MAX):             # the oldest key goes first
+    call_inputs.forget_inputs()
+    for k in range(call_inputs.KEPT_MAX):             # the oldest key goes first
         codec.decode(codec.encode(codec.TensorArg(values, "float32", kept=f"t-{k + 2}")),
-                     build=probes.build_marker)
+                     build=call_inputs.build_marker)
     with pytest.raises(codec.CodecError, match="no input kept"):   # the worker: grader_error
-        codec.decode(codec.encode(later), build=probes.build_marker)
-    probes.forget_inputs()
+        codec.decode(codec.encode(later), build=call_inputs.build_marker)
+    call_inputs.forget_inputs()
 
 
 def test_a_worker_refuses_a_subclass_before_its_hooks_run(tmp_path):

@@ -50,86 +50,13 @@ import tracemalloc as _tracemalloc
 
 import numpy as np
 
-from grader.wire import checksum, codec
-from grader.wire.seeded import torch_randn
-from grader.worker import bounds, recorders, tracing, workloads   # imported here, never inside a
-# measured call, nor after student code ran (it may have set sys.modules["grader..."] = None, or
-# planted a module of that name there)
+from grader.wire import checksum
+from grader.worker import bounds, call_inputs, recorders, tracing, workloads   # imported here,
+# never inside a measured call, nor after student code ran (it may have set
+# sys.modules["grader..."] = None, or planted a module of that name there)
 
-# state of the call being decoded/run (the worker runs one call at a time)
-_built_tensors: list = []   # (view, guard) for each TensorArg, in argument order
-_trusted: dict = {}         # key -> object from grader.worker.workloads
+# state of the call being run (the worker runs one call at a time; its inputs: call_inputs)
 _program: list = [None]     # the program.Program of the gated call being traced, if asked for
-
-
-# a timed request's array inputs, by codec.TensorArg.kept: the values as first built (each
-# request's input is a copy in an allocation of its own, so a call that writes into its input
-# changes no later request's); the last KEPT_MAX only (flash_bwd's o and lse of one reading)
-_kept: dict = {}
-KEPT_MAX = 4
-
-
-def _keep(key: str, values) -> None:
-    _kept.pop(key, None)
-    _kept[key] = values
-    while len(_kept) > KEPT_MAX:
-        _kept.pop(next(iter(_kept)))
-
-
-def built_inputs() -> list:
-    """The tensors built from the call's TensorArg markers, in argument order."""
-    return [view for view, _ in _built_tensors]
-
-
-def forget_inputs() -> None:
-    """Drop the tensors built so far for a message whose inputs could not all be built."""
-    _built_tensors.clear()
-    _trusted.clear()
-
-
-def build_marker(marker):
-    """Make the worker-side object for a TensorArg or Trusted marker."""
-    if isinstance(marker, codec.TensorArg):
-        return _build_tensor(marker)
-    obj = _trusted.get(marker.key) if marker.key else None
-    if obj is None:
-        obj = workloads.make(marker.name, **marker.params)
-        if marker.key:
-            _trusted[marker.key] = obj
-    return getattr(obj, marker.attr) if marker.attr else obj
-
-
-def _build_tensor(m: codec.TensorArg):
-    import torch
-
-    dtype = getattr(torch, m.dtype)
-    if m.array is None and m.seed is None and m.kept:
-        values = _kept.get(m.kept)
-        if values is None:   # the grader's fault (the worker answers grader_error)
-            raise ValueError(f"no input kept under {m.kept!r} in this worker")
-    elif m.array is None:
-        values = torch_randn(m.shape, m.dtype, m.device, m.seed, m.scale, m.absolute)
-    else:
-        values = torch.from_numpy(np.ascontiguousarray(m.array)).to(m.device, dtype)
-        if m.kept:
-            _keep(m.kept, values)
-    shape = tuple(values.shape)
-    if m.pad_cols:   # rows of cols + pad_cols elements; the tensor is the first cols of each
-        rows, cols = shape
-        width = cols + m.pad_cols
-        n = rows * width
-        buf = torch.full((n + m.guard,), m.poison, dtype=dtype, device=m.device)
-        view = buf[:n].view(rows, width)[:, :cols]
-        view.copy_(values)
-    else:
-        # one allocation: the values, then `guard` elements of poison right behind them
-        n = int(values.numel())
-        buf = torch.full((n + m.guard,), m.poison, dtype=dtype, device=m.device)
-        buf[:n] = values.reshape(-1)
-        view = buf[:n].view(shape)
-    del values
-    _built_tensors.append((view, buf[n:]))
-    return view
 
 
 @contextlib.contextmanager
@@ -148,17 +75,16 @@ def around_call(opts: dict, args: list, kwargs: dict):
             stack.enter_context(trace(extras, target if isinstance(target, dict) else None,
                                       record=bool(opts.get("program"))))
         if opts.get("bounds"):
-            stack.enter_context(bounds.checked(extras, [v for v, _ in _built_tensors]))
+            stack.enter_context(bounds.checked(extras, call_inputs.built_inputs()))
         if opts.get("poison_empty"):
             stack.enter_context(_poison_empty())
         with stack:
             yield extras
         if opts.get("return_args"):
             extras["args_after"] = [a for a in args if _is_array(a)]
-            extras["guards_after"] = [g for _, g in _built_tensors]
+            extras["guards_after"] = call_inputs.guards()
     finally:
-        _built_tensors.clear()
-        _trusted.clear()
+        call_inputs.forget_inputs()
         # how student code read each recorder input of this call (grader.worker.recorders)
         reads = recorders.collect()
         if reads:
@@ -259,7 +185,7 @@ def _recorded_call(fn, args, kwargs):
     """One call of a `runs` request, traced like a gated call (ops, launches, program); its
     trace is kept in _retained_programs until the grader asks for it or the next request."""
     extras: dict = {}
-    with tracing.trace(extras, None, built_inputs(), _program, describe=False):
+    with tracing.trace(extras, None, call_inputs.built_inputs(), _program, describe=False):
         out = fn(*args, **kwargs)
         if _program[0] is not None:
             _program[0].set_outputs(out)
@@ -367,5 +293,5 @@ def _deterministic(torch, mode: bool, warn_only: bool) -> None:
 def trace(extras: dict, target: dict | None = None, record: bool = False):
     """grader.worker.tracing.trace for the call being run: with `record`, its program is made
     from the inputs built for it and kept in _program while it runs."""
-    with tracing.trace(extras, target, built_inputs() if record else None, _program):
+    with tracing.trace(extras, target, call_inputs.built_inputs() if record else None, _program):
         yield

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import contextlib
 
-from grader.worker import recorders
+from grader.worker.read_recorder import ReadRecorder
+from grader.worker.row_recorder import RowRecorder
 
 
 class AsyncWork:
@@ -184,8 +185,8 @@ def submission_function(module: str, name: str):
 _MAKERS = {"async_work": AsyncWork, "clocked_query": clocked_query, "oom_above": OutOfMemoryAbove,
            "attention": Attention,
            "dtype": torch_dtype, "submission_function": submission_function}
-_MAKERS["read_recorder"] = recorders.ReadRecorder   # inputs that log how they are read
-_MAKERS["row_recorder"] = recorders.RowRecorder     # (N, d) inputs that log which rows are read
+_MAKERS["read_recorder"] = ReadRecorder   # inputs that log how they are read
+_MAKERS["row_recorder"] = RowRecorder     # (N, d) inputs that log which rows are read
 
 
 def make(name: str, /, **params):
