@@ -129,8 +129,9 @@ class Gated:
 
     def check_timed(self, fn: str, args: list, kwargs: dict, extras: dict,
                     timed: provenance.TimedCall, what: str) -> None:
-        """The kernel-use gate on one timed call (grader.judge.perf.timing.Requests picked it after
-        the call): its trace, and its program replayed on its own inputs, judged by checksum."""
+        """The kernel-use gate on one timed call (grader.judge.perf.timed_requests.Requests picked
+        it after the call): its trace, and its program replayed on its own inputs, judged by
+        checksum."""
         replayer, compiler, sources = self._replayer()
         replayed = provenance.Call(replayer, sources, [*args, *kwargs.values()], None, {},
                                    compiler)

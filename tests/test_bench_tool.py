@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from grader.judge.machine import ceilings, devices
-from grader.judge.perf import timing
+from grader.judge.perf import events
 from grader.judge.perf.baselines import attention_flops
 from grader.registry import exercise_module
 from tests.helpers import EXERCISES, ROOT, SOLUTIONS
@@ -169,13 +169,13 @@ def test_time_cuda_median_warmup_and_rep(monkeypatch):
         calls.append(1)
         time.sleep(0.002)
 
-    ms = timing.time_cuda(work, warmup=3, rep=7, torch=fake)
+    ms = events.time_cuda(work, warmup=3, rep=7, torch=fake)
     assert len(calls) == 1 + 3 + 7 and 1.5 < ms < 20
     calls.clear()
-    timing.time_cuda(work, warmup=2, rep=1000, torch=fake, max_total_ms=30)
+    events.time_cuda(work, warmup=2, rep=1000, torch=fake, max_total_ms=30)
     assert len(calls) < 100, "rep shrinks when rep calls would take longer than max_total_ms"
-    assert timing.flush_bytes(fake_torch()) == 240 << 20     # 4 x a 60 MiB L2
-    assert timing.flush_bytes(fake_torch(l2=0)) == 64 << 20
+    assert events.flush_bytes(fake_torch()) == 240 << 20     # 4 x a 60 MiB L2
+    assert events.flush_bytes(fake_torch(l2=0)) == 64 << 20
 
 
 def test_cuda_code_paths_with_a_fake_gpu():
@@ -407,7 +407,7 @@ def test_ceilings_on_the_gpu():
     tflops = ceilings.matmul_tflops(torch, n=4096)
     assert 1 < tflops < 5_000, f"matmul {tflops:.0f} TFLOP/s"
     a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
-    ms = timing.time_cuda(lambda: a @ a, warmup=3, rep=10)
+    ms = events.time_cuda(lambda: a @ a, warmup=3, rep=10)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for _ in range(10):

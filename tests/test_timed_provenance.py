@@ -1,11 +1,11 @@
 """Provenance of the perf layer's timed calls, on the CPU (softmax_triton under the interpreter).
 
-The perf layer times R calls per request (grader.judge.perf.timing.Requests) and checks their
-checksums against the reference, so a timed call that computed its answer with PyTorch instead
-of the kernel would pass on correctness alone and be timed at PyTorch's speed. Every timed call
-of a gated function is recorded like an untimed gated call; after each request the grader may
-pick one call's trace, and verify() replays one of those picked from the kernels alone: the
-replay's checksum must be the call's to the last bit.
+The perf layer times R calls per request (grader.judge.perf.timed_requests.Requests) and checks
+their checksums against the reference, so a timed call that computed its answer with PyTorch
+instead of the kernel would pass on correctness alone and be timed at PyTorch's speed. Every
+timed call of a gated function is recorded like an untimed gated call; after each request the
+grader may pick one call's trace, and verify() replays one of those picked from the kernels
+alone: the replay's checksum must be the call's to the last bit.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from grader.fixtures import Gated
 from grader.judge.answers import compare
 from grader.judge.evidence import provenance
-from grader.judge.perf import timing
+from grader.judge.perf import timed_requests
 from grader.judge.answers.inputs import seeded, torch_randn
 from grader.sandbox.workers import Workers
 from tests.cases import runnable
@@ -91,9 +91,9 @@ def _timed(folder, scratch, seed: int) -> tuple:
     import torch
 
     sub.softmax(marker)   # the untimed call: gated, its program replayed at the check's end
-    reqs = timing.Requests(sub, "softmax", [marker], rng=Rng(seed), inputs=[x], dtype="float32",
-                           what="softmax(x)", cuda_peak=False,
-                           reference=lambda i: torch.softmax(i[0].double(), -1))
+    reqs = timed_requests.Requests(sub, "softmax", [marker], rng=Rng(seed), inputs=[x],
+                                   dtype="float32", what="softmax(x)", cuda_peak=False,
+                                   reference=lambda i: torch.softmax(i[0].double(), -1))
     reqs(1)
     reqs(2)
     return workers, reqs

@@ -18,11 +18,12 @@ import torch
 from grader.exercises.bench_attn.reference import Clock, Stream, log_spread, work_seen
 from grader.exercises.bench_attn.judging import (WORK_MS, Busy, again, failure, fits_clock,
                                                  judge_proper)
-from grader.judge.perf import baselines, quiet_gpu, timing
+from grader.judge.perf import baselines, quiet_gpu, timed_requests, timing
 from grader.judge.answers import compare
 from grader.judge.answers.inputs import seeded, torch_randn
 from grader.sandbox import launched, proxy
 from grader.sandbox.workers import Workers
+from grader.wire.checksum import checksum, checksum_weights, refill
 from grader.worker import probes, workloads
 from tests.helpers import SOLUTIONS, Rng
 
@@ -235,13 +236,13 @@ def test_a_call_is_timed_on_its_own_cpu_seconds():
 def test_refill_and_checksum_agree_across_tensors():
     a = torch.empty(5, 33)
     b = torch.empty(165)[:165].view(5, 33)
-    timing.refill(a, 11, 2.0)
-    timing.refill(b, 11, 2.0)
+    refill(a, 11, 2.0)
+    refill(b, 11, 2.0)
     assert torch.equal(a, b)
-    w = timing.checksum_weights(a, 5)
-    assert float(timing.checksum(a, w)) == pytest.approx(float(timing.checksum(b.clone(), w)))
-    assert torch.isnan(timing.checksum(None, w))
-    assert torch.isnan(timing.checksum(a[:, :10], w))
+    w = checksum_weights(a, 5)
+    assert float(checksum(a, w)) == pytest.approx(float(checksum(b.clone(), w)))
+    assert torch.isnan(checksum(None, w))
+    assert torch.isnan(checksum(a[:, :10], w))
 
 
 class FakeSub:
@@ -267,9 +268,9 @@ def compare_value(t):
 def _requests(fn, rng, dtype="float32"):
     x = torch.empty(7, 130, dtype=getattr(torch, dtype))
     ref = lambda inputs: torch.softmax(inputs[0].double(), dim=-1)
-    return timing.Requests(FakeSub(fn, x), "softmax", [x], rng=rng, reference=ref,
-                           inputs=[torch.empty_like(x)], dtype=dtype, what="softmax(x)",
-                           full_share=1.0)
+    return timed_requests.Requests(FakeSub(fn, x), "softmax", [x], rng=rng, reference=ref,
+                                   inputs=[torch.empty_like(x)], dtype=dtype, what="softmax(x)",
+                                   full_share=1.0)
 
 
 def test_honest_requests_verify():
@@ -349,9 +350,10 @@ def test_runs_request_through_a_real_worker(tmp_path):
         shape, seed = (3, 130), 9
         marker = seeded(shape, "float32", "cpu", seed, 1.0, 0)
         x = torch_randn(shape, "float32", "cpu", seed)
-        reqs = timing.Requests(sub, "softmax", [marker], rng=Rng(6), inputs=[x],
-                               dtype="float32", what="softmax(x)", full_share=1.0,
-                               cuda_peak=False, reference=lambda i: torch.softmax(i[0].double(), -1))
+        reqs = timed_requests.Requests(sub, "softmax", [marker], rng=Rng(6), inputs=[x],
+                                       dtype="float32", what="softmax(x)", full_share=1.0,
+                                       cuda_peak=False,
+                                       reference=lambda i: torch.softmax(i[0].double(), -1))
         reqs(1)
         reqs(3)
         assert reqs.verify() >= 2
@@ -378,10 +380,11 @@ def test_an_array_argument_crosses_with_the_first_request_only(tmp_path):
 
         sub.call = recorded
         x = torch_randn((3, 130), "float32", "cpu", 11)
-        reqs = timing.Requests(sub, "softmax", [tensor(x.numpy(), "float32", "cpu", guard=4)],
-                               rng=Rng(8), inputs=[x], dtype="float32", what="softmax(x)",
-                               full_share=1.0, cuda_peak=False,
-                               reference=lambda i: torch.softmax(i[0].double(), -1))
+        reqs = timed_requests.Requests(sub, "softmax",
+                                       [tensor(x.numpy(), "float32", "cpu", guard=4)],
+                                       rng=Rng(8), inputs=[x], dtype="float32", what="softmax(x)",
+                                       full_share=1.0, cuda_peak=False,
+                                       reference=lambda i: torch.softmax(i[0].double(), -1))
         for repeat in (1, 3, 2):
             reqs(repeat)
         sub._kill()            # a worker that died between two requests: a fresh one keeps nothing
@@ -410,9 +413,9 @@ def test_a_kernel_that_skips_timed_calls_is_caught(tmp_path):
         marker = seeded(shape, "float32", "cpu", seed, 1.0, 0)
         x = torch_randn(shape, "float32", "cpu", seed)
         assert sub.softmax(marker) is not None          # the first call computes
-        reqs = timing.Requests(sub, "softmax", [marker], rng=Rng(7), inputs=[x],
-                               dtype="float32", what="softmax(x)", cuda_peak=False,
-                               reference=lambda i: torch.softmax(i[0].double(), -1))
+        reqs = timed_requests.Requests(sub, "softmax", [marker], rng=Rng(7), inputs=[x],
+                                       dtype="float32", what="softmax(x)", cuda_peak=False,
+                                       reference=lambda i: torch.softmax(i[0].double(), -1))
         reqs(3)
         with pytest.raises(compare.CheckFailed, match="wrong output|NaN|max abs error"):
             reqs.verify()
@@ -472,7 +475,7 @@ def test_timed_against_times_the_student_before_any_baseline(folder, tmp_path, m
     from grader import errors
     from tests.helpers import copy_solutions
 
-    monkeypatch.setattr(timing, "Requests", functools.partial(timing.Requests, cuda_peak=False))
+    monkeypatch.setattr(timed_requests, "Requests", functools.partial(timed_requests.Requests, cuda_peak=False))
     source = copy_solutions(tmp_path / "sub")
     if folder == "stubs":
         stub = (source / "softmax_triton.py").read_text() + (

@@ -1,6 +1,6 @@
 """Fresh inputs and checksums of timed runs, used on both sides: in the worker around each perf
-call (grader.worker.probes) and in the grader for the references (grader.judge.perf.timing). Same
-device, same dtype, same generator: the same numbers."""
+call (grader.worker.probes) and in the grader for the references
+(grader.judge.perf.timed_requests). Same device, same dtype, same generator: the same numbers."""
 
 from __future__ import annotations
 

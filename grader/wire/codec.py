@@ -71,7 +71,7 @@ class TensorArg:
     pad_cols: int = 0
     # with `array`: the worker keeps the values under this key (grader.worker.probes), and a
     # marker with the same key and no array, nor seed, is built from them: a timed request's
-    # array crosses once per grader.judge.perf.timing.Requests, not once per request
+    # array crosses once per grader.judge.perf.timed_requests.Requests, not once per request
     kept: str = ""
 
 

@@ -18,8 +18,9 @@ Benchmarks are data: each exercise folder with a bench.py declares its BENCHMARK
   3. runs every row: the submission's own code through the grader's launcher (the same sandbox
      and workers as grading), each row checked against a trusted reference first and then
      timed here on this process's clock like the perf layer (tools.bench.harness.measure_row,
-     grader.judge.perf.timing), every timed request's outputs verified afterwards; PyTorch's rows
-     timed the same way; the SDPA baseline is grader.judge.perf.baselines (the fastest backend);
+     grader.judge.perf.timed_requests), every timed request's outputs verified afterwards;
+     PyTorch's rows timed the same way; the SDPA baseline is grader.judge.perf.baselines (the
+     fastest backend);
   4. writes each benchmark's json, its PNG plots, ceilings.json and measure.md: the Measure
      tables with the predictions from <submission>/predictions.md beside what was measured.
 

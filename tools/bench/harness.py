@@ -3,7 +3,7 @@
     row = measure_row(bench, trial, ctx)   # trial.check(), then trial.time(), then the rate
 
 Student code runs through the grader's launcher (the same sandbox and workers as grading) and
-is timed here, on this process's clock (ctx.student_ms: grader.judge.perf.timing's perf harness, an
+is timed here, on this process's clock (ctx.student_ms: grader.judge.perf.timed_requests, an
 input refilled before every call, a checksum after, every timed request's outputs verified
 afterwards); trusted code is timed in the same harness (ctx.trusted_ms). Under --device cpu
 (testing the tool) times are the round trip of a call, best of two.
@@ -137,11 +137,12 @@ class Context:
         afterwards against reference(inputs with argument `arg` refilled)."""
         if self.device == "cpu":   # testing the tool: the round trip of a call, best of two
             return 1e3 * min(sub.call(fn, *args, **kwargs).wall_s for _ in range(2))
-        from grader.judge.perf import timing
+        from grader.judge.perf import timed_requests, timing
 
-        reqs = timing.Requests(sub, fn, list(args), kwargs=kwargs, rng=np.random.default_rng(),
-                               reference=reference, inputs=list(inputs), dtype="float16",
-                               what=fn, arg=arg, slack=slack, compare=compare)
+        reqs = timed_requests.Requests(sub, fn, list(args), kwargs=kwargs,
+                                       rng=np.random.default_rng(), reference=reference,
+                                       inputs=list(inputs), dtype="float16", what=fn, arg=arg,
+                                       slack=slack, compare=compare)
         ms = timing.per_call_ms(reqs, target_ms=target_ms)
         reqs.verify()
         return ms

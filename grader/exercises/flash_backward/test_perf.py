@@ -43,7 +43,7 @@ from grader.judge.perf.baselines import attention_flops
 PERF_N = (8192,)
 FUNCTIONS = {"fwd": "flash_fwd", "bwd": "flash_bwd"}   # each pass's function, as reports name it
 B_PERF, H_PERF, D_PERF = 1, 32, 128
-GRAD_SLACK = 8.0                       # checksum tolerance of the gradients (timing.Requests)
+GRAD_SLACK = 8.0   # checksum tolerance of the gradients (timed_requests.Requests)
 
 
 class Perf:
@@ -119,20 +119,21 @@ def _measure_all(sub, rng, gpu, workers) -> Perf:
 
 
 def _requests(sub, rng, name, N, causal, markers, inputs, given):
-    """The timed requests of one pass at (N, causal), each output verified (timing.Requests)."""
+    """The timed requests of one pass at (N, causal), each output verified
+    (timed_requests.Requests)."""
     from grader.judge.answers import gpu as g
-    from grader.judge.perf import timing
+    from grader.judge.perf import timed_requests
 
     q, k, v, do = inputs
     if name == "fwd":
-        return timing.Requests(
+        return timed_requests.Requests(
             sub, "flash_fwd", markers[:3], kwargs={"causal": causal}, rng=rng,
             inputs=[q, k, v], dtype="float16", what=f"flash_fwd(q, k, v, causal={causal}) at N={N}",
             reference=lambda i, c=causal: g.attention_lse_reference(*i, causal=c),
             compare=lambda out, exp, case, c=causal, w=f"flash_fwd at N={N}":
                 compare_fwd(out, exp, case, w))
     mo, ml, o, lse = given[(N, causal)]
-    return timing.Requests(
+    return timed_requests.Requests(
         sub, "flash_bwd", [*markers[:3], mo, ml, markers[3]],
         kwargs={"causal": causal}, rng=rng, arg=5, inputs=[q, k, v, o, lse, do],
         dtype="float16", slack=GRAD_SLACK,

@@ -1,9 +1,9 @@
 """flash_decode's perf checks: K and V bandwidth against the measured copy bandwidth, and the
 speed-up of splitting the keys at B = 1.
 
-Every timed call's output is checked (grader.judge.perf.timing.Requests), and each size is checked in
-full by one gated call, after the check's timing (`later`): the gate's profiler slows every
-later launch in the process it ran in, so nothing is timed there after it. The grader's copies
+Every timed call's output is checked (grader.judge.perf.timed_requests.Requests), and each size
+is checked in full by one gated call, after the check's timing (`later`): the gate's profiler
+slows every later launch in the process it ran in, so nothing is timed there after it. The grader's copies
 of K and V (up to 16 GiB a size) are drawn again from their seeds when they are needed.
 """
 
@@ -77,14 +77,15 @@ def _decode_inputs(rng, B, Hq, Hkv, L, D):
 
 
 def _decode_requests(sub, rng, markers, tensors, what, **kwargs):
-    """The student's flash_decode as timed requests (grader.judge.perf.timing.Requests): q refilled
-    from a fresh seed before every call, every call's output reduced to a checksum, checked
-    afterwards against the reference at the same q (and the last output at random in full)."""
-    from grader.judge.perf import timing
+    """The student's flash_decode as timed requests (grader.judge.perf.timed_requests.Requests):
+    q refilled from a fresh seed before every call, every call's output reduced to a checksum,
+    checked afterwards against the reference at the same q (and the last output at random in
+    full)."""
+    from grader.judge.perf import timed_requests
 
-    return timing.Requests(sub, "flash_decode", markers, kwargs=kwargs, rng=rng, inputs=tensors,
-                           dtype="float16", what=what,
-                           reference=lambda i: gpu_decode_reference(*i))
+    return timed_requests.Requests(sub, "flash_decode", markers, kwargs=kwargs, rng=rng,
+                                   inputs=tensors, dtype="float16", what=what,
+                                   reference=lambda i: gpu_decode_reference(*i))
 
 
 def _checked_once(sub, rng, markers, tensors, what, case, **kwargs):

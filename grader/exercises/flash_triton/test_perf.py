@@ -1,10 +1,10 @@
 """flash_triton's perf checks: speed against the fastest SDPA backend, and extra memory flat in N.
 
-Every timed call's output is checked (grader.judge.perf.timing.Requests), and every timed call is
-recorded: one call per size, drawn after the calls, is replayed from the student's kernels alone
-and must give the same checksum to the last bit (the exercise's timed_replay; the kernel-use
-gate of grader.judge.evidence.kernel_use on that call), so no profiled call is needed first and the timed
-requests all run in one worker.
+Every timed call's output is checked (grader.judge.perf.timed_requests.Requests), and every
+timed call is recorded: one call per size, drawn after the calls, is replayed from the
+student's kernels alone and must give the same checksum to the last bit (the exercise's
+timed_replay; the kernel-use gate of grader.judge.evidence.kernel_use on that call), so no
+profiled call is needed first and the timed requests all run in one worker.
 """
 
 from __future__ import annotations
@@ -43,11 +43,11 @@ def _sdpa_ms(q, k, v) -> tuple[float, str]:
 
 def _flash_requests(sub, rng, markers, tensors, blocks, what):
     from grader.judge.answers import gpu as g
-    from grader.judge.perf import timing
+    from grader.judge.perf import timed_requests
 
-    return timing.Requests(sub, "flash_fwd", markers, kwargs=blocks, rng=rng, inputs=tensors,
-                           dtype="float16", what=what,
-                           reference=lambda i: g.attention_reference(*i))
+    return timed_requests.Requests(sub, "flash_fwd", markers, kwargs=blocks, rng=rng,
+                                   inputs=tensors, dtype="float16", what=what,
+                                   reference=lambda i: g.attention_reference(*i))
 
 
 def _fastest_tiles(sub, rng, gpu, markers, tensors, base_ms: float, later):

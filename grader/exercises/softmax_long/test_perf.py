@@ -1,7 +1,7 @@
 """perf check for exercises/softmax_long.py: GB/s against the copy bandwidth measured in this
 run, and time against torch.softmax timed in the same run, at several widths, float16, on CUDA
-(mode "cuda"); every timed call's output verified (grader.judge.perf.timing). Inputs are drawn by
-torch's generator in the worker and again here (grader.judge.answers.gpu.seeded_inputs)."""
+(mode "cuda"); every timed call's output verified (grader.judge.perf.timed_requests). Inputs are
+drawn by torch's generator in the worker and again here (grader.judge.answers.gpu.seeded_inputs)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """perf check for exercises/softmax_triton.py: GB/s against the copy bandwidth measured in this
 run, and the speed-up over softmax_eager, on CUDA (mode "cuda"), every timed call's output
-verified (grader.judge.perf.timing). Inputs are drawn by torch's generator in the worker and again
-here (grader.judge.answers.gpu.seeded_inputs)."""
+verified (grader.judge.perf.timed_requests). Inputs are drawn by torch's generator in the worker
+and again here (grader.judge.answers.gpu.seeded_inputs)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ torch's generator from a fresh seed (`inputs.seeded`): the worker draws the same
 so real sizes (N = 16K) need no transfer, and the reference here is computed from exactly the
 values the kernel saw. Outputs come back in full and are compared on the GPU.
 
-Timing lives in grader/judge/perf/timing.py (the perf layer's requests, checksums, baselines).
+Timing lives in grader/judge/perf/ (timing.py: the grader's clock; timed_requests.py: the perf
+layer's requests and checksums; baselines.py).
 """
 
 from __future__ import annotations

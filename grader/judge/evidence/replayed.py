@@ -21,8 +21,8 @@ ATOMIC_TOL = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 1e-5, "float64": 1
 
 @dataclass
 class TimedCall:
-    """A timed call of the perf layer (grader.judge.perf.timing.Requests), as its replay needs it:
-    how its argument was refilled ({"arg", "seed", "std"}), how its checksum was taken
+    """A timed call of the perf layer (grader.judge.perf.timed_requests.Requests), as its replay
+    needs it: how its argument was refilled ({"arg", "seed", "std"}), how its checksum was taken
     ({"weights": seed, "tuple": bool}), the checksum it sent back (`want`) and the tolerance of
     that checksum against the reference (`tol`, used only where a kernel adds with atomics)."""
     refill: dict

@@ -7,19 +7,19 @@ harness, and the one FLOPs formula.
     t, = timed_against(sub, rng, gpu, workers, "softmax", cases, ...)   # student vs baseline
 
 Runs in the trusted process only (the bench tool, the perf layer): no student code is called
-here but through timed_against's requests (grader.judge.perf.timing.Requests). The attention
-baseline is the fastest SDPA backend that runs here, each backend's output checked before it is
-timed (a backend that is unavailable or wrong is left out, with the reason). Every baseline is
-timed in the same harness as the student's calls (`local_request`: an input refilled before
-each call, a checksum of the outputs after), and the harness's own cost (`harness_gpu_ms`) comes
-off both.
+here but through timed_against's requests (grader.judge.perf.timed_requests.Requests). The
+attention baseline is the fastest SDPA backend that runs here, each backend's output checked
+before it is timed (a backend that is unavailable or wrong is left out, with the reason). Every
+baseline is timed in the same harness as the student's calls (`local_request`: an input
+refilled before each call, a checksum of the outputs after), and the harness's own cost
+(`harness_gpu_ms`) comes off both.
 """
 
 from __future__ import annotations
 
 import contextlib
 
-from grader.judge.perf import timing
+from grader.judge.perf import timed_requests, timing
 from grader.judge.perf.events import torch_or_default
 from grader.wire.checksum import checksum, checksum_weights, refill, to_floats
 
@@ -255,8 +255,8 @@ def timed_against(sub, rng, gpu, workers, name: str, cases: list, dtype: str, ba
     later = later or _now
     mine = []
     for marker, x, _, what in cases:
-        reqs = timing.Requests(sub, name, [marker], rng=rng, inputs=[x], dtype=dtype,
-                        reference=reference, what=f"{name}(x)")
+        reqs = timed_requests.Requests(sub, name, [marker], rng=rng, inputs=[x], dtype=dtype,
+                                       reference=reference, what=f"{name}(x)")
         mine.append(timing.per_call_ms(reqs))
         later(reqs.checked())
     if gated is not None:
