@@ -7,7 +7,7 @@ variables of ENVIRONMENT (docs/INSTRUCTORS.md has the table), and grades inside
 `using(options)`: every module asks `current()`. The grading processes of a parallel grade
 (grader.parallel, grader/parallel_part.py) get the same options in their requests, as JSON, and nothing
 else: no other variable carries a setting. Workers get none of it: their environment is an
-allow-list (grader.sandbox.isolation.environment) that holds no setting but
+allow-list (grader.sandbox.allow_list.environment) that holds no setting but
 GRADER_TIMEOUT_SCALE, as it did before these options."""
 
 from __future__ import annotations

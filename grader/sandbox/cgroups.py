@@ -1,6 +1,6 @@
 """The per-worker cgroups the launcher puts each sandboxed worker in (memory, CPU weight, a pids
 limit), made on the host before the worker starts and removed after it stops; moved out of
-grader/sandbox/isolation.py, which also runs as a script inside the sandbox. `MemoryCgroup`
+grader/sandbox/confine.py, which runs as a script inside the sandbox. `MemoryCgroup`
 reads (and resets) a worker's memory cgroup from the grader's side: grader/sandbox/memory.py."""
 
 from __future__ import annotations

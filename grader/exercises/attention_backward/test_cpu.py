@@ -93,7 +93,7 @@ def test_causal_mask(student, rng, credit):
 @pytest.mark.check("attention_backward.causal_skips_blocks")
 def test_causal_skips_blocks(student, rng):
     """Advice, no points (Check.advice): tiled_attention_lse(causal=True) gets Q and K as
-    arrays that log which rows each read covers (grader/worker/recorders.py, rows kept). Key
+    arrays that log which rows each read covers (grader/worker/read_recorder.py, rows kept). Key
     row 0 is read by every query block; a forward that skips the blocks above the diagonal
     reads the later key blocks in fewer query blocks, in proportion
     (judging.blocks_above_diagonal). The log is built in the student's process, where gc,

@@ -62,7 +62,7 @@ def test_online_max_sum(student, rng, credit):
 @pytest.mark.check("online_softmax.one_pass")
 def test_one_pass(student, rng, credit):
     """Advice, no points (Check.advice): online_max_sum gets an array that logs its reads
-    (grader/worker/recorders.py): a whole read (x.max(), np.exp(x), x - m, np.asarray(x)) covers
+    (grader/worker/read_recorder.py): a whole read (x.max(), np.exp(x), x - m, np.asarray(x)) covers
     all of x; element-wise or chunk-wise reading in order is one pass; going back to the start
     is a second pass. Copies made by x's own methods (x.copy(), x.astype(), x.tolist(),
     np.copy(x)) log into the same record, so two passes over them are two passes. The record is

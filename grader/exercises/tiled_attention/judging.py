@@ -158,7 +158,7 @@ def memory_gate(what: str, case: str, seed: int, N: int, d: int, Br: int, Bc: in
 
 
 def recorded(K, V) -> tuple:
-    """K and V as the worker's RowRecorder (grader/worker/recorders.py): real (N, d) arrays of
+    """K and V as the worker's RowRecorder (grader/worker/row_recorder.py): real (N, d) arrays of
     the same values that log which rows NumPy reads."""
     return tuple(Trusted("row_recorder", params={"values": a, "dtype": a.dtype.name, "name": name})
                  for a, name in ((K, "K"), (V, "V")))

@@ -76,7 +76,7 @@ def test_max_in_last_block(student, rng, credit):
 @pytest.mark.check("tiled_attention.one_pass_over_keys")
 def test_one_pass_over_keys(student, rng):
     """Advice, no points (Check.advice): K and V arrive as arrays that log the rows each NumPy
-    operation reads (grader/worker/recorders.py); more passes over K than over V is a pass for
+    operation reads (grader/worker/row_recorder.py); more passes over K than over V is a pass for
     the row max alone, then sums against a fixed max (judging.one_pass_over_keys). Right on
     these inputs (the max in the last block), so max_in_last_block pays for them; the log is
     built in the student's process, so it teaches and pays nothing (docs/SECURITY.md)."""

@@ -107,7 +107,7 @@ def test_memory_is_tiled(student, rng):
 def test_key_tiles(student, rng):
     """Advice, no points (Check.advice): K and V read Bc rows at a time. A row of N scores
     fits in a few tiles' memory, so only the reads show it: K and V arrive as arrays that log
-    the rows each NumPy operation reads (grader/worker/recorders.py, judging.key_tiles). The
+    the rows each NumPy operation reads (grader/worker/row_recorder.py, judging.key_tiles). The
     log is built in the student's process, where gc, frames and vars(module) reach it, so it
     teaches and pays nothing (docs/SECURITY.md). Smaller than memory_is_tiled's call
     (recording every read costs ~60 us; at N = 2011 that doubles the call); the memory gate

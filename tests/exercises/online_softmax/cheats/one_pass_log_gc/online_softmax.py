@@ -1,7 +1,7 @@
 """Cheat (issue 53, "read logs are built in the student's process"): online_max_sum in two
 vectorised passes (x.max(), then exp(x - m).sum()), and then, through gc (reached through
 sys.modules: the import allow-list refuses `import gc`), every read log the
-grader's recording array keeps (grader.worker.recorders' _Log objects) rewritten to one pass,
+grader's recording array keeps (grader.worker.read_recorder's _Log objects) rewritten to one pass,
 read in order. The log says one pass; it was always the worker's to rewrite. one_pass is advice
 and pays nothing, so the rewrite buys nothing: it earns what its right (m, l) earns, no more."""
 import sys

@@ -1,7 +1,7 @@
 """Cheat (issue 53, "read logs are built in the student's process"): tiled_attention one whole
 query row at a time against every key (K @ q: no Bc tiles of the keys, O(N) memory), then,
 through gc (reached through sys.modules: the import allow-list refuses `import gc`), the read
-logs of the grader's recording K and V (grader.worker.recorders' _RowLog objects) rewritten to
+logs of the grader's recording K and V (grader.worker.row_recorder's _RowLog objects) rewritten to
 say no read covered more than 16 rows. The outside memory count cannot tell a row of N scores
 from a few tiles, and the log was always the worker's to rewrite: key_tiles is advice with no
 points, so the rewrite buys nothing; the answers and the memory earn what they earn."""
