@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.wire import codec
+from grader.wire import codec, framing
 
 
 class Evil:
@@ -225,7 +225,7 @@ def test_receive_refuses_oversized_messages():
     a.send_bytes(b'{"__ndarray__": 0, "dtype": "uint8", "shape": [100]}')
     a.send_bytes(b"x" * 100)
     with pytest.raises(codec.CodecError, match="larger than"):
-        codec.recv(b, max_bytes=64)
+        framing.recv(b, max_bytes=64)
 
 
 def test_a_kept_array_crosses_once_and_later_markers_name_it():

