@@ -30,6 +30,7 @@ from grader.judge.machine import target   # a grading target's spec and tiles (-
 from grader.judge.evidence import kernel_use   # the kernel-use gate
 from grader.judge.evidence import provenance   # the replay behind it
 from grader.judge.evidence import moved_inputs   # and its second replay, on fresh inputs
+from grader.judge.evidence.replayed import TimedCall
 from grader.plugin import PLUGIN_KEY
 from grader.results import Credit
 from grader.sandbox.proxy import CallResult, label
@@ -128,7 +129,7 @@ class Gated:
                 and EXERCISES[self._exercise].timed_replay)
 
     def check_timed(self, fn: str, args: list, kwargs: dict, extras: dict,
-                    timed: provenance.TimedCall, what: str) -> None:
+                    timed: TimedCall, what: str) -> None:
         """The kernel-use gate on one timed call (grader.judge.perf.timed_requests.Requests picked
         it after the call): its trace, and its program replayed on its own inputs, judged by
         checksum."""

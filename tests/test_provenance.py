@@ -148,12 +148,12 @@ def _value(a, dtype: str = "float32") -> TensorValue:
 
 def test_replayed_outputs_must_equal_the_call_exactly():
     same = {"outputs": [_value([1.0, np.nan, 3.0])], "compile": [], "error": ""}
-    provenance.compare(same, _value([1.0, np.nan, 3.0]), "softmax(x)", atomics=False)
+    replay_compare.compare(same, _value([1.0, np.nan, 3.0]), "softmax(x)", atomics=False)
     with pytest.raises(CheckFailed, match=r"gives nan at \[1\], the call returned 2"):
-        provenance.compare({**same, "outputs": [_value([1.0, np.nan, 3.0])]},
+        replay_compare.compare({**same, "outputs": [_value([1.0, np.nan, 3.0])]},
                            _value([1.0, 2.0, 3.0]), "softmax(x)", atomics=False)
     with pytest.raises(CheckFailed, match="does not compile with Triton's front end"):
-        provenance.compare({**same, "compile": [{"kernel": "k", "error": "CompilationError"}]},
+        replay_compare.compare({**same, "compile": [{"kernel": "k", "error": "CompilationError"}]},
                            _value([1.0, 2.0, 3.0]), "softmax(x)", atomics=False)
 
 
@@ -175,11 +175,11 @@ def test_the_same_bits_pass_at_once_and_a_differing_bit_is_still_found():
 
 def test_atomics_get_a_tight_tolerance_only():
     replayed = {"outputs": [_value([1.0, 2.0, 3.0 + 1e-6])], "compile": [], "error": ""}
-    provenance.compare(replayed, _value([1.0, 2.0, 3.0]), "flash_bwd(...)", atomics=True)
+    replay_compare.compare(replayed, _value([1.0, 2.0, 3.0]), "flash_bwd(...)", atomics=True)
     with pytest.raises(CheckFailed):
-        provenance.compare(replayed, _value([1.0, 2.0, 3.0]), "flash_bwd(...)", atomics=False)
+        replay_compare.compare(replayed, _value([1.0, 2.0, 3.0]), "flash_bwd(...)", atomics=False)
     with pytest.raises(CheckFailed):
-        provenance.compare({**replayed, "outputs": [_value([1.0, 2.0, 3.1])]},
+        replay_compare.compare({**replayed, "outputs": [_value([1.0, 2.0, 3.1])]},
                            _value([1.0, 2.0, 3.0]), "flash_bwd(...)", atomics=True)
 
 
@@ -204,9 +204,9 @@ def test_a_numpy_answer_cannot_skip_the_comparison():
     """An answer returned as a NumPy array has no tensor to replay: it earns nothing."""
     nothing = {"outputs": [], "compile": [], "error": ""}
     with pytest.raises(CheckFailed, match="returned a NumPy array"):
-        provenance.compare(nothing, np.zeros(4), "softmax(x)", atomics=False)
+        replay_compare.compare(nothing, np.zeros(4), "softmax(x)", atomics=False)
     with pytest.raises(CheckFailed, match="returned a float"):
-        provenance.compare(nothing, (None, 1.5), "softmax(x)", atomics=False)
+        replay_compare.compare(nothing, (None, 1.5), "softmax(x)", atomics=False)
 
 
 # ------------------------------------------------------------------- the replay on fresh inputs

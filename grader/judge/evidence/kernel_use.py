@@ -88,7 +88,7 @@ def gate(extras: dict, exercise: str, fn: str, call: str | None = None,
     answer (grader.judge.evidence.provenance); with `defer`, that replay is appended there as a function
     to run once the check is over (grader.plugin runs them only for a check that earned
     something: a wrong answer earns nothing anyway, and the interpreter's replay costs as much
-    as the call). `timed` (a provenance.TimedCall): a timed call of the perf layer, whose replay is
+    as the call). `timed` (a replayed.TimedCall): a timed call of the perf layer, whose replay is
     judged by its checksum (grader.judge.perf.timed_requests.Requests). A failure follows
     <exercise>.uses_kernel: whatever check made the call failed for that check's idea."""
     from grader.judge.evidence import provenance

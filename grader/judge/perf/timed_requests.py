@@ -260,14 +260,14 @@ class Requests:
     def _replay(self, traced: tuple) -> None:
         """One traced timed call, picked after every request: its program replayed on its own
         inputs (grader.fixtures.Gated.check_timed), its checksum equal to the call's."""
-        from grader.judge.evidence import provenance
+        from grader.judge.evidence.replayed import TimedCall
 
         number, spec, j, extras, got, tol = traced
         count = len(spec["seeds"])
         refill = {"arg": self.arg, "seed": spec["seeds"][j], "std": spec["std"]}
         summed = {"weights": spec["weights"], "tuple": bool(extras.get("tuple"))}
         self.sub.check_timed(self.fn, self.args, self.kwargs, extras,
-                             provenance.TimedCall(refill, summed, got, tol),
+                             TimedCall(refill, summed, got, tol),
                              f"{self.what}, call {j + 1} of {count} in timed request {number}")
 
     def _reference(self, inputs: list, seed: int):
