@@ -36,7 +36,7 @@ from grader import options
 from grader.registry import ROOT, Check
 from grader.results import Result
 from grader.sandbox import bytecode, kernel_cache
-from grader.schedule import GPU_SPLIT, queue_for
+from grader.schedule import queue_for
 from grader.wire.threads import ONE_THREAD
 
 

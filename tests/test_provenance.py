@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grader.judge.evidence import kernel_source, kernel_use, provenance, validated
+from grader.judge.evidence import kernel_source, kernel_use, validated
 from grader.judge.evidence import replayed as replay_compare
 from grader.judge.answers.compare import CheckFailed
 from grader.wire.codec import TensorValue

@@ -167,37 +167,37 @@ class Program:
 
 
 @functools.lru_cache(maxsize=256)
-def _parameters(fn) -> tuple[dict, tuple, dict] | None:
-    """A kernel's parameters (name -> inspect.Parameter), once per kernel: a timed call launches
-    the same kernels every call; with their names in order and their defaults when every one
-    can be passed by position or name (a @triton.jit function's always can), else None."""
-    params = inspect.signature(fn).parameters
-    if any(p.kind is not p.POSITIONAL_OR_KEYWORD for p in params.values()):
-        return params, (), {}
-    defaults = {k: p.default for k, p in params.items() if p.default is not p.empty}
-    return params, tuple(params), defaults
+def _parameters(fn) -> tuple[inspect.Signature, bool, dict]:
+    """A kernel's signature, once per kernel (a timed call launches the same kernels every call);
+    whether every parameter can be passed by position or name (a @triton.jit function's always
+    can), and the defaults."""
+    sig = inspect.signature(fn)
+    plain = all(p.kind is p.POSITIONAL_OR_KEYWORD for p in sig.parameters.values())
+    return sig, plain, {k: p.default for k, p in sig.parameters.items() if p.default is not p.empty}
 
 
 def _bind(fn, args: tuple, kwargs: dict) -> tuple[dict, dict]:
     """(the kernel's parameters, every argument of the launch by name, defaults filled in), as
-    inspect.Signature.bind would give them (its TypeError too), at a tenth of its cost."""
-    params, names, defaults = _parameters(fn)
+    inspect.Signature.bind gives them (its TypeError too), without its per-call work for the
+    plain signatures of @triton.jit functions."""
+    sig, plain, defaults = _parameters(fn)
+    params = sig.parameters
     given = {k: v for k, v in kwargs.items() if k in params}
-    if not names:
-        bound = inspect.signature(fn).bind(*args, **given)
+    if not plain:
+        bound = sig.bind(*args, **given)
         bound.apply_defaults()
         return params, dict(bound.arguments)
-    if len(args) > len(names):
+    if len(args) > len(params):
         raise TypeError("too many positional arguments")
-    named = dict(zip(names, args))
+    named = dict(zip(params, args))
     for k, v in given.items():
         if k in named:
             raise TypeError(f"multiple values for argument {k!r}")
         named[k] = v
-    missing = [k for k in names if k not in named and k not in defaults]
+    missing = [k for k in params if k not in named and k not in defaults]
     if missing:
         raise TypeError(f"missing a required argument: {missing[0]!r}")
-    return params, {k: named[k] if k in named else defaults[k] for k in names}
+    return params, {k: named[k] if k in named else defaults[k] for k in params}
 
 
 def _tensors(value, depth_limit: int = 2, depth: int = 0) -> list:
