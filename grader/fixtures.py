@@ -123,10 +123,9 @@ class Gated:
         return form
 
     def records_timed(self, fn: str) -> bool:
-        """Whether timed calls of `fn` are recorded and their programs replayed (the
-        exercise's `timed_replay`)."""
-        return (fn in self._kernels and self._replayer is not None
-                and EXERCISES[self._exercise].timed_replay)
+        """Whether timed calls of `fn` are recorded and their programs replayed: every kernel's,
+        where the check has replays (a timed call counts only by what ran in it)."""
+        return fn in self._kernels and self._replayer is not None
 
     def check_timed(self, fn: str, args: list, kwargs: dict, extras: dict,
                     timed: TimedCall, what: str) -> None:

@@ -43,12 +43,6 @@ class Exercise:
     # device profile needs others, {profile key: {measure: Band}} (grader.judge.machine.devices).
     bands: dict = dataclasses.field(default_factory=dict)
     device_bands: dict = dataclasses.field(default_factory=dict)
-    # The perf layer's timed calls recorded and one per measurement replayed
-    # (grader.judge.perf.timed_requests.Requests, provenance of timed answers). Recording costs
-    # 0.3 to 1.2 ms of CPU per call on the H200 (a dispatch mode and each launch's arguments),
-    # hidden only under calls that keep the GPU busy longer: on for the attention kernels, off
-    # for the bandwidth-bound ones (softmax, decode), whose calls take 0.08 to 0.3 ms there.
-    timed_replay: bool = False
     # The functions the perf checks time, where not all of `kernels` (a given wrapper that calls
     # them is not timed): the perf checks are not run while all of them are still the stub
     # (grader.plugin.stubbed).

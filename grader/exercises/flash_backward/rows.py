@@ -7,7 +7,6 @@ from grader.schema import Band, Check as _C, Exercise
 EXERCISE = Exercise(
     "flash_backward", "Causal FlashAttention with L, and its backward pass (Triton)",
     frozenset({"torch", "triton"}), "interp", track="extension",
-    timed_replay=True,
     timed=("flash_fwd", "flash_bwd"),
     kernels={
         "flash_fwd": ("flash_fwd(q, k, v, causal)", "_flash_fwd[grid](...)",

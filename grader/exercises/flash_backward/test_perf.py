@@ -10,7 +10,7 @@ B = 1, H = 32, D = 128, float16, N = 8K, causal and not:
      verified by checksums and at random in full after the timing (`later`: Perf.verified).
      Every timed call is recorded, and one per pass and size, drawn after the calls, is
      replayed from the student's kernels alone: its checksum must be the call's to the last bit
-     (the exercise's timed_replay; the kernel-use gate on that call), so no profiled call
+     (Gated.records_timed; the kernel-use gate on that call), so no profiled call
      comes first. The causal time, which causal_skips_blocks judges against the non-causal
      one, takes more samples while that credit is open; still open after them, the pair is
      timed once more at the end and each keeps its faster reading (a disturbance that lasts

@@ -2,9 +2,9 @@
 
 Every timed call's output is checked (grader.judge.perf.timed_requests.Requests), and every
 timed call is recorded: one call per size, drawn after the calls, is replayed from the
-student's kernels alone and must give the same checksum to the last bit (the exercise's
-timed_replay; the kernel-use gate of grader.judge.evidence.kernel_use on that call), so no
-profiled call is needed first and the timed requests all run in one worker.
+student's kernels alone and must give the same checksum to the last bit (Gated.records_timed;
+the kernel-use gate of grader.judge.evidence.kernel_use on that call), so no profiled call is
+needed first and the timed requests all run in one worker.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from grader.judge.answers.compare import CheckFailed
 
-# From 4K: every timed call is recorded (the exercise's timed_replay), about 0.5 ms of CPU per
+# From 4K: every timed call is recorded (Gated.records_timed), about 0.5 ms of CPU per
 # call on the H200, which a call at N = 2K (0.25 ms of GPU) does not hide: 1.5x SDPA read 4.7x
 PERF_N = (4096, 8192, 16384)
 EXTRA_MIB_ALLOWED = 64   # beyond the output: a few numbers per row, plus allocator rounding
