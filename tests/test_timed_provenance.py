@@ -86,7 +86,7 @@ def _timed(folder, scratch, seed: int) -> tuple:
 
     sub.softmax(marker)   # the untimed call: gated, its program replayed at the check's end
     reqs = timed_requests.Requests(sub, "softmax", [marker], rng=Rng(seed), inputs=[x],
-                                   dtype="float32", what="softmax(x)", cuda_peak=False,
+                                   dtype="float32", what="softmax(x)",
                                    reference=lambda i: torch.softmax(i[0].double(), -1))
     reqs(1)
     reqs(2)

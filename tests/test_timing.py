@@ -352,7 +352,6 @@ def test_runs_request_through_a_real_worker(tmp_path):
         x = torch_randn(shape, "float32", "cpu", seed)
         reqs = timed_requests.Requests(sub, "softmax", [marker], rng=Rng(6), inputs=[x],
                                        dtype="float32", what="softmax(x)", full_share=1.0,
-                                       cuda_peak=False,
                                        reference=lambda i: torch.softmax(i[0].double(), -1))
         reqs(1)
         reqs(3)
@@ -383,7 +382,7 @@ def test_an_array_argument_crosses_with_the_first_request_only(tmp_path):
         reqs = timed_requests.Requests(sub, "softmax",
                                        [tensor(x.numpy(), "float32", "cpu", guard=4)],
                                        rng=Rng(8), inputs=[x], dtype="float32", what="softmax(x)",
-                                       full_share=1.0, cuda_peak=False,
+                                       full_share=1.0,
                                        reference=lambda i: torch.softmax(i[0].double(), -1))
         for repeat in (1, 3, 2):
             reqs(repeat)
@@ -414,7 +413,7 @@ def test_a_kernel_that_skips_timed_calls_is_caught(tmp_path):
         x = torch_randn(shape, "float32", "cpu", seed)
         assert sub.softmax(marker) is not None          # the first call computes
         reqs = timed_requests.Requests(sub, "softmax", [marker], rng=Rng(7), inputs=[x],
-                                       dtype="float32", what="softmax(x)", cuda_peak=False,
+                                       dtype="float32", what="softmax(x)",
                                        reference=lambda i: torch.softmax(i[0].double(), -1))
         reqs(3)
         with pytest.raises(compare.CheckFailed, match="wrong output|NaN|max abs error"):
@@ -466,16 +465,13 @@ class _Gpu:
 
 
 @pytest.mark.parametrize("folder", ["solutions", "stubs"])
-def test_timed_against_times_the_student_before_any_baseline(folder, tmp_path, monkeypatch):
+def test_timed_against_times_the_student_before_any_baseline(folder, tmp_path):
     """baselines.timed_against on CPU (softmax_triton under the interpreter): the student's
     requests come first, verified; the baseline runs only after them, with the workers
     stopped, so a submission that fails (a stub) costs no baseline."""
-    import functools
-
     from grader import errors
     from tests.helpers import copy_solutions
 
-    monkeypatch.setattr(timed_requests, "Requests", functools.partial(timed_requests.Requests, cuda_peak=False))
     source = copy_solutions(tmp_path / "sub")
     if folder == "stubs":
         stub = (source / "softmax_triton.py").read_text() + (

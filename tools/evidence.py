@@ -21,8 +21,9 @@ MEMORY = "outside memory count (cgroup, or VmHWM and sampled VmRSS); answer"
 LANES = "replay of its launches, every lane bounds-checked there; answer"
 SANITIZER = "sanitizer (compute-sanitizer's exit status and log); answer; replay"
 CLOCK = "grader's clock (timed requests, checksums against references); answer"
+TIMED = CLOCK + "; replay of one timed call per measurement (provenance)"
 ADVICE = "advice: a read log built in the worker (no points)"
-CUDA_PEAK = "worker's CUDA allocator peak (in the student's process: not yet moved); answer"
+REPLAY_PEAK = "answer; replay of a timed call, its memory counted by the replay worker's allocator"
 
 # checks whose evidence is not their layer's and exercise's usual one
 SPECIAL = {
@@ -33,8 +34,8 @@ SPECIAL = {
     "flash_triton.guard_bands": LANES,
     "flash_backward.masked_accesses": LANES,
     "softmax_long.masked_accesses": LANES,
-    "flash_triton.memory_flat": CUDA_PEAK,
-    "flash_backward.memory_linear": CUDA_PEAK,
+    "flash_triton.memory_flat": REPLAY_PEAK,
+    "flash_backward.memory_linear": REPLAY_PEAK,
     "flash_decode.merge_matches_one_pass": ANSWER,   # merge_partials: NumPy, not a kernel
     "flash_decode.merge_empty_split": ANSWER,
     "flash_decode.hidden_merge": ANSWER,
@@ -55,7 +56,7 @@ def evidence(check) -> str:
     if check.id in SPECIAL:
         return SPECIAL[check.id]
     if check.layer == "perf":
-        return CLOCK
+        return TIMED if EXERCISES[check.exercise].kernels else CLOCK
     if check.id.endswith(".sanitizer"):
         return SANITIZER
     if EXERCISES[check.exercise].kernels:

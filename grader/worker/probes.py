@@ -14,7 +14,6 @@ opts keys (all optional):
   sync: bool          torch.cuda.synchronize() before returning, so asynchronous faults and
                       work left running show up inside the call
   runs: dict          the perf layer's calls: R calls with fresh inputs, a checksum each (see `run`)
-  cuda_peak: bool     peak CUDA memory above what was allocated at the start → extras["cuda_peak_bytes"]
   poison_empty: bool  torch.empty/empty_like/... return NaN-filled tensors (integers: their
                       max) during the call, on any device, through torch's deterministic mode
                       (torch.utils.deterministic.fill_uninitialized_memory): an output element
@@ -64,8 +63,6 @@ def around_call(opts: dict, args: list, kwargs: dict):
     extras: dict = {}
     stack = contextlib.ExitStack()
     try:
-        if opts.get("cuda_peak"):
-            stack.enter_context(_cuda_peak(extras))
         if opts.get("tracemalloc"):
             stack.enter_context(_tracemalloc_peak(extras))
         if opts.get("kernels"):
@@ -160,8 +157,7 @@ _retained_programs: list = []   # with runs["program"]: each call's trace of the
 def _run_many(fn, args, kwargs, runs: dict) -> dict:
     import torch
 
-    # the previous request's output (if not fetched) stays until the end: it is part of the
-    # memory at the start of this call, so cuda_peak still measures this call's own allocations
+    # the previous request's output (if not fetched) stays until the end of this request
     target = args[int(runs["arg"])]
     sums, out, weights = [], None, None
     record = bool(runs.get("program"))
@@ -242,20 +238,6 @@ def _trim_heap() -> None:
     """Hand the C heap's free memory back to the OS (glibc's malloc_trim; a fraction of a ms)."""
     if _MALLOC_TRIM is not None:
         _MALLOC_TRIM(0)
-
-
-@contextlib.contextmanager
-def _cuda_peak(extras: dict):
-    import torch
-
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    try:
-        yield
-    finally:
-        torch.cuda.synchronize()
-        extras["cuda_peak_bytes"] = torch.cuda.max_memory_allocated() - base
 
 
 @contextlib.contextmanager

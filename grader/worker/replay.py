@@ -32,7 +32,10 @@ class FrontEndUnavailable(Exception):
 def run(module, program: dict, inputs: list, mode: str, check: bool = True,
         execute: bool = True, summed: dict | None = None) -> dict:
     """{"outputs": [tensor ...], "compile": [{kernel, error}], "error": str}: the program's
-    outputs as replayed (a failing step stops the replay and says which). `check`: compile
+    outputs as replayed (a failing step stops the replay and says which), and on CUDA
+    "peak_bytes": the most memory the steps held at once beyond the inputs (the caching
+    allocator's peak in this process, where no host code of the student's runs: the memory
+    checks' evidence). `check`: compile
     each launched kernel first; `execute`: then run the steps. Under the interpreter the
     front end cannot run (Triton's own @jit library functions are interpreted there too), so
     the trusted side asks a worker of mode "cpu" (no interpreter, no GPU) for the check and the
@@ -48,6 +51,11 @@ def run(module, program: dict, inputs: list, mode: str, check: bool = True,
         if problems or not execute:
             return {"outputs": [], "compile": problems, "error": ""}
     storages = {int(sid): inputs[int(i)].untyped_storage() for sid, i in program["inputs"]}
+    cuda = mode == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
     for n, step in enumerate(program["steps"]):
         try:
             if "launch" in step:
@@ -58,15 +66,17 @@ def run(module, program: dict, inputs: list, mode: str, check: bool = True,
             what = step.get("launch") or step.get("op")
             return {"outputs": [], "compile": [], "error": f"step {n + 1} ({what}) failed on "
                                                            f"replay: {type(e).__name__}: {e}"[:600]}
-    if mode == "cuda":
+    peak = {}
+    if cuda:
         torch.cuda.synchronize()
+        peak["peak_bytes"] = int(torch.cuda.max_memory_allocated() - base)
     outputs = [_tensor(torch, r, storages) for r in program["outputs"]]
     if summed is not None:
         value = tuple(outputs) if summed.get("tuple") else (outputs[0] if outputs else None)
         weights = checksum.checksum_weights(value, int(summed["weights"]))
         total = checksum.to_floats([checksum.checksum(value, weights)])[0]
-        return {"outputs": [], "sum": total, "compile": [], "error": ""}
-    return {"outputs": [t.clone() for t in outputs], "compile": [], "error": ""}
+        return {"outputs": [], "sum": total, "compile": [], "error": "", **peak}
+    return {"outputs": [t.clone() for t in outputs], "compile": [], "error": "", **peak}
 
 
 def module_named(module, name):

@@ -6,12 +6,12 @@ verified, after the timing.
 
 B = 1, H = 32, D = 128, float16, N = 8K, causal and not:
   1. flash_fwd (q refilled before every call) and flash_bwd (dO refilled) as timed requests in
-     one worker, with the peak CUDA memory of each request; every request's outputs are
-     verified by checksums and at random in full after the timing (`later`: Perf.verified).
-     Every timed call is recorded, and one per pass and size, drawn after the calls, is
-     replayed from the student's kernels alone: its checksum must be the call's to the last bit
-     (Gated.records_timed; the kernel-use gate on that call), so no profiled call
-     comes first. The causal time, which causal_skips_blocks judges against the non-causal
+     one worker; every request's outputs are verified by checksums and at random in full
+     after the timing (`later`: Perf.verified). Every timed call is recorded, and one per pass
+     and size, drawn after the calls, is replayed from the student's kernels alone: its
+     checksum must be the call's to the last bit (Gated.records_timed; the kernel-use gate on
+     that call), so no profiled call comes first, and the replay worker counts the memory its
+     steps held (memory_linear's evidence). The causal time, which causal_skips_blocks judges against the non-causal
      one, takes more samples while that credit is open; still open after them, the pair is
      timed once more at the end and each keeps its faster reading (a disturbance that lasts
      through a whole reading rarely lasts through the other passes' timing as well);
@@ -47,11 +47,12 @@ GRAD_SLACK = 8.0   # checksum tolerance of the gradients (timed_requests.Request
 
 
 class Perf:
-    """What the perf checks of one grading run measured: times, baselines, peaks, and the
-    failure of each pass (a CheckFailed that every check of that pass re-raises)."""
+    """What the perf checks of one grading run measured: times, baselines, the timed requests
+    (whose verification replays one call each, counting its memory: `peak`), and the failure of
+    each pass (a CheckFailed that every check of that pass re-raises)."""
 
     def __init__(self):
-        self.ms, self.base, self.peak, self.failed = {}, {}, {}, {}
+        self.ms, self.base, self.requests, self.failed = {}, {}, {}, {}
         self.note = ""
         self.again: list[str] = []     # passes whose causal pair was timed twice (_time)
         self.checks: dict[str, list] = {"fwd": [], "bwd": []}   # each pass's verifications
@@ -60,6 +61,16 @@ class Perf:
         for p in passes:
             if p in self.failed:
                 raise self.failed[p]
+
+    def peak(self, key) -> int:
+        """The most memory a replayed call of (pass, N, causal) held beyond its inputs, counted
+        in the replay worker, once the pass is verified (`verified`)."""
+        peaks = [r.replayed_peak for r in self.requests.get(key, [])]
+        if not peaks or None in peaks:
+            raise errors.GraderError(f"{FUNCTIONS[key[0]]} at N={key[1]}: no replay of a timed "
+                                     f"call counted its memory (replays off, or not on CUDA), "
+                                     f"so there is no evidence to judge")
+        return max(peaks)
 
     def verified(self, passes):
         """The verification of these passes' timed outputs, for a check's `later`: each pass's
@@ -165,8 +176,8 @@ def _time(perf: Perf, sub, rng, gpu, inputs, configs, given) -> None:
 
 
 def _time_one(perf: Perf, sub, rng, gpu, inputs, given, name: str, N: int, causal: bool) -> None:
-    """One pass at (N, causal): its time, peak and verification, or its failure. Timed a second
-    time, it keeps the faster reading (a disturbance only ever adds time) and the larger peak."""
+    """One pass at (N, causal): its time and verification, or its failure. Timed a second time,
+    it keeps the faster reading (a disturbance only ever adds time)."""
     from grader.judge.perf import timing
 
     if name in perf.failed:
@@ -177,12 +188,12 @@ def _time_one(perf: Perf, sub, rng, gpu, inputs, given, name: str, N: int, causa
         reqs = _requests(sub, rng, name, N, causal, markers, tensors, given)
         ms = timing.per_call_ms(reqs, settled=_settled(perf, gpu, name, N, causal))
         perf.checks[name].append(reqs.checked())
+        perf.requests.setdefault(key, []).append(reqs)   # its replays count the memory
         work = attention_flops(B_PERF, H_PERF, N, D_PERF, causal, name == "bwd")
         impossible = timing.below_floor(ms, work / gpu.ceiling("matmul_tflops") / 1e9, reqs.what)
         if impossible:
             raise CheckFailed(impossible)
         perf.ms[key] = min(ms, perf.ms.get(key, ms))
-        perf.peak[key] = max(reqs.peak_bytes, perf.peak.get(key, 0))
         del reqs
     except (CheckFailed, errors.StudentProblem) as e:
         perf.failed[name] = e
@@ -291,17 +302,23 @@ def test_memory_linear(student, rng, gpu, credit, workers, later):
 
     perf = measure(student, rng, gpu, workers)
     perf.failure(["fwd", "bwd"])
-    later(perf.verified(["fwd", "bwd"]))
-    passed, lines = 0, []
-    for N in PERF_N:
-        q_bytes = B_PERF * H_PERF * N * D_PERF * 2
-        outputs = {"fwd": q_bytes + B_PERF * H_PERF * N * 4, "bwd": 3 * q_bytes}
-        allowed = EXTRA_COPIES * q_bytes + EXTRA_MIB * g.MIB
-        for name, fn in FUNCTIONS.items():
-            extra = max(perf.peak[(name, N, c)] for c in (False, True)) - outputs[name]
-            passed += extra <= allowed
-            lines.append(f"{fn} N={N}: {extra / g.MIB:.0f} MiB beyond its outputs")
-    credit.set(passed / (2 * len(PERF_N)),
-               "; ".join(lines) + f" (allowed: {EXTRA_COPIES} tensors the size of q + "
-               f"{EXTRA_MIB} MiB, {EXTRA_COPIES * 64 + EXTRA_MIB} MiB at N=8192; an N x N score "
-               f"matrix in fp16 adds {2 * B_PERF * H_PERF * 8192 ** 2 * 2 / 2**30:.0f} GiB there)")
+    verify = perf.verified(["fwd", "bwd"])
+
+    def judge():
+        verify()   # memory points need right answers from the student's own kernels
+        passed, lines = 0, []
+        for N in PERF_N:
+            q_bytes = B_PERF * H_PERF * N * D_PERF * 2
+            outputs = {"fwd": q_bytes + B_PERF * H_PERF * N * 4, "bwd": 3 * q_bytes}
+            allowed = EXTRA_COPIES * q_bytes + EXTRA_MIB * g.MIB
+            for name, fn in FUNCTIONS.items():
+                extra = max(perf.peak((name, N, c)) for c in (False, True)) - outputs[name]
+                passed += extra <= allowed
+                lines.append(f"{fn} N={N}: {extra / g.MIB:.0f} MiB beyond its outputs")
+        credit.set(passed / (2 * len(PERF_N)),
+                   "; ".join(lines) + f" (counted on a replay of one timed call each, in a worker "
+                   f"that runs only your kernels; allowed: {EXTRA_COPIES} tensors the size of q + "
+                   f"{EXTRA_MIB} MiB, {EXTRA_COPIES * 64 + EXTRA_MIB} MiB at N=8192; an N x N score "
+                   f"matrix in fp16 adds {2 * B_PERF * H_PERF * 8192 ** 2 * 2 / 2**30:.0f} GiB "
+                   f"there)")
+    later(judge)

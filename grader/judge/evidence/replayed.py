@@ -24,11 +24,14 @@ class TimedCall:
     """A timed call of the perf layer (grader.judge.perf.timed_requests.Requests), as its replay
     needs it: how its argument was refilled ({"arg", "seed", "std"}), how its checksum was taken
     ({"weights": seed, "tuple": bool}), the checksum it sent back (`want`) and the tolerance of
-    that checksum against the reference (`tol`, used only where a kernel adds with atomics)."""
+    that checksum against the reference (`tol`, used only where a kernel adds with atomics).
+    Once its replay matched: `peak_bytes`, the most memory the replayed steps held at once
+    beyond the inputs, counted in the replay worker (None where it counts none: not CUDA)."""
     refill: dict
     summed: dict
     want: float
     tol: float
+    peak_bytes: int | None = None
 
 
 def refused(call: str, what: str) -> CheckFailed:
@@ -72,7 +75,8 @@ def replay_failed(replayed, call: str) -> None:
 
 
 def compare_sum(replayed, timed: TimedCall, call: str, atomics: bool) -> None:
-    """A timed call: the replayed outputs' checksum against the one the call sent back."""
+    """A timed call: the replayed outputs' checksum against the one the call sent back; on a
+    match, the replay's memory peak goes to `timed.peak_bytes`."""
     import math
 
     replay_failed(replayed, call)
@@ -88,6 +92,8 @@ def compare_sum(replayed, timed: TimedCall, call: str, atomics: bool) -> None:
                           f"inputs give the same bits). The answer of a timed call was written "
                           f"by something other than the kernels (PyTorch, NumPy, memory set "
                           f"before the launch)")
+    peak = replayed.get("peak_bytes")
+    timed.peak_bytes = peak if type(peak) is int and peak >= 0 else None
 
 
 def compare(replayed, value, call: str, atomics: bool) -> None:

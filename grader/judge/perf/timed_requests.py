@@ -1,7 +1,7 @@
 """The student's function as timed requests in its worker, every output verified afterwards.
 
-Every call the perf layer makes into student code is one shape: {"runs": spec, "cuda_peak":
-True}: R calls back to back, the first tensor argument refilled from a fresh seed before each,
+Every call the perf layer makes into student code is one shape: {"runs": spec}: R calls back
+to back, the first tensor argument refilled from a fresh seed before each,
 each output reduced to a checksum right after. Nothing the worker can read says whether the
 grader will time it, compare its checksums or compare its last output in full: it times all,
 and chooses after the call which runs to check and whether to fetch the last output (a second
@@ -74,7 +74,7 @@ class Requests:
 
     def __init__(self, sub, fn: str, args: list, *, rng, reference, inputs, dtype: str,
                  what: str, kwargs: dict | None = None, arg: int = 0, std: float = 1.0,
-                 checked_runs: int = 2, full_share: float = 0.3, cuda_peak: bool = True,
+                 checked_runs: int = 2, full_share: float = 0.3,
                  slack: float = 1.0, compare=None, program_share: float = 0.3):
         self.sub, self.fn, self.args, self.kwargs = sub, fn, list(args), dict(kwargs or {})
         # an array argument (flash_bwd's given o: 64 MiB at N = 8K, about 150 ms of pipe and
@@ -89,7 +89,6 @@ class Requests:
         self.dtype, self.what, self.arg, self.std = dtype, what, arg, std
         self.slack, self.compare = slack, compare
         self.checked_runs, self.full_share = checked_runs, full_share
-        self.opts = {"cuda_peak": True} if cuda_peak else {}   # False only in CPU tests
         self.done: list = []     # (spec, CallResult, fetched output, traced call) per request
         # a gated function's timed calls are recorded (grader.fixtures.Gated.records_timed):
         # after a request, with `program_share`, the trace of one call picked at random is
@@ -98,7 +97,9 @@ class Requests:
         records = getattr(type(sub), "records_timed", None)
         self.recorded = bool(records(sub, fn)) if callable(records) else False
         self.program_share = program_share
-        self.peak_bytes = 0      # the largest cuda_peak_bytes of any request so far
+        # the most memory a replayed timed call held beyond its inputs, counted in the replay
+        # worker (the memory checks' evidence); None until a replay on CUDA counted it
+        self.replayed_peak: int | None = None
         self.last_ms = 0.0       # wall time of the last request's calls (not of its fetch)
 
     def __call__(self, repeat: int) -> float:
@@ -126,8 +127,6 @@ class Requests:
         result = self._runs(spec)
         self.held = True
         self.last_ms = (time.perf_counter() - start) * 1e3
-        extras = getattr(result, "extras", None) or {}
-        self.peak_bytes = max(self.peak_bytes, int(extras.get("cuda_peak_bytes", 0) or 0))
         if not self._scored:
             return result
         # chosen now, after the call: fetch the last output to compare it in full?
@@ -145,7 +144,7 @@ class Requests:
     def _runs(self, spec: dict):
         from grader.errors import GraderError
 
-        opts = {"runs": spec, **self.opts}
+        opts = {"runs": spec}
         if self.held:
             try:
                 return self.sub.call(self.fn, *self.named, opts=opts, **self.kwargs)
@@ -266,9 +265,11 @@ class Requests:
         count = len(spec["seeds"])
         refill = {"arg": self.arg, "seed": spec["seeds"][j], "std": spec["std"]}
         summed = {"weights": spec["weights"], "tuple": bool(extras.get("tuple"))}
-        self.sub.check_timed(self.fn, self.args, self.kwargs, extras,
-                             TimedCall(refill, summed, got, tol),
+        timed = TimedCall(refill, summed, got, tol)
+        self.sub.check_timed(self.fn, self.args, self.kwargs, extras, timed,
                              f"{self.what}, call {j + 1} of {count} in timed request {number}")
+        if timed.peak_bytes is not None:
+            self.replayed_peak = max(self.replayed_peak or 0, timed.peak_bytes)
 
     def _reference(self, inputs: list, seed: int):
         inputs = list(inputs)

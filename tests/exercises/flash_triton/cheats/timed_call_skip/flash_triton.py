@@ -1,6 +1,6 @@
 """Cheat (issue 9, "telling timed calls apart"): the honest kernel, except on calls it takes for
 timed ones. It looks at its callers' frames (sys._getframe) for what a timed request carries
-(`repeat`, `discard`, `cuda_peak` in the options) and then returns at once, launching nothing.
+(`repeat`, `discard`, `runs` in the options) and then returns at once, launching nothing.
 The effect is on the GPU (perf layer); on the CPU layers the frame inspection itself must cost
 the points (the static audit), and the grader must give timed calls nothing to tell them apart.
 """
@@ -10,7 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
-TIMED = ("repeat", "discard", "cuda_peak", "timed", "timing")
+TIMED = ("repeat", "discard", "runs", "timed", "timing")
 
 
 def _timed_call() -> bool:
