@@ -7,8 +7,8 @@
 
 Every submission file is audited first (grader.judge.source.audit, in this process, before any of it
 runs): a flagged construct fails every check of its exercise. For the Triton exercises, `student`
-returns a `Gated` proxy: every call to the graded function proves kernel use (a launch, no
-computing torch op; on CUDA no foreign device kernel and no helper process on the GPU; under the
+returns a `ProvingSubmission` proxy: every call to the graded function proves kernel use (a
+launch, no computing torch op; on CUDA no foreign device kernel and no helper process on the GPU; under the
 interpreter every load/store is bounds-checked) and provenance (its recorded program, replayed
 in a worker that holds only the submission's kernels, gives the same answer:
 grader.judge.evidence.provenance, then again on fresh inputs against the reference: grader.judge.evidence.moved_inputs),
@@ -49,7 +49,7 @@ def _plugin(request):
 
 
 @dataclass
-class GatedCall(CallResult):
+class ProvedCall(CallResult):
     """A gated call's result: the opts it ran with, and the provenance.Call its replay judges
     (None where no replay runs), so a check can judge on the replay's evidence
     (kernel_use.assert_in_bounds)."""
@@ -57,12 +57,13 @@ class GatedCall(CallResult):
     replayed: object = None
 
 
-class Gated:
+class ProvingSubmission:
     """A Submission whose every call into a Triton exercise's graded function proves that the
     student's kernel computed the answer: traced (a launch, no computing torch op), and on CUDA
     profiled (no device kernel but the student's Triton kernels and copies) with no helper
-    process on the GPU; its program replayed from the kernels alone (`replayer`). Under the interpreter, loads and stores are bounds-checked
-    (grader/worker/bounds.py); the check that owns the masks judges what the replay recorded."""
+    process on the GPU; its program replayed from the kernels alone (`replayer`). Under the
+    interpreter, loads and stores are bounds-checked (grader/worker/bounds.py); the check that
+    owns the masks judges what the replay recorded."""
 
     def __init__(self, sub, exercise: str, target=None, check_id: str = "", replayer=None,
                  pending: list | None = None):
@@ -113,7 +114,7 @@ class Gated:
         kernel_use.gate(r.extras, self._exercise, fn,
                         gpu_pid=self._sub.worker_pid if cuda else None, replayed=replayed,
                         defer=self._pending)
-        return GatedCall(r.value, r.stdout, r.wall_s, r.extras, opts, replayed)
+        return ProvedCall(r.value, r.stdout, r.wall_s, r.extras, opts, replayed)
 
     def _moved_inputs(self, fn: str, args: tuple, kwargs: dict):
         """() -> the call's fresh inputs and their reference (grader.judge.evidence.moved_inputs), made when the
@@ -156,8 +157,8 @@ def audited(plugin, exercise: str) -> None:
         raise errors.FileProblem(cache[exercise], status="failed")
 
 
-def pipelines(check, mode: str) -> bool:
-    """Whether a check's replays begin beside its next calls (grader.plugin.Pipelined): an
+def replays_in_thread(check, mode: str) -> bool:
+    """Whether a check's replays begin beside its next calls (grader.plugin.ReplaysInThread): an
     untimed gpu check on CUDA, where a replay is a GPU call in another worker; never beside a
     timed call, nor in a check that needs the GPU to itself, nor under the interpreter, where
     it would take the check's own core."""
@@ -181,9 +182,11 @@ def student(request):
             compiler = workers.replayer(exercise, "cpu", filtered) if mode == "interp" else None
             return workers.replayer(exercise, mode, filtered), compiler, sources
 
-        return Gated(workers.get(exercise, mode), exercise, target=getattr(plugin, "target", None),
-                     check_id=check.id, replayer=replayer if REPLAY else None,
-                     pending=plugin.replays_of(request.node.nodeid, pipelines(check, mode)))
+        return ProvingSubmission(workers.get(exercise, mode), exercise,
+                                 target=getattr(plugin, "target", None), check_id=check.id,
+                                 replayer=replayer if REPLAY else None,
+                                 pending=plugin.replays_of(request.node.nodeid,
+                                                           replays_in_thread(check, mode)))
 
     return get
 
@@ -221,13 +224,13 @@ def credit(request):
 
 
 @pytest.fixture
-def later(request):
-    """`later(work)`: work() (a timed request's verification, the gated calls after timing) runs
+def after_timing(request):
+    """`after_timing(work)`: work() (a timed request's verification, the gated calls after timing) runs
     after the check's body, and its exception is the check's outcome. At the end of the check;
     or, when the grade times every perf check first (grader.run), after the last of them, with
     the GPU shared by the untimed checks: nothing there is timed any more. Work that needs the
     worker as timing left it (its last output, a trace) is fetched before, in the body."""
-    return _plugin(request).pending_later.setdefault(request.node.nodeid, []).append
+    return _plugin(request).pending_after_timing.setdefault(request.node.nodeid, []).append
 
 
 @pytest.fixture

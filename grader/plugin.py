@@ -41,12 +41,12 @@ class GradePlugin:
         self.env = env
         self.workers = workers
         self.results: dict[str, Result] = {}
-        # nodeid -> its gated calls' replays, run at its end (or begun at once: Pipelined)
+        # nodeid -> its gated calls' replays, run at its end (or begun at once: ReplaysInThread)
         self.pending_replays: dict[str, Replays] = {}
-        # nodeid -> the check's work after its timing (`later`: verification, gated calls),
+        # nodeid -> the check's work after its timing (`after_timing`: verification, gated calls),
         # run at its end; or, while `deferring` (grader.run times every perf check first), after
         # the last check, beside the untimed checks that `after_timed()` starts
-        self.pending_later: dict[str, list] = {}
+        self.pending_after_timing: dict[str, list] = {}
         self.deferring = False
         self.after_timed = None
         self._deferred: list[str] = []   # nodeids of the checks whose verdict waits for it
@@ -130,9 +130,9 @@ class GradePlugin:
         self._started[item.nodeid] = time.perf_counter()
         outcome = yield
         if outcome.excinfo is not None:   # it earned nothing: its later work and replays neither
-            self.pending_later.pop(item.nodeid, None)
+            self.pending_after_timing.pop(item.nodeid, None)
             self.pending_replays.pop(item.nodeid, Replays()).close()
-        elif self.deferring and self.pending_later.get(item.nodeid):
+        elif self.deferring and self.pending_after_timing.get(item.nodeid):
             self._deferred.append(item.nodeid)   # its verdict waits for the timed phase's end
         else:
             try:
@@ -140,17 +140,17 @@ class GradePlugin:
             except BaseException as e:   # noqa: BLE001 - reported as the check's outcome
                 outcome.force_exception(e)
 
-    def replays_of(self, nodeid: str, pipelined: bool = False) -> Replays:
+    def replays_of(self, nodeid: str, in_thread: bool = False) -> Replays:
         """Where a check's gated calls put their replays (grader.judge.evidence.kernel_use.gate): a
-        list run at the check's end, or, `pipelined`, each begun at once (Pipelined)."""
+        list run at the check's end, or, `in_thread`, each begun at once (ReplaysInThread)."""
         if nodeid not in self.pending_replays:
-            self.pending_replays[nodeid] = Pipelined() if pipelined else Replays()
+            self.pending_replays[nodeid] = ReplaysInThread() if in_thread else Replays()
         return self.pending_replays[nodeid]
 
     def _settle(self, nodeid: str) -> None:
         """The check's later work, then the replays of its gated calls (grader.judge.evidence.provenance),
         those the later work made included: a failure there is the check's own failure."""
-        for work in self.pending_later.pop(nodeid, []):
+        for work in self.pending_after_timing.pop(nodeid, []):
             work()
         replays = self.pending_replays.pop(nodeid, Replays())
         try:
@@ -291,7 +291,7 @@ class Replays(list):
         """What is left undone is dropped."""
 
 
-class Pipelined(Replays):
+class ReplaysInThread(Replays):
     """A check's replays, each begun as soon as its call returned, one after another in a
     thread of their own, while the check goes on with its next call; the list holds a wait for
     each one's verdict, which `_settle` runs in order at the check's end (the first failure is

@@ -177,7 +177,7 @@ def timed_first(gpu_plan: dict, here: list[str], layers: list[str], gpu_bytes: i
                 unified: bool = False, target=None) -> bool:
     """Whether grader.run times first and checks after: the perf checks (and every check that
     needs the GPU alone) in its own process, with nothing else running, their timed outputs'
-    verification and their gated calls held back (grader.fixtures `later`); then, with the
+    verification and their gated calls held back (grader.fixtures `after_timing`); then, with the
     GPU shared, the untimed gpu checks' and the CPU layers' grading processes, beside that
     held-back work. Not even the CPU layers go beside the timing: with four of their processes
     on a 16-core H100 box, flash_fwd's recorded calls at N = 4K read 1.07 to 1.74 ms against

@@ -29,7 +29,7 @@ class Exercise:
     needs: frozenset          # Python packages the exercise's worker needs: numpy, torch, triton
     mode: str                 # worker mode for the cpu/adversarial/interp layers
     track: str = "core"       # "core": the 100 public points; "extension": points of its own
-    # The kernel-use gate (grader.fixtures.Gated, judge/evidence/kernel_use.py): every graded function
+    # The kernel-use gate (grader.fixtures.ProvingSubmission, judge/evidence/kernel_use.py): every graded function
     # that must compute with the student's Triton kernels, as {function: (call, launch, work)}
     # for the messages, and the torch ops its wrapper may run beyond allocations, views and copies.
     kernels: dict = dataclasses.field(default_factory=dict)

@@ -1,4 +1,4 @@
-"""Timing first, checking after (grader.run, schedule.timed_first): a check's `later` work runs
+"""Timing first, checking after (grader.run, schedule.timed_first): a check's `after_timing` work runs
 at its end, or, while the plugin defers, after every check of the session, once `after_timed`
 has started the rest of the grade; its exception is the check's outcome either way."""
 
@@ -27,27 +27,27 @@ def log(what):
 
 
 @pytest.mark.check("softmax_triton.bandwidth")
-def test_half(credit, later):
+def test_half(credit, after_timing):
     log("body half")
     credit.set(0.5, "half the credit")
-    later(lambda: log("later half"))
+    after_timing(lambda: log("later half"))
 
 
 @pytest.mark.check("softmax_long.bandwidth")
-def test_wrong(credit, later):
+def test_wrong(credit, after_timing):
     log("body wrong")
     credit.set(1.0, "full credit, if its outputs are right")
 
     def verify():
         log("later wrong")
         raise CheckFailed("call 3 of 12 in timed request 2 gave a wrong output")
-    later(verify)
+    after_timing(verify)
 
 
 @pytest.mark.check("flash_triton.speed_vs_sdpa")
-def test_failed_body(credit, later):
+def test_failed_body(credit, after_timing):
     log("body failed")
-    later(lambda: log("later failed"))
+    after_timing(lambda: log("later failed"))
     raise CheckFailed("below the roofline floor")
 '''
 
@@ -127,12 +127,12 @@ def test_the_note_on_timing_first_names_what_ran_after_it():
 
 
 def test_the_checks_say_what_they_defer():
-    """Every perf check that verifies timed outputs does it through `later` (or a helper that
+    """Every perf check that verifies timed outputs does it through `after_timing` (or a helper that
     takes it), never inline, so timing first holds nothing back that it should not."""
     for path in sorted((ROOT / "grader" / "exercises").glob("*/test_perf.py")):
         text = path.read_text()
         assert ".verify()" not in text, path
-        assert "later" in text, path
+        assert "after_timing" in text, path
 
 
 class _Stop(Exception):

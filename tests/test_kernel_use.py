@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from grader.judge.answers.compare import CheckFailed
-from grader.fixtures import GatedCall
+from grader.fixtures import ProvedCall
 from grader.judge.evidence.kernel_use import (assert_in_bounds, assert_kernel_computed, assert_kernel_wrote,
                                      foreign_kernels, out_of_bounds)
 from grader.judge.evidence.provenance import Call
@@ -62,14 +62,14 @@ def test_the_bounds_verdict_waits_for_the_replay():
     reads (the student's process made it): it leaves its judge on the replay, which the
     replay's record decides (grader.judge.evidence.provenance); without one, the call's own record."""
     replayed = Call(None, None, [], None, {"bounds": True})
-    clean = GatedCall(None, extras={"out_of_bounds": []}, opts={"bounds": True}, replayed=replayed)
+    clean = ProvedCall(None, extras={"out_of_bounds": []}, opts={"bounds": True}, replayed=replayed)
     assert_in_bounds(clean, ["q", "k", "v"], "flash_fwd(q, k, v)", MASKS)
     with pytest.raises(CheckFailed, match="outside k"):
         replayed.bounds_judge(RECORD)
-    alone = GatedCall(None, extras={"out_of_bounds": RECORD}, opts={"bounds": True})
+    alone = ProvedCall(None, extras={"out_of_bounds": RECORD}, opts={"bounds": True})
     with pytest.raises(CheckFailed, match="outside k"):
         assert_in_bounds(alone, ["q", "k", "v"], "flash_fwd(q, k, v)", MASKS)
-    cuda = GatedCall(None, extras={}, opts={"kernels": True})
+    cuda = ProvedCall(None, extras={}, opts={"kernels": True})
     assert_in_bounds(cuda, ["q"], "x", MASKS)   # compute-sanitizer judges masks on a GPU
 
 
@@ -103,42 +103,42 @@ class FakeSub:
 
 
 def test_gate_asks_for_the_profiler_on_cuda_and_bounds_under_the_interpreter():
-    from grader.fixtures import Gated
+    from grader.fixtures import ProvingSubmission
 
     cuda = FakeSub("cuda", {**TRACE, "kernels": ["_flash_fwd"]})
-    Gated(cuda, "flash_triton").flash_fwd(1, 2, 3)
+    ProvingSubmission(cuda, "flash_triton").flash_fwd(1, 2, 3)
     assert cuda.sent[-1]["kernels"] and cuda.sent[-1]["trace"]
     interp = FakeSub("interp", dict(TRACE))
-    Gated(interp, "flash_triton").call("flash_fwd", opts={"poison_empty": True})
+    ProvingSubmission(interp, "flash_triton").call("flash_fwd", opts={"poison_empty": True})
     assert interp.sent[-1]["bounds"] and interp.sent[-1]["poison_empty"]
-    assert Gated(interp, "flash_triton").directory == "somewhere"
+    assert ProvingSubmission(interp, "flash_triton").directory == "somewhere"
     with pytest.raises(CheckFailed, match="cudnn"):
-        Gated(FakeSub("cuda", {**TRACE, "kernels": ["_flash_fwd", "cudnn_fwd_kernel"]}),
+        ProvingSubmission(FakeSub("cuda", {**TRACE, "kernels": ["_flash_fwd", "cudnn_fwd_kernel"]}),
               "flash_triton").flash_fwd()
     # timed requests are the perf checks' business: not gated here
     timed = FakeSub("cuda", {})
-    Gated(timed, "flash_triton").call("flash_fwd", opts={"runs": {"seeds": [1, 2]}})
+    ProvingSubmission(timed, "flash_triton").call("flash_fwd", opts={"runs": {"seeds": [1, 2]}})
     assert "kernels" not in timed.sent[-1]
 
 
 def test_gate_covers_flash_decode_with_its_size_reductions():
-    from grader.fixtures import Gated
+    from grader.fixtures import ProvingSubmission
 
     # the wrapper may reduce seq_lens to choose a split count; both kernels may run
     ok = {"ops": ["empty", "max", "_local_scalar_dense"], "launches": 2,
           "kernels": ["_decode_split_0d1d", "_decode_merge_0d1d"],
           "triton_kernels": ["_decode_split", "_decode_merge"]}
-    Gated(FakeSub("cuda", ok), "flash_decode").flash_decode(1, 2, 3, 4)
+    ProvingSubmission(FakeSub("cuda", ok), "flash_decode").flash_decode(1, 2, 3, 4)
     interp = FakeSub("interp", {"ops": ["max"], "launches": 2})
-    Gated(interp, "flash_decode").flash_decode(1, 2, 3, 4)
+    ProvingSubmission(interp, "flash_decode").flash_decode(1, 2, 3, 4)
     assert interp.sent[-1]["bounds"] and interp.sent[-1]["trace"]
     for extras, match in (({"ops": ["_scaled_dot_product_flash_attention"], "launches": 1}, "PyTorch"),
                           ({"ops": ["bmm", "_softmax"], "launches": 1}, "PyTorch"),
                           ({"ops": ["empty"], "launches": 0}, "no Triton kernel"),
                           ({**ok, "kernels": ["_decode_split_0d1d", "cutlass_gemm"]}, "cutlass")):
         with pytest.raises(CheckFailed, match=match):
-            Gated(FakeSub("cuda", extras), "flash_decode").flash_decode(1, 2, 3, 4)
+            ProvingSubmission(FakeSub("cuda", extras), "flash_decode").flash_decode(1, 2, 3, 4)
     # merge_partials is the NumPy part: not gated
     numpy_part = FakeSub("interp", {})
-    Gated(numpy_part, "flash_decode").call("merge_partials", [])
+    ProvingSubmission(numpy_part, "flash_decode").call("merge_partials", [])
     assert numpy_part.sent == [{}]

@@ -80,7 +80,7 @@ def _requests(monkeypatch, module, name: str, speeds_of):
 def _run(check, **fixtures) -> Credit:
     credit = Credit()
     check(student=lambda: types.SimpleNamespace(), rng=Rng(3), credit=credit,
-          workers=None, later=lambda work: None, **fixtures)
+          workers=None, after_timing=lambda work: None, **fixtures)
     return credit
 
 

@@ -329,7 +329,7 @@ def test_make_passes_target():
 def test_gated_calls_on_cuda_ask_for_the_target_and_hand_over_the_records():
     import numpy as np
 
-    from grader.fixtures import Gated
+    from grader.fixtures import ProvingSubmission
     from grader.sandbox.proxy import CallResult
 
     class FakeSub:
@@ -344,15 +344,15 @@ def test_gated_calls_on_cuda_ask_for_the_target_and_hand_over_the_records():
              "kernels": ["_flash_fwd"], "compiled": [_rec(128, 128, 3, 163840)]}
     ev = target.Evidence(devices.GB10)
     cuda = FakeSub("cuda", trace)
-    Gated(cuda, "flash_triton", target=ev, check_id="flash_triton.gpu_real_sizes").flash_fwd(1, 2, 3)
+    ProvingSubmission(cuda, "flash_triton", target=ev, check_id="flash_triton.gpu_real_sizes").flash_fwd(1, 2, 3)
     assert cuda.sent[-1]["target"] == {"arch": 121, "warp_size": 32, "fallback": [120, 80]}
     (over,) = ev.over_limit()[0]
     assert over["checks"] == ["flash_triton.gpu_real_sizes"] and over["shared"] == 163840
     interp = FakeSub("interp", {k: v for k, v in trace.items() if k != "kernels"})
-    Gated(interp, "flash_triton", target=ev, check_id="flash_triton.ragged_n").flash_fwd(1, 2, 3)
+    ProvingSubmission(interp, "flash_triton", target=ev, check_id="flash_triton.ragged_n").flash_fwd(1, 2, 3)
     assert "target" not in interp.sent[-1] and ev.calls == 1
     plain = FakeSub("cuda", trace)
-    Gated(plain, "flash_triton").flash_fwd(1, 2, 3)     # no target asked: nothing changes
+    ProvingSubmission(plain, "flash_triton").flash_fwd(1, 2, 3)     # no target asked: nothing changes
     assert "target" not in plain.sent[-1]
 
 

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from grader.fixtures import Gated
+from grader.fixtures import ProvingSubmission
 from grader.judge.answers import compare
 from grader.judge.evidence import provenance
 from grader.judge.perf import timed_requests
@@ -52,14 +52,14 @@ BEHIND_LAUNCH = '''    softmax_kernel[(n_rows,)](out, x, x.stride(0), n_cols, BL
 '''
 
 
-def _gated(workers: Workers, exercise: str) -> Gated:
+def _gated(workers: Workers, exercise: str) -> ProvingSubmission:
     """The checks' `student()` proxy on the interp layer, with its replay workers."""
     def replayer():
         filtered = provenance.replay_sources(workers.sources)
         return (workers.replayer(exercise, "interp", filtered),
                 workers.replayer(exercise, "cpu", filtered), workers.sources)
 
-    return Gated(workers.get(exercise, "interp"), exercise, replayer=replayer)
+    return ProvingSubmission(workers.get(exercise, "interp"), exercise, replayer=replayer)
 
 
 def test_every_kernels_timed_calls_are_recorded():
@@ -70,9 +70,9 @@ def test_every_kernels_timed_calls_are_recorded():
     replayer = lambda: None   # noqa: E731 - never called here
     for name, exercise in EXERCISES.items():
         for fn in exercise.kernels:
-            assert Gated(object(), name, replayer=replayer).records_timed(fn), (name, fn)
-            assert not Gated(object(), name).records_timed(fn)   # no replays, nothing to record
-    assert not Gated(object(), "flash_triton", replayer=replayer).records_timed("attention_eager")
+            assert ProvingSubmission(object(), name, replayer=replayer).records_timed(fn), (name, fn)
+            assert not ProvingSubmission(object(), name).records_timed(fn)   # no replays, nothing to record
+    assert not ProvingSubmission(object(), "flash_triton", replayer=replayer).records_timed("attention_eager")
 
 
 def _timed(folder, scratch, seed: int) -> tuple:

@@ -40,7 +40,7 @@ LOAD_TIMEOUT_S = 120.0 * max(_SCALE, 1.0)   # importing torch + triton on a cold
 MAX_TIMEOUTS = 2                # after this many, further calls fail at once: a hang costs minutes, not hours
 # The death signal that kills a worker with the grader (setpriv --pdeathsig, isolation.py) is
 # sent when the *thread* that started it exits, not only the process: a worker started from a
-# short-lived thread (a check's pool of pipelined replays) died with that thread. Every worker
+# short-lived thread (a check's replays in a thread) died with that thread. Every worker
 # starts from the main thread or from this one, which lives as long as the grader.
 _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spawner")
 

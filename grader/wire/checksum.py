@@ -7,7 +7,7 @@ from __future__ import annotations
 
 def timed_request(opts) -> bool:
     """A perf-layer request (timed `runs`, the `fetch` of its last output, its `programs`), as
-    both sides tell it: the trusted proxy records it without a profiler (grader.fixtures.Gated),
+    both sides tell it: the trusted proxy records it without a profiler (grader.fixtures.ProvingSubmission),
     and the worker keeps what it allocated for the next request (grader.worker.worker)."""
     return isinstance(opts, dict) and bool(opts.get("runs") or opts.get("fetch")
                                            or "programs" in opts)

@@ -107,7 +107,7 @@ def run(fn, args: list, kwargs: dict, opts: dict):
         With "program": True (the graded function of a Triton exercise), every call is traced
         and its program recorded (grader.worker.program), as an untimed gated call's is: the
         grader asks afterwards for the programs of calls it picks and replays one
-        (grader.judge.perf.timed_requests.Requests, grader.fixtures.Gated.check_timed), so a
+        (grader.judge.perf.timed_requests.Requests, grader.fixtures.ProvingSubmission.check_timed), so a
         timed call's answer too must be what its kernels computed. Every call pays the same
         recording, whether picked or not.
     fetch: True   send back the last output of the previous `runs` request; fn is not called.

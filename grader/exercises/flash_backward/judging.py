@@ -30,7 +30,7 @@ from grader.judge.answers.compare import CheckFailed, assert_close, baseline_flo
 from grader.judge.answers.inputs import round_to, tensor
 from grader.judge.evidence.kernel_use import KERNELS as GATED
 
-# flash_fwd and flash_bwd go through the kernel-use gate (grader.fixtures.Gated): a Triton
+# flash_fwd and flash_bwd go through the kernel-use gate (grader.fixtures.ProvingSubmission): a Triton
 # launch, and no computing torch op around it.
 FWD_GATE = GATED["flash_backward"]["flash_fwd"]
 BWD_GATE = GATED["flash_backward"]["flash_bwd"]

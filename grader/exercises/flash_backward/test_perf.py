@@ -7,9 +7,9 @@ verified, after the timing.
 B = 1, H = 32, D = 128, float16, N = 8K, causal and not:
   1. flash_fwd (q refilled before every call) and flash_bwd (dO refilled) as timed requests in
      one worker; every request's outputs are verified by checksums and at random in full
-     after the timing (`later`: Perf.verified). Every timed call is recorded, and one per pass
+     after the timing (`after_timing`: Perf.verified). Every timed call is recorded, and one per pass
      and size, drawn after the calls, is replayed from the student's kernels alone: its
-     checksum must be the call's to the last bit (Gated.records_timed; the kernel-use gate on
+     checksum must be the call's to the last bit (ProvingSubmission.records_timed; the kernel-use gate on
      that call), so no profiled call comes first, and the replay worker counts the memory its
      steps held (memory_linear's evidence). The causal time, which causal_skips_blocks judges against the non-causal
      one, takes more samples while that credit is open; still open after them, the pair is
@@ -73,7 +73,7 @@ class Perf:
         return max(peaks)
 
     def verified(self, passes):
-        """The verification of these passes' timed outputs, for a check's `later`: each pass's
+        """The verification of these passes' timed outputs, for a check's `after_timing`: each pass's
         runs once per grading run; a wrong output fails every check of its pass."""
         def verify():
             for p in passes:
@@ -234,11 +234,11 @@ EXTRA_COPIES = 6                       # memory beyond the outputs: up to 6 tens
 EXTRA_MIB = 64                         # plus 64 MiB (allocator rounding, a few numbers per row)
 
 
-def _speed(perf: Perf, name: str, credit, gpu, later) -> None:
+def _speed(perf: Perf, name: str, credit, gpu, after_timing) -> None:
     from grader.judge.perf import verdicts
 
     perf.failure([name])
-    later(perf.verified([name]))
+    after_timing(perf.verified([name]))
     prof = gpu.profile
     tally, lines = verdicts.Tally("flash_backward", prof), []
     for N in PERF_N:
@@ -263,22 +263,22 @@ def _speed(perf: Perf, name: str, credit, gpu, later) -> None:
 
 
 @pytest.mark.check("flash_backward.forward_speed")
-def test_forward_speed(student, rng, gpu, credit, workers, later):
-    _speed(measure(student, rng, gpu, workers), "fwd", credit, gpu, later)
+def test_forward_speed(student, rng, gpu, credit, workers, after_timing):
+    _speed(measure(student, rng, gpu, workers), "fwd", credit, gpu, after_timing)
 
 
 @pytest.mark.check("flash_backward.backward_speed")
-def test_backward_speed(student, rng, gpu, credit, workers, later):
-    _speed(measure(student, rng, gpu, workers), "bwd", credit, gpu, later)
+def test_backward_speed(student, rng, gpu, credit, workers, after_timing):
+    _speed(measure(student, rng, gpu, workers), "bwd", credit, gpu, after_timing)
 
 
 @pytest.mark.check("flash_backward.causal_skips_blocks")
-def test_causal_skips_blocks(student, rng, gpu, credit, workers, later):
+def test_causal_skips_blocks(student, rng, gpu, credit, workers, after_timing):
     from grader.judge.perf import verdicts
 
     perf = measure(student, rng, gpu, workers)
     perf.failure(["fwd", "bwd"])
-    later(perf.verified(["fwd", "bwd"]))
+    after_timing(perf.verified(["fwd", "bwd"]))
     tally, lines = verdicts.Tally("flash_backward", gpu.profile), []
     N = PERF_N[-1]
     for name, fn in FUNCTIONS.items():
@@ -297,7 +297,7 @@ def test_causal_skips_blocks(student, rng, gpu, credit, workers, later):
 
 
 @pytest.mark.check("flash_backward.memory_linear")
-def test_memory_linear(student, rng, gpu, credit, workers, later):
+def test_memory_linear(student, rng, gpu, credit, workers, after_timing):
     from grader.judge.answers import gpu as g
 
     perf = measure(student, rng, gpu, workers)
@@ -321,4 +321,4 @@ def test_memory_linear(student, rng, gpu, credit, workers, later):
                    f"{EXTRA_MIB} MiB, {EXTRA_COPIES * 64 + EXTRA_MIB} MiB at N=8192; an N x N score "
                    f"matrix in fp16 adds {2 * B_PERF * H_PERF * 8192 ** 2 * 2 / 2**30:.0f} GiB "
                    f"there)")
-    later(judge)
+    after_timing(judge)

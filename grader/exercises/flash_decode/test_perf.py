@@ -2,7 +2,7 @@
 speed-up of splitting the keys at B = 1.
 
 Every timed call's output is checked (grader.judge.perf.timed_requests.Requests), and each size
-is checked in full by one gated call, after the check's timing (`later`): the gate's profiler
+is checked in full by one gated call, after the check's timing (`after_timing`): the gate's profiler
 slows every later launch in the process it ran in, so nothing is timed there after it. The grader's copies
 of K and V (up to 16 GiB a size) are drawn again from their seeds when they are needed.
 """
@@ -90,7 +90,7 @@ def _decode_requests(sub, rng, markers, tensors, what, **kwargs):
 
 def _checked_once(sub, rng, markers, tensors, what, case, **kwargs):
     """One gated call (traced and profiled: only the student's Triton kernels and copies run)
-    whose output is checked in full, after everything of the check is timed (`later`)."""
+    whose output is checked in full, after everything of the check is timed (`after_timing`)."""
     def check():
         import torch
 
@@ -123,7 +123,7 @@ def _harness_ms(workers, rng, what) -> tuple[float, str]:
 
 
 @pytest.mark.check("flash_decode.bandwidth")
-def test_bandwidth(student, rng, gpu, credit, workers, later):
+def test_bandwidth(student, rng, gpu, credit, workers, after_timing):
     from grader.judge.perf import baselines, timing, verdicts
 
     what = "flash_decode.bandwidth"
@@ -143,10 +143,10 @@ def test_bandwidth(student, rng, gpu, credit, workers, later):
         of_copy = baselines.of_copy(nbytes, copy)
         timed.append((Hkv, L, call, nbytes, of_copy, timing.per_call_ms(
             reqs, settled=verdicts.settles("flash_decode", "bandwidth", of_copy, gpu.profile))))
-        later(reqs.checked())
+        after_timing(reqs.checked())
         # the gate, after everything is timed: its profiler (CUPTI) stays attached to the
         # process it ran in and slows every later launch there
-        later(_checked_once(sub, rng, markers, tensors,
+        after_timing(_checked_once(sub, rng, markers, tensors,
                             "flash_decode(q, k_cache, v_cache, seq_lens)", case))
     harness, note = _harness_ms(workers, rng, what)
     tally, lines = verdicts.Tally("flash_decode", gpu.profile), []
@@ -172,7 +172,7 @@ def test_bandwidth(student, rng, gpu, credit, workers, later):
 
 
 @pytest.mark.check("flash_decode.splits_speedup")
-def test_splits_speedup(student, rng, gpu, credit, workers, later):
+def test_splits_speedup(student, rng, gpu, credit, workers, after_timing):
     from grader.judge.perf import timing
     from grader.judge.perf import verdicts
 
@@ -194,12 +194,12 @@ def test_splits_speedup(student, rng, gpu, credit, workers, later):
         settled = None if not measured else verdicts.settles_over(
             "flash_decode", "split_speedup", measured["num_splits=None"][1], gpu.profile)
         measured[label] = (call, timing.per_call_ms(reqs, settled=settled))
-        later(reqs.checked())
+        after_timing(reqs.checked())
     # the gate at this very size with each split count, after the timing (its profiler slows
     # every later launch of its process)
     for label, kwargs in splits:
         call = f"flash_decode(q, k_cache, v_cache, seq_lens, {label}) at {case}"
-        later(_checked_once(sub, rng, markers, tensors, call, case, **kwargs))
+        after_timing(_checked_once(sub, rng, markers, tensors, call, case, **kwargs))
     harness, note = _harness_ms(workers, rng, what)
     for label, (call, ms) in measured.items():
         if copy == copy and copy > 0:   # the floor judges the time as measured (see bandwidth)

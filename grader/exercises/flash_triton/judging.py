@@ -1,7 +1,7 @@
 """How flash_triton's interpreter checks call flash_fwd and judge its answer, shared by its
 adversarial and interp check modules.
 
-Every call goes through the kernel-use gate (grader.fixtures.Gated): a Triton launch and no
+Every call goes through the kernel-use gate (grader.fixtures.ProvingSubmission): a Triton launch and no
 computing torch op. Every tl.load/tl.store is checked lane by lane against the tensors of the
 call (grader/worker/bounds.py): a lane past the end of q, k, v or the output is switched off
 (a load gets `other`, a store writes nothing) and recorded; only `guard_bands` judges those

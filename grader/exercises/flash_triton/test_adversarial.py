@@ -153,7 +153,7 @@ def test_large_scores(student, rng, credit):
 
 @pytest.mark.check("flash_triton.uses_kernel")
 def test_uses_kernel(student, rng):
-    # The gate (grader.fixtures.Gated) records torch ops below the dispatcher (SDPA shows as
+    # The gate (grader.fixtures.ProvingSubmission) records torch ops below the dispatcher (SDPA shows as
     # _scaled_dot_product_*, matmul as bmm); the audit refuses threads, processes and NumPy in
     # this exercise. The answer must also be right: a kernel that computes nothing (a stub with
     # its raise deleted) earns nothing here either.

@@ -2,7 +2,7 @@
 
 Every timed call's output is checked (grader.judge.perf.timed_requests.Requests), and every
 timed call is recorded: one call per size, drawn after the calls, is replayed from the
-student's kernels alone and must give the same checksum to the last bit (Gated.records_timed;
+student's kernels alone and must give the same checksum to the last bit (ProvingSubmission.records_timed;
 the kernel-use gate of grader.judge.evidence.kernel_use on that call), so no profiled call is
 needed first and the timed requests all run in one worker.
 """
@@ -14,7 +14,7 @@ import pytest
 from grader.errors import GraderError
 from grader.judge.answers.compare import CheckFailed
 
-# From 4K: every timed call is recorded (Gated.records_timed), about 0.5 ms of CPU per
+# From 4K: every timed call is recorded (ProvingSubmission.records_timed), about 0.5 ms of CPU per
 # call on the H200, which a call at N = 2K (0.25 ms of GPU) does not hide: 1.5x SDPA read 4.7x
 PERF_N = (4096, 8192, 16384)
 EXTRA_MIB_ALLOWED = 64   # beyond the output: a few numbers per row, plus allocator rounding
@@ -51,7 +51,7 @@ def _flash_requests(sub, rng, markers, tensors, blocks, what):
                                    reference=lambda i: g.attention_reference(*i))
 
 
-def _fastest_tiles(sub, rng, gpu, markers, tensors, base_ms: float, later):
+def _fastest_tiles(sub, rng, gpu, markers, tensors, base_ms: float, after_timing):
     """The tile shape flash_fwd is timed with: the student's kernel takes BLOCK_M and BLOCK_N
     (the lesson's signature), so its own defaults first, then the tile shapes this chip's
     profile lists, at N = 8K, keeping the fastest (Measure: "the best values depend on the
@@ -60,7 +60,7 @@ def _fastest_tiles(sub, rng, gpu, markers, tensors, base_ms: float, later):
     (SWEEP_DONE of the band's full ratio), or when the fastest so far is more than TILE_SPREAD
     times past the band's no-credit ratio (a hopeless kernel: its note says so). `base_ms` is
     SDPA's time at 8K, measured before. A shape the kernel refuses (out of resources) is left
-    out; the chosen shape's timed outputs are all verified after the timing (`later`): a
+    out; the chosen shape's timed outputs are all verified after the timing (`after_timing`): a
     fastest shape whose outputs are wrong fails the check.
     Returns (its label, its kwargs, {label: (ms, kwargs)}, why the sweep stopped early or "")."""
     from grader import errors
@@ -97,12 +97,12 @@ def _fastest_tiles(sub, rng, gpu, markers, tensors, base_ms: float, later):
         sub.flash_fwd(*markers)   # let the student's own error surface with its message
         raise CheckFailed(f"flash_fwd failed with every tile shape tried: {prof.flash_configs}")
     chosen = min(tried, key=lambda t: tried[t][0])
-    later(checks[chosen])
+    after_timing(checks[chosen])
     return chosen, tried[chosen][1], tried, stopped
 
 
 @pytest.mark.check("flash_triton.speed_vs_sdpa")
-def test_speed_vs_sdpa(student, rng, gpu, credit, workers, later):
+def test_speed_vs_sdpa(student, rng, gpu, credit, workers, after_timing):
     from grader.judge.answers import gpu as g
     from grader.judge.perf import quiet_gpu, timing
     from grader.judge.perf import verdicts
@@ -119,7 +119,7 @@ def test_speed_vs_sdpa(student, rng, gpu, credit, workers, later):
 
     markers, tensors = inputs[8192]
     chosen, blocks, tried, stopped = _fastest_tiles(sub, rng, gpu, markers, tensors,
-                                                    base[8192][0], later)
+                                                    base[8192][0], after_timing)
     mine = {}
     for N in PERF_N:
         markers, tensors = inputs[N]
@@ -128,7 +128,7 @@ def test_speed_vs_sdpa(student, rng, gpu, credit, workers, later):
         # more samples while the credit differs across the readings (a time near the band)
         mine[N] = timing.per_call_ms(reqs, settled=verdicts.settles(
             "flash_triton", "vs_sdpa", lambda ms, b=base[N][0]: ms / b, prof))
-        later(reqs.checked())
+        after_timing(reqs.checked())
     tally, lines = verdicts.Tally("flash_triton", prof), []
     for N in PERF_N:
         base_ms, backend = base[N]
@@ -150,7 +150,7 @@ def test_speed_vs_sdpa(student, rng, gpu, credit, workers, later):
 
 
 @pytest.mark.check("flash_triton.memory_flat")
-def test_memory_flat(student, rng, gpu, credit, later):
+def test_memory_flat(student, rng, gpu, credit, after_timing):
     """The memory of a timed call, counted where no host code of the student's runs: one call
     per N, drawn after the calls, is replayed from its recorded steps (the same one that must
     give the call's checksum to the last bit), and the replay worker's allocator counts what
@@ -185,4 +185,4 @@ def test_memory_flat(student, rng, gpu, credit, later):
                          f"{allowed / g.MIB:.0f} MiB; naive would add {naive / 2**30:.1f} GiB)")
         credit.set(passed / len(PERF_N), "; ".join(lines) + " (counted on a replay of one "
                    "timed call per N, in a worker that runs only your kernels)")
-    later(judge)
+    after_timing(judge)

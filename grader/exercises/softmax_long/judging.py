@@ -1,7 +1,7 @@
 """softmax_long's calls and comparisons, shared by its adversarial and interp checks and its
 hidden checks (hidden_tests/softmax_long/).
 
-Every call goes through the kernel-use gate (grader.fixtures.Gated) with new tensors poisoned
+Every call goes through the kernel-use gate (grader.fixtures.ProvingSubmission) with new tensors poisoned
 with NaN and a guard band of NaN behind x; the reference is float64, computed here from the
 exact input values. A check passes BLOCK (the most columns a program may hold) so that rows of a
 few hundred columns take the long-row path under the interpreter."""

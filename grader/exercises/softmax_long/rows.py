@@ -29,7 +29,7 @@ _BASE = ("softmax_long.uses_kernel", "softmax_long.masked_accesses")
 
 CHECKS = [
     # Every check of a Triton exercise passes only when the student's kernel computed the answer
-    # (grader.fixtures.Gated, grader.judge.source.audit); `uses_kernel` is the check that says so.
+    # (grader.fixtures.ProvingSubmission, grader.judge.source.audit); `uses_kernel` is the check that says so.
     _C("softmax_long.uses_kernel", "adversarial", 1,
        "softmax launches Triton kernels, which compute and store the whole output",
        "softmax(x) must compute with its Triton kernels and store every output element; "

@@ -5,7 +5,7 @@ the max, rows far below 0, kernel use.
 The kernels run under Triton's interpreter on CPU tensors (mode "interp"), with BLOCK (the most
 columns a program holds) passed small so that rows of a hundred columns are long rows. Every
 input is drawn fresh from `rng`, rounded here to the dtype the kernel sees, and followed in
-memory by a block of NaN. Every call goes through the kernel-use gate (grader.fixtures.Gated),
+memory by a block of NaN. Every call goes through the kernel-use gate (grader.fixtures.ProvingSubmission),
 and every tl.load/tl.store is checked lane by lane (grader/worker/bounds.py): only
 `masked_accesses` judges those records. References are float64 (judging.py). Shapes stay tiny:
 the interpreter is slow.
@@ -37,7 +37,7 @@ MASK_HINTS = {
 
 @pytest.mark.check("softmax_long.uses_kernel")
 def test_uses_kernel(student, rng):
-    # The gate (grader.fixtures.Gated) records torch ops below the dispatcher (torch.softmax
+    # The gate (grader.fixtures.ProvingSubmission) records torch ops below the dispatcher (torch.softmax
     # shows as _softmax); the audit refuses NumPy, threads and processes. The answer must be
     # right too: a kernel that computes nothing (a stub with its raise deleted) earns nothing.
     sub = student()

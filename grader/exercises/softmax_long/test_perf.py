@@ -21,7 +21,7 @@ def _torch_softmax(x):
 
 
 @pytest.mark.check("softmax_long.bandwidth")
-def test_bandwidth(student, rng, gpu, credit, workers, later):
+def test_bandwidth(student, rng, gpu, credit, workers, after_timing):
     from grader.judge.perf import baselines, verdicts
     from grader.judge.answers import gpu as g
 
@@ -44,7 +44,7 @@ def test_bandwidth(student, rng, gpu, credit, workers, later):
         [(marker, x, 2 * x.numel() * x.element_size(),   # read every element once, write it once
           f"softmax(x) on {x.shape[0]} x {x.shape[1]} float16") for marker, x, _ in inputs],
         "float16", _torch_softmax, lambda i: g.softmax_reference(i[0]), gated=gated,
-        later=later)
+        after_timing=after_timing)
     tally = verdicts.Tally("softmax_long", gpu.profile)
     notes = [_credit(tally, t, x, band, gpu) for t, (_, x, band) in zip(timed, inputs)]
     credit.set(tally.fraction, "; ".join(notes) + " (bytes = 2 x rows x cols x 2; every "

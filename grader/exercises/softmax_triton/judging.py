@@ -1,7 +1,7 @@
 """softmax_triton's calls and comparisons, shared by its adversarial and interp checks (and
 block_of by its gpu checks and its hidden checks, hidden_tests/softmax_triton/).
 
-Every call goes through the kernel-use gate (grader.fixtures.Gated) with new tensors poisoned
+Every call goes through the kernel-use gate (grader.fixtures.ProvingSubmission) with new tensors poisoned
 with NaN and a guard band of NaN behind x; the reference is float64, computed here from the
 exact input values."""
 

@@ -19,7 +19,7 @@ EXERCISE = Exercise(
 
 CHECKS = [
     # Every check of a Triton exercise passes only when the student's kernel computed the answer
-    # (grader.fixtures.Gated, grader.judge.source.audit); `uses_kernel` is the check that says so.
+    # (grader.fixtures.ProvingSubmission, grader.judge.source.audit); `uses_kernel` is the check that says so.
     _C("softmax_triton.uses_kernel", "adversarial", 1, "softmax launches its Triton kernel, which stores the whole output",
        "softmax(x) must compute with softmax_kernel and store every output element; calling "
        "torch.softmax or exp inside the wrapper, or a kernel that stores nothing, earns nothing."),

@@ -3,7 +3,7 @@ Build It softmax_triton.py, Break It 1): masks, Break It 1, the -inf padding, ke
 
 The kernel runs under Triton's interpreter on CPU tensors (mode "interp"). Every input is drawn
 fresh from `rng`, rounded here to the dtype the kernel sees, and followed in memory by a block of
-NaN. Every call goes through the kernel-use gate (grader.fixtures.Gated): a Triton launch and no
+NaN. Every call goes through the kernel-use gate (grader.fixtures.ProvingSubmission): a Triton launch and no
 computing torch op, or the check fails; and every tl.load/tl.store is checked lane by lane
 against the tensors of the call (grader/worker/bounds.py): a lane past the end is switched off
 and recorded, and only `masked_accesses` judges those records, so a missing mask fails that
@@ -94,7 +94,7 @@ def test_all_negative_rows(student, rng, credit):
 
 @pytest.mark.check("softmax_triton.uses_kernel")
 def test_uses_kernel(student, rng):
-    # The gate (grader.fixtures.Gated) records torch ops below the dispatcher, so torch.softmax
+    # The gate (grader.fixtures.ProvingSubmission) records torch ops below the dispatcher, so torch.softmax
     # shows as _softmax and the eager version as max/sub/exp/sum/div; the audit refuses NumPy,
     # threads and processes in this exercise. The answer must also be right: a kernel that
     # computes nothing (a stub with its raise deleted) earns nothing here either.

@@ -20,7 +20,7 @@ def _eager(x):
 
 
 @pytest.mark.check("softmax_triton.bandwidth")
-def test_bandwidth(student, rng, gpu, credit, workers, later):
+def test_bandwidth(student, rng, gpu, credit, workers, after_timing):
     from grader.judge.perf import baselines, verdicts
     from grader.judge.answers import gpu as g
 
@@ -42,7 +42,7 @@ def test_bandwidth(student, rng, gpu, credit, workers, later):
     t, = baselines.timed_against(sub, rng, gpu, workers, "softmax",
                               [(marker, x, moved, f"softmax(x) on {rows} x {cols} float16")],
                               "float16", _eager, lambda i: g.softmax_reference(i[0]),
-                              gated=gated, later=later)
+                              gated=gated, after_timing=after_timing)
     speedup = t.base / t.mine
     p = gpu.profile
     tally = verdicts.Tally("softmax_triton", p)

@@ -80,7 +80,7 @@ def gate(extras: dict, exercise: str, fn: str, call: str | None = None,
          gpu_pid: int | None = None, replayed=None, defer: list | None = None,
          timed=None) -> None:
     """The kernel-use gate, the one every graded call of a Triton exercise passes (the checks'
-    `student()` proxy, fixtures.Gated, for every untimed call; the sanitizer's call): the
+    `student()` proxy, fixtures.ProvingSubmission, for every untimed call; the sanitizer's call): the
     registry's (call, launch, work) for `fn` (Exercise.kernels) and the ops its wrapper may run
     (Exercise.extra_ops); on CUDA (`gpu_pid`, the worker's pid) no helper process on the GPU.
     `call` names this call in the message (a case, a seed). `replayed` (a provenance.Call):

@@ -237,7 +237,7 @@ def of_copy(nbytes: int, copy: float):
 
 
 def timed_against(sub, rng, gpu, workers, name: str, cases: list, dtype: str, baseline,
-                  reference, gated=None, later=None) -> list[Timed]:
+                  reference, gated=None, after_timing=None) -> list[Timed]:
     """`name`(x) of the submission as timed requests, every output verified, against
     `baseline`(x) run here, for each (marker, x, moved bytes, what) of `cases`: both pay the same
     refill and checksum per call, measured here with nothing of the student's alive and taken
@@ -246,21 +246,21 @@ def timed_against(sub, rng, gpu, workers, name: str, cases: list, dtype: str, ba
     smaller of two measurements: harness_gpu_ms). The floor judges the student's time as
     measured, before the harness's cost comes off. Every request's verification and `gated()`
     (the check's gated calls, traced and profiled: the gate's profiler slows every later launch
-    in its process, so it never runs before a timing) go to `later` (the check's fixture: after
+    in its process, so it never runs before a timing) go to `after_timing` (the check's fixture: after
     the check's timing); without it they run here, right after the student's requests."""
     from grader.judge.answers.compare import CheckFailed
     from grader.judge.perf.quiet_gpu import quiet_gpu
     from grader.sandbox import calllog
 
-    later = later or _now
+    after_timing = after_timing or _now
     mine = []
     for marker, x, _, what in cases:
         reqs = timed_requests.Requests(sub, name, [marker], rng=rng, inputs=[x], dtype=dtype,
                                        reference=reference, what=f"{name}(x)")
         mine.append(timing.per_call_ms(reqs))
-        later(reqs.checked())
+        after_timing(reqs.checked())
     if gated is not None:
-        later(gated)
+        after_timing(gated)
     note = quiet_gpu(workers, ", ".join(c[3] for c in cases))
     copy = gpu.ceiling("copy_gbs")
     out = []

@@ -90,7 +90,7 @@ class Requests:
         self.slack, self.compare = slack, compare
         self.checked_runs, self.full_share = checked_runs, full_share
         self.done: list = []     # (spec, CallResult, fetched output, traced call) per request
-        # a gated function's timed calls are recorded (grader.fixtures.Gated.records_timed):
+        # a gated function's timed calls are recorded (grader.fixtures.ProvingSubmission.records_timed):
         # after a request, with `program_share`, the trace of one call picked at random is
         # fetched; verify() replays one of those picked (provenance of the timed answers)
         # (looked up on the type: a plain Submission answers any attribute with a student call)
@@ -165,7 +165,7 @@ class Requests:
         """After the last request, while its worker is as timing left it: what only the worker
         holds (one traced call of the last request, when no request's trace was picked) is
         fetched now, and the verification of every request is returned, to run now or later
-        (grader.fixtures `later`): it needs only the grader's own tensors and the replay worker."""
+        (grader.fixtures `after_timing`): it needs only the grader's own tensors and the replay worker."""
         self._trace_one()
         return self.verify
 
@@ -258,7 +258,7 @@ class Requests:
 
     def _replay(self, traced: tuple) -> None:
         """One traced timed call, picked after every request: its program replayed on its own
-        inputs (grader.fixtures.Gated.check_timed), its checksum equal to the call's."""
+        inputs (grader.fixtures.ProvingSubmission.check_timed), its checksum equal to the call's."""
         from grader.judge.evidence.replayed import TimedCall
 
         number, spec, j, extras, got, tol = traced

@@ -1,4 +1,4 @@
-"""An untimed gpu check's replays begin as soon as each call returns (grader.plugin.Pipelined),
+"""An untimed gpu check's replays begin as soon as each call returns (grader.plugin.ReplaysInThread),
 beside the check's next calls: the verdict is the same as replaying at the check's end (the
 first failed replay fails the check, a failed body earns nothing), and no replay outlives its
 check, so none runs beside the timed checks after it."""
@@ -29,7 +29,7 @@ def log(what):
 
 
 def replays(request):
-    return request.config.stash[PLUGIN_KEY].replays_of(request.node.nodeid, pipelined=True)
+    return request.config.stash[PLUGIN_KEY].replays_of(request.node.nodeid, in_thread=True)
 
 
 @pytest.mark.check("flash_triton.gpu_real_sizes")
@@ -66,16 +66,16 @@ def test_next_check():
 
 
 def _grade(tmp_path):
-    (tmp_path / "test_pipelined_checks.py").write_text(CHECKS_FILE)
+    (tmp_path / "test_replays_in_thread_checks.py").write_text(CHECKS_FILE)
     log = tmp_path / "log.txt"
     os.environ["PIPELINED_LOG"] = str(log)
-    plugin = plugin_session(tmp_path / "test_pipelined_checks.py",
+    plugin = plugin_session(tmp_path / "test_replays_in_thread_checks.py",
                             ["flash_triton", "softmax_triton", "flash_decode", "softmax_long"],
                             ["gpu"])
     return plugin, log.read_text().split("\n")[:-1]
 
 
-def test_pipelined_replays_judge_like_replays_at_the_end(tmp_path):
+def test_replays_in_a_thread_judge_like_replays_at_the_end(tmp_path):
     plugin, order = _grade(tmp_path)
     results = plugin.results
     assert order.index("replay 1") < order.index("call 2") < order.index("replay 2")
@@ -104,7 +104,7 @@ def test_which_checks_pipeline(layer, mode, gpu_alone, pipelined):
 
     check = Check()
     check.layer, check.gpu_alone = layer, gpu_alone
-    assert fixtures.pipelines(check, mode) is pipelined
+    assert fixtures.replays_in_thread(check, mode) is pipelined
 
 
 
@@ -130,7 +130,7 @@ def test_a_real_grade_pipelined_gives_the_same_verdicts(tmp_path, monkeypatch):
             for s in (ROOT / "solutions", cheat)}
 
     plain = scores()
-    monkeypatch.setattr(fixtures, "pipelines", lambda check, mode: True)
+    monkeypatch.setattr(fixtures, "replays_in_thread", lambda check, mode: True)
     assert scores() == plain
     assert all(status == "passed" for status, _ in plain[ROOT / "solutions"].values())
     assert plain[cheat] and all(score == 0 for _, score in plain[cheat].values())
