@@ -100,8 +100,29 @@ def test_honest_timed_calls_replay_to_their_own_checksums(tmp_path):
         assert reqs.verify() >= 2
         modes = {sub.mode for sub in workers.all()}
         assert {"interp", "cpu"} <= modes   # a replay (and its front-end check) ran
+        assert reqs.replayed_peak is None   # memory is counted by a replay on CUDA alone
     finally:
         workers.close()
+
+
+@pytest.mark.parametrize("sent, kept", [(123, 123), (0, 0), (-1, None), (True, None),
+                                        (1.5, None), ("9", None), (None, None)])
+def test_a_timed_calls_memory_is_the_replays_own_count(sent, kept):
+    """The GPU memory checks (memory_flat, memory_linear) read what the replay worker counted
+    over the replayed steps, kept only once the replay gave the call's checksum; anything but a
+    non-negative int is no count (those checks then say the evidence is missing)."""
+    from grader.judge.answers.compare import CheckFailed
+    from grader.judge.evidence.replayed import TimedCall, compare_sum
+
+    timed = TimedCall({}, {}, 1.0, 0.0)
+    compare_sum({"sum": 1.0, "peak_bytes": sent, "error": "", "compile": []}, timed, "call",
+                atomics=False)
+    assert timed.peak_bytes == kept and type(timed.peak_bytes) is type(kept)
+    other = TimedCall({}, {}, 2.0, 0.0)   # a checksum that differs: no count is kept
+    with pytest.raises(CheckFailed):
+        compare_sum({"sum": 1.0, "peak_bytes": 5, "error": "", "compile": []}, other, "call",
+                    atomics=False)
+    assert other.peak_bytes is None
 
 
 def _cheat(tmp_path, body: str):
