@@ -172,6 +172,40 @@ TIMED_BANDWIDTH = (
 )
 
 
+
+def scores_kept(name: str, allocation: str, checks: tuple) -> Mutant:
+    """The solution's flash_fwd, right to the last bit, that also stores every weight in an
+    N x N buffer the wrapper makes with `allocation` (16 GiB at N = 16K): the memory the
+    lesson's tiling avoids. memory_flat counts the memory of a replayed timed call in the replay
+    worker, which runs only the kernels (issue 53)."""
+    return Mutant(
+        name, "flash_triton",
+        find="def _flash_fwd(Q, K, V, O, N, stride_bh, stride_n, scale,",
+        replace="def _flash_fwd(Q, K, V, O, S, N, stride_bh, stride_n, scale,",
+        also=(("        p = tl.exp(s - m_new[:, None])\n",
+               "        p = tl.exp(s - m_new[:, None])\n"
+               "        tl.store(S + pid_bh * N * N + rows[:, None] * N + cols[None, :],\n"
+               "                 p.to(S.dtype.element_ty), mask=(rows[:, None] < N) & (cols[None, :] < N))\n"),
+              ("    _flash_fwd[grid](q, k, v, o, N,", allocation + "    _flash_fwd[grid](q, k, v, o, scores, N,"),
+              ("                     num_warps=num_warps, num_stages=num_stages)\n    return o",
+               "                     num_warps=num_warps, num_stages=num_stages)\n    del scores\n"
+               "    if q.is_cuda:   # the old count (the worker's own CUDA peak), wiped\n"
+               "        torch.cuda.reset_peak_memory_stats()\n    return o")),
+        checks=checks, idea="")
+
+
+SCORES_KEPT = (
+    # in the recorded steps: the replay allocates the buffer too, and memory_flat gives 0
+    scores_kept("scores_in_memory",
+                "    scores = torch.empty(B * H, N, N, dtype=q.dtype, device=q.device)\n",
+                ("flash_triton.memory_flat",)),
+    # kept out of the record (dispatch off): the replay has no such memory and fails
+    scores_kept("scores_untraced",
+                "    with torch._C._DisableTorchDispatch():\n"
+                "        scores = torch.empty(B * H, N, N, dtype=q.dtype, device=q.device)\n",
+                ("flash_triton.memory_flat", "flash_triton.speed_vs_sdpa")),
+)
+
 def test_pytorch_only_on_cuda_earns_nothing_there(tmp_path):
     """The gpu and perf checks record what ran on the GPU too: nothing on either layer."""
     if not _cuda():

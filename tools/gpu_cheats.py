@@ -9,8 +9,9 @@ gpu,perf, every check of them (the sanitizer included where it is installed), wi
 audit off for a cheat marked without_audit (the walls behind the audit must hold alone):
   - every cheat of tests/exercises/*/cheats marked "gpu" in its expect.json (tests.cases.Cheat:
     threads, helper processes, the timed-call skip, the probe patch, SDPA or torch.softmax behind
-    a launch, unwritten outputs, the bench timers), and sdpa_on_cuda (the honest kernel
-    under the interpreter, SDPA on CUDA; tests/test_cheats.py), each must earn 0;
+    a launch, unwritten outputs, the bench timers), sdpa_on_cuda (the honest kernel under the
+    interpreter, SDPA on CUDA), the timed_*_behind_launch edits and the scores_kept ones (an
+    N x N buffer beside a right answer: memory_flat; tests/test_cheats.py), each must earn 0;
   - every tests/exercises/*/wrong case with max_score 0 or "gpu_zero" whose exercise has gpu or
     perf checks (the stubs with their raise deleted, timers that measure nothing, a timer that
     returns a constant), each must earn 0;
@@ -36,7 +37,7 @@ from pathlib import Path
 
 from tests.cases import cases as case_folders, cheats, folder_files
 from tests.helpers import grader_command
-from tests.test_cheats import SDPA_ON_CUDA, TIMED_BANDWIDTH, TIMED_SDPA
+from tests.test_cheats import SCORES_KEPT, SDPA_ON_CUDA, TIMED_BANDWIDTH, TIMED_SDPA
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = "gpu,perf"
@@ -59,6 +60,10 @@ def cases() -> list[dict]:
         out.append({"name": timed.name, "kind": "cheat", "exercise": timed.exercise,
                     "files": {file: timed.apply((ROOT / "solutions" / file).read_text())},
                     "expect": "zero", "zero_on": timed.checks})
+    for kept in SCORES_KEPT:   # an N x N buffer: graded with the audit off, the replay must hold
+        out.append({"name": kept.name, "kind": "cheat", "exercise": kept.exercise,
+                    "files": {"flash_triton.py": kept.apply(source)}, "expect": "zero",
+                    "zero_on": kept.checks, "audit": False})
     for case in case_folders("wrong"):
         expect = json.loads((case / "expect.json").read_text())
         zero = expect["max_score"] == 0 or expect.get("gpu_zero")
