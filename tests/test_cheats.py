@@ -184,7 +184,7 @@ def scores_kept(name: str, allocation: str, checks: tuple) -> Mutant:
         replace="def _flash_fwd(Q, K, V, O, S, N, stride_bh, stride_n, scale,",
         also=(("        p = tl.exp(s - m_new[:, None])\n",
                "        p = tl.exp(s - m_new[:, None])\n"
-               "        tl.store(S + pid_bh * N * N + rows[:, None] * N + cols[None, :],\n"
+               "        tl.store(S + pid_bh.to(tl.int64) * N * N + rows[:, None] * N + cols[None, :],\n"
                "                 p.to(S.dtype.element_ty), mask=(rows[:, None] < N) & (cols[None, :] < N))\n"),
               ("    _flash_fwd[grid](q, k, v, o, N,", allocation + "    _flash_fwd[grid](q, k, v, o, scores, N,"),
               ("                     num_warps=num_warps, num_stages=num_stages)\n    return o",
