@@ -56,7 +56,8 @@ def evidence(check) -> str:
     if check.id in SPECIAL:
         return SPECIAL[check.id]
     if check.layer == "perf":
-        return TIMED if EXERCISES[check.exercise].kernels else CLOCK
+        exercise = EXERCISES[check.exercise]
+        return TIMED if exercise.kernels and exercise.records_timed else CLOCK
     if check.id.endswith(".sanitizer"):
         return SANITIZER
     if EXERCISES[check.exercise].kernels:
