@@ -8,11 +8,12 @@
 Every submission file is audited first (grader.judge.source.audit, in this process, before any of it
 runs): a flagged construct fails every check of its exercise. For the Triton exercises, `student`
 returns a `ProvingSubmission` proxy: every call to the graded function proves kernel use (a
-launch, no computing torch op; on CUDA no foreign device kernel and no helper process on the GPU; under the
-interpreter every load/store is bounds-checked) and provenance (its recorded program, replayed
-in a worker that holds only the submission's kernels, gives the same answer:
-grader.judge.evidence.provenance, then again on fresh inputs against the reference: grader.judge.evidence.moved_inputs),
-so no check can earn points for an answer the student's kernel did not compute.
+launch, no computing torch op; on CUDA no foreign device kernel and no helper process on the
+GPU; under the interpreter every load/store is bounds-checked) and provenance (its recorded
+program, replayed in a worker that holds only the submission's kernels, gives the same answer:
+grader.judge.evidence.provenance, then again on fresh inputs against the reference:
+grader.judge.evidence.moved_inputs), so no check can earn points for an answer the student's
+kernel did not compute.
 
 `rng` is a fresh NumPy generator for every check (its seed goes into failure messages so a
 student can reproduce a case; --seed fixes it). `credit` gives partial credit.
@@ -227,8 +228,9 @@ def credit(request):
 
 @pytest.fixture
 def after_timing(request):
-    """`after_timing(work)`: work() (a timed request's verification, the gated calls after timing) runs
-    after the check's body, and its exception is the check's outcome. At the end of the check;
+    """`after_timing(work)`: work() (a timed request's verification, the gated calls after
+    timing, a verdict that needs them) runs after the check's body, and its exception is the
+    check's outcome. At the end of the check;
     or, when the grade times every perf check first (grader.run), after the last of them, with
     the GPU shared by the untimed checks: nothing there is timed any more. Work that needs the
     worker as timing left it (its last output, a trace) is fetched before, in the body."""
