@@ -533,7 +533,10 @@ def test_only_the_requests_that_are_timed_are_checked():
 
         reqs.call = numbered
         timing.per_call_ms(reqs, first=1, more=2, target_ms=0.01, max_more=2)
-        assert counted["n"] == 9 and len(reqs.done) == 6
+        # unchecked: the warm-up, the base and the probe, and the probe taken again in full when
+        # its calls came out far faster than a jittery base said (a loaded machine); then three
+        # samples of two requests, every one checked
+        assert counted["n"] - len(reqs.done) in (3, 4) and len(reqs.done) == 6
         if fails:
             with pytest.raises(compare.CheckFailed, match="wrong output"):
                 reqs.verify()
