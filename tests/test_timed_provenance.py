@@ -104,6 +104,10 @@ def test_honest_timed_calls_replay_to_their_own_checksums(tmp_path):
         modes = {sub.mode for sub in workers.all()}
         assert {"interp", "cpu"} <= modes   # a replay (and its front-end check) ran
         assert reqs.replayed_peak is None   # memory is counted by a replay on CUDA alone
+        from grader.errors import GraderError
+
+        with pytest.raises(GraderError, match="no evidence to judge"):
+            reqs.memory_bytes()   # no count is the grader's error, never a pass
     finally:
         workers.close()
 

@@ -32,10 +32,7 @@ class FrontEndUnavailable(Exception):
 def run(module, program: dict, inputs: list, mode: str, check: bool = True,
         execute: bool = True, summed: dict | None = None) -> dict:
     """{"outputs": [tensor ...], "compile": [{kernel, error}], "error": str}: the program's
-    outputs as replayed (a failing step stops the replay and says which), and on CUDA
-    "peak_bytes": the most memory the steps held at once beyond the inputs (the caching
-    allocator's peak in this process, where no host code of the student's runs: the memory
-    checks' evidence). `check`: compile
+    outputs as replayed (a failing step stops the replay and says which). `check`: compile
     each launched kernel first; `execute`: then run the steps. Under the interpreter the
     front end cannot run (Triton's own @jit library functions are interpreted there too), so
     the trusted side asks a worker of mode "cpu" (no interpreter, no GPU) for the check and the
@@ -43,7 +40,10 @@ def run(module, program: dict, inputs: list, mode: str, check: bool = True,
 
     `summed` {"weights": seed, "tuple": bool} (a timed call of the perf layer): instead of the
     outputs, "sum": their checksum as the timed call's was taken (grader.wire.checksum, the
-    same weights, the same device, the tensors as the steps left them), so no output crosses."""
+    same weights, the same device, the tensors as the steps left them), so no output crosses;
+    on CUDA also "peak_bytes", the most memory the steps held at once beyond the inputs (the
+    caching allocator's peak in this process, where no host code of the student's runs: the
+    memory checks' evidence)."""
     import torch
 
     if check:
@@ -51,8 +51,8 @@ def run(module, program: dict, inputs: list, mode: str, check: bool = True,
         if problems or not execute:
             return {"outputs": [], "compile": problems, "error": ""}
     storages = {int(sid): inputs[int(i)].untyped_storage() for sid, i in program["inputs"]}
-    cuda = mode == "cuda"
-    if cuda:
+    counted = mode == "cuda" and summed is not None
+    if counted:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
@@ -67,8 +67,9 @@ def run(module, program: dict, inputs: list, mode: str, check: bool = True,
             return {"outputs": [], "compile": [], "error": f"step {n + 1} ({what}) failed on "
                                                            f"replay: {type(e).__name__}: {e}"[:600]}
     peak = {}
-    if cuda:
+    if mode == "cuda":
         torch.cuda.synchronize()
+    if counted:
         peak["peak_bytes"] = int(torch.cuda.max_memory_allocated() - base)
     outputs = [_tensor(torch, r, storages) for r in program["outputs"]]
     if summed is not None:

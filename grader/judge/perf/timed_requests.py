@@ -271,6 +271,17 @@ class Requests:
         if timed.peak_bytes is not None:
             self.replayed_peak = max(self.replayed_peak or 0, timed.peak_bytes)
 
+    def memory_bytes(self) -> int:
+        """The memory the replayed timed call held beyond its inputs, once verified: the GPU
+        memory checks' evidence. No count (replays off, or not on CUDA) is the grader's error,
+        never a pass."""
+        from grader.errors import GraderError
+
+        if self.replayed_peak is None:
+            raise GraderError(f"{self.what}: no replay of a timed call counted its memory "
+                              f"(replays off, or not on CUDA), so there is no evidence to judge")
+        return self.replayed_peak
+
     def _reference(self, inputs: list, seed: int):
         inputs = list(inputs)
         fresh = _torch(None).empty_like(inputs[self.arg])
