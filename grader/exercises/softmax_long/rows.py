@@ -11,7 +11,6 @@ EXERCISE = Exercise(
                          "softmax_online_kernel or your own)",
                          "the max, the sum of exponentials and the output")},
     audit="triton",
-    records_timed=False,
     seconds={"adversarial": 10, "interp": 12},   # its CPU layers in a grade on an H100 box (schedule.py)
     order=10,
     # a fused softmax of short rows moves what a copy moves (read MN, write MN); the online one
