@@ -47,10 +47,6 @@ class Stream:
     events: list = field(default_factory=list)
     busy_until: float = 0.0
     last_reply: float = 0.0
-    # how long the worker and this clock's thread waited for a CPU while the clock ran (the
-    # kernel's count, /proc/<pid>/schedstat; set by Clock): wake-ups a timer measures and the
-    # grader's timestamps leave out, the machine's load and nothing the worker can raise
-    waited_s: float = 0.0
 
     def duration_s(self, n: int, rng) -> float:
         if self.ms is not None:
@@ -98,9 +94,8 @@ class Clock:
     log holds exactly what the workload object asked for.
     """
 
-    def __init__(self, directory, streams: dict[str, Stream], rng, pid: int | None = None):
+    def __init__(self, directory, streams: dict[str, Stream], rng):
         self.streams = streams
-        self.pid = pid                    # the worker's, for Stream.waited_s
         self.rng = rng
         self.name = f"clock-{secrets.token_hex(6)}.sock"
         self.path = Path(directory) / self.name
@@ -128,15 +123,11 @@ class Clock:
         self._sel.register(self._listener, selectors.EVENT_READ, None)
         self._thread = threading.Thread(target=self._serve, name="bench-clock", daemon=True)
         self._thread.start()
-        self._waited = self._run_delay()
         self.started = time.perf_counter()
         return self
 
     def __exit__(self, *exc):
         self.stopped = time.perf_counter()
-        waited = self._run_delay() - self._waited
-        for stream in self.streams.values():
-            stream.waited_s = waited
         self._stop.set()
         self._thread.join(5)
         for key in list(self._sel.get_map().values()):
@@ -144,20 +135,6 @@ class Clock:
         self._sel.close()
         self.path.unlink(missing_ok=True)
         return False
-
-    def _run_delay(self) -> float:
-        """Seconds the worker and this clock's thread have waited on a run queue so far."""
-        paths = [f"/proc/self/task/{self._thread.native_id}/schedstat"]
-        if self.pid:
-            paths.append(f"/proc/{self.pid}/schedstat")
-        total = 0.0
-        for path in paths:
-            try:
-                with open(path) as f:
-                    total += int(f.read().split()[1]) / 1e9
-            except (OSError, IndexError, ValueError):
-                pass
-        return total
 
     # ------------------------------------------------------------------ the server
 
