@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from grader.registry import EXERCISES, LAYERS
+from grader.registry import LAYERS
 
 INSTALL = "run `make setup` (or `pip install -r requirements.txt`)"
 WHY_MISSING = {
@@ -40,9 +40,6 @@ class Environment:
 
     def layer_reason(self, layer: str) -> str | None:
         return self.why_not(LAYERS[layer].needs)
-
-    def exercise_reason(self, exercise: str) -> str | None:
-        return self.why_not(EXERCISES[exercise].needs)
 
 
 def _importable(name: str) -> bool:

@@ -339,11 +339,3 @@ def target_flags(report: GradeReport) -> list[str]:
                            f"here, so they were not checked: {target.describe_kernel(failed[0])}: "
                            f"{failed[0].get('error') or 'no record'}"))
     return lines
-
-
-def target_exercises(report: GradeReport) -> dict[str, int]:
-    """exercise -> how many of its kernels would not fit the target."""
-    out: dict[str, int] = {}
-    for e in target_of(report).get("over_limit") or []:
-        out[str(e.get("exercise"))] = out.get(str(e.get("exercise")), 0) + 1
-    return out

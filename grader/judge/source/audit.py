@@ -52,10 +52,6 @@ class Finding:
         return f"{self.file}:{self.line}: {self.what}"
 
 
-class AuditError(Exception):
-    """Raised by `audit` with every finding in its message."""
-
-
 def audit(directory: Path, exercise: str) -> list[Finding]:
     """Findings for `<directory>/<exercise>.py` and the submission files it imports."""
     directory = Path(directory)
