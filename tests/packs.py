@@ -8,8 +8,8 @@ a pack pays them once. Why it changes no verdict: every exercise of a run is gra
 workers, from its own file, with its own seeds, and the report groups failures within an
 exercise (grader/report/summary.py). Only honest work is packed: a cheat could aim at the shared
 front-end worker and so at a neighbour's verdict (tests/test_cheats.py grades each alone).
-An exercise another imports (bench_attn's sweep imports flash_triton) and a case of several
-exercises are graded alone.
+An exercise is never packed beside one it imports (APART: bench_attn's sweep imports
+flash_triton), and a case of several exercises is graded alone.
 
     PACKS = Packs(cases, name=..., exercise=..., files=..., layers=..., hidden=..., replay=...)
     report = PACKS.report(case, request, "case")    # that case's part of its pack's grade
@@ -31,7 +31,7 @@ from pathlib import Path
 from tests.helpers import copy_solutions, grade
 
 PACK_SIZE = 4
-ALONE = {"bench_attn"}   # its sweep imports flash_triton: never beside a case of that
+APART = {"bench_attn": {"flash_triton"}}   # its sweep imports flash_triton: never beside a case of that
 
 
 def own_part(report: dict, exercise: str) -> dict:
@@ -47,20 +47,27 @@ def own_part(report: dict, exercise: str) -> dict:
 
 def pack(cases, *, exercise, key, packable=lambda case: True, size: int = PACK_SIZE) -> list[list]:
     """The cases in packs: up to `size` cases of different exercises each, among cases of the
-    same `key(case)` (graded the same way), the exercises with the most cases left first; a case
-    that is not `packable`, or of an exercise in ALONE, in a pack of its own."""
+    same `key(case)` (graded the same way), the exercises with the most cases left first, none
+    beside an exercise it is APART from; a case that is not `packable` in a pack of its own."""
     packs, classes = [], {}
     for case in cases:
-        if packable(case) and exercise(case) not in ALONE:
+        if packable(case):
             classes.setdefault(key(case), {}).setdefault(exercise(case), []).append(case)
         else:
             packs.append([case])
     for by_exercise in classes.values():
         while any(by_exercise.values()):
-            fullest = sorted((e for e in by_exercise if by_exercise[e]),
-                             key=lambda e: -len(by_exercise[e]))[:size]
-            packs.append([by_exercise[e].pop(0) for e in fullest])
+            chosen = []
+            for e in sorted((e for e in by_exercise if by_exercise[e]),
+                            key=lambda e: -len(by_exercise[e])):
+                if len(chosen) < size and not any(_apart(e, c) for c in chosen):
+                    chosen.append(e)
+            packs.append([by_exercise[e].pop(0) for e in chosen])
     return packs
+
+
+def _apart(a: str, b: str) -> bool:
+    return b in APART.get(a, ()) or a in APART.get(b, ())
 
 
 class Packs:

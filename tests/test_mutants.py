@@ -5,12 +5,11 @@ an advice check sees (Check.advice: its evidence is a record the student's proce
 keeps its points and shows that advice, naming the idea.
 
 A mutant (tests.cases.Mutant, listed in tests/exercises/<exercise>/mutants.py) is graded on its
-whole exercise: every check of the CPU layers the exercise has (cpu,adversarial for NumPy and
-bench_attn, adversarial,interp for Triton), public checks only (`--no-hidden`: the hidden checks
+whole exercise: every check it has on the CPU layers (cpu, adversarial, interp), public checks only (`--no-hidden`: the hidden checks
 mix ideas on purpose), without the provenance replay (a mutant is a wrong answer, caught by
 comparison; the replay is proved by the solutions, variants and cheats, and doubles an
-interpreter grade). Mutants of different exercises share one grade (tests.packs: each reads its
-own exercise's part of the report, as if graded alone).
+interpreter grade). Mutants of different exercises share one grade, whatever layers each has
+(tests.packs: each reads its own exercise's part of the report, as if graded alone).
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import pytest
 
 from grader.registry import all_checks
 from tests.cases import mutants
-from tests.corpus import SOLUTIONS, cpu_layers, line, lines, losing
+from tests.corpus import CPU, SOLUTIONS, line, lines, losing
 from tests.packs import Packs
 
 ALL = mutants()
@@ -32,7 +31,7 @@ def _files(mutant) -> dict[str, str]:
 
 # mutants of different exercises graded together, each reading its own exercise (tests.packs)
 PACKED = Packs(ALL, name=lambda m: f"{m.exercise}-{m.name}", exercise=lambda m: m.exercise,
-               files=_files, layers=lambda m: cpu_layers(m.exercise), hidden=False, replay=False)
+               files=_files, layers=lambda m: ",".join(CPU), hidden=False, replay=False)
 PACKS = {"test_mutant_is_caught": PACKED}   # tests.conftest: one xdist process per pack
 
 
