@@ -43,10 +43,6 @@ class Exercise:
     # device profile needs others, {profile key: {measure: Band}} (grader.judge.machine.devices).
     bands: dict = dataclasses.field(default_factory=dict)
     device_bands: dict = dataclasses.field(default_factory=dict)
-    # Whether the perf layer records its timed calls and replays one per measurement
-    # (grader.fixtures.ProvingSubmission.records_timed); off only where the recording shows in
-    # the time of calls this short (docs/MEASUREMENTS.md, "Why the perf checks time what they time")
-    records_timed: bool = True
     # The functions the perf checks time, where not all of `kernels` (a given wrapper that calls
     # them is not timed): the perf checks are not run while all of them are still the stub
     # (grader.plugin.stubbed).

@@ -57,7 +57,7 @@ def evidence(check) -> str:
         return SPECIAL[check.id]
     if check.layer == "perf":
         exercise = EXERCISES[check.exercise]
-        return TIMED if exercise.kernels and exercise.records_timed else CLOCK
+        return TIMED if exercise.kernels else CLOCK
     if check.id.endswith(".sanitizer"):
         return SANITIZER
     if EXERCISES[check.exercise].kernels:

@@ -56,16 +56,11 @@ def cases() -> list[dict]:
     source = (ROOT / "solutions" / "flash_triton.py").read_text()
     out.append({"name": SDPA_ON_CUDA.name, "kind": "cheat", "exercise": "flash_triton",
                 "files": {"flash_triton.py": SDPA_ON_CUDA.apply(source)}, "expect": "zero"})
-    from grader.registry import EXERCISES
-
     for timed in (TIMED_SDPA, *TIMED_BANDWIDTH):   # honest except on timed calls
         file = f"{timed.exercise}.py"
-        # an exercise whose timed calls are not recorded (Exercise.records_timed) judges them by
-        # checksum alone: the cheat's points there are the open hole docs/SECURITY.md names
         out.append({"name": timed.name, "kind": "cheat", "exercise": timed.exercise,
                     "files": {file: timed.apply((ROOT / "solutions" / file).read_text())},
-                    "expect": "zero" if EXERCISES[timed.exercise].records_timed else "open",
-                    "zero_on": timed.checks})
+                    "expect": "zero", "zero_on": timed.checks})
     for kept in SCORES_KEPT:   # an N x N buffer: graded with the audit off, the replay must hold
         out.append({"name": kept.name, "kind": "cheat", "exercise": kept.exercise,
                     "files": {"flash_triton.py": kept.apply(source)}, "expect": "zero",
@@ -126,8 +121,6 @@ def grade(case: dict, work: Path, sanitizer: bool = True) -> dict:
         row["ok"] = bool(graded) and earned == 0
         row["problem"] = "" if row["ok"] else (f"earned {earned:g} on {zero_on}" if graded
                                                else f"none of {zero_on} ran")
-    elif case["expect"] == "open":   # reported, not required (see cases())
-        row.update(ok=True, problem="")
     else:   # side_stream: right after a device-wide synchronize, a race on the caller's stream
         by = {t["name"]: t for t in tests}
         real = by.get("flash_triton.gpu_real_sizes", {})
@@ -147,9 +140,7 @@ def markdown(rows: list[dict]) -> str:
              "(`python -m tools.gpu_cheats`). Expected: 0 points, except side_stream (the honest "
              "kernel on a side stream, returned before it finishes: right after a device-wide "
              "synchronize, so gpu_real_sizes passes; its timed outputs, read on the caller's "
-             "stream, are not ready, so no perf points), and the open ones (a timed-call cheat "
-             "where the exercise's timed calls are not recorded: its points are shown, not "
-             "judged; docs/SECURITY.md).", "",
+             "stream, are not ready, so no perf points).", "",
              "| case | exercise | expected | points | verdict | seconds |",
              "|---|---|---|---|---|---|"]
     for r in rows:
