@@ -11,8 +11,8 @@ variants (correct work must not move either) and cheats (those graded on the CPU
 without_audit with the static audit off). Cases of different exercises share a grade, one per
 exercise (tests.packs.pack, as many exercises as have cases left): a cheat's points may depend
 on its neighbours (the CPU layers of a grade run in parallel: tiled_attention's peak_reset,
-mended in 083c644). A case of several files, or of bench_attn (its sweep imports
-flash_triton), is graded alone. Mutants are graded without the provenance replay, the other
+mended in 083c644). A case of several files is graded alone, and bench_attn never beside
+flash_triton (its sweep imports it). Mutants are graded without the provenance replay, the other
 kinds with it. Exit 1 when a check moved or a cheat earned. tests/test_steady_grades.py keeps
 the cases found so far from coming back.
 """
@@ -68,8 +68,8 @@ def collect(kinds, wanted) -> list[Case]:
 
 def grades(found: list[Case]) -> list[list[Case]]:
     """The grades to run (tests.packs.pack): one case per exercise each, as many exercises as
-    have cases left, among cases graded the same way (audit, replay); a case of several files,
-    or of an exercise that imports another (tests.packs.ALONE), alone."""
+    have cases left, among cases graded the same way (audit, replay), never beside an exercise
+    it imports (tests.packs.APART); a case of several files alone."""
     return packs.pack(found, exercise=lambda c: c.exercise, key=lambda c: (c.audit, c.replay),
                       packable=lambda c: len(c.files) == 1, size=len(EXERCISES))
 
