@@ -56,8 +56,7 @@ def evidence(check) -> str:
     if check.id in SPECIAL:
         return SPECIAL[check.id]
     if check.layer == "perf":
-        exercise = EXERCISES[check.exercise]
-        return TIMED if exercise.kernels else CLOCK
+        return TIMED if EXERCISES[check.exercise].kernels else CLOCK
     if check.id.endswith(".sanitizer"):
         return SANITIZER
     if EXERCISES[check.exercise].kernels:

@@ -11,8 +11,7 @@ audit off for a cheat marked without_audit (the walls behind the audit must hold
     threads, helper processes, the timed-call skip, the probe patch, SDPA or torch.softmax behind
     a launch, unwritten outputs, the bench timers), sdpa_on_cuda (the honest kernel under the
     interpreter, SDPA on CUDA), the timed_*_behind_launch edits and the scores_kept ones (an
-    N x N buffer beside a right answer: memory_flat; tests/test_cheats.py), each must earn 0
-    (softmax_long's timed-call cheat is reported, not judged: its timed calls are not recorded);
+    N x N buffer beside a right answer: memory_flat; tests/test_cheats.py), each must earn 0;
   - every tests/exercises/*/wrong case with max_score 0 or "gpu_zero" whose exercise has gpu or
     perf checks (the stubs with their raise deleted, timers that measure nothing, a timer that
     returns a constant), each must earn 0;

@@ -19,6 +19,7 @@ import itertools
 import math
 import time
 
+from grader.errors import GraderError
 from grader.judge.perf.events import torch_or_default as _torch
 from grader.wire.checksum import checksum_weights, refill
 from grader.wire.codec import TensorArg
@@ -142,8 +143,6 @@ class Requests:
         return result
 
     def _runs(self, spec: dict):
-        from grader.errors import GraderError
-
         opts = {"runs": spec}
         if self.held:
             try:
@@ -275,8 +274,6 @@ class Requests:
         """The memory the replayed timed call held beyond its inputs, once verified: the GPU
         memory checks' evidence. No count (replays off, or not on CUDA) is the grader's error,
         never a pass."""
-        from grader.errors import GraderError
-
         if self.replayed_peak is None:
             raise GraderError(f"{self.what}: no replay of a timed call counted its memory "
                               f"(replays off, or not on CUDA), so there is no evidence to judge")
