@@ -221,7 +221,7 @@ def _flash_fwd_ws(desc_q, desc_k, desc_v, desc_o, LSE, N, qk_scale,
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
         m_i = m_new
     acc = acc / l_i[:, None]
-    desc_o.store([row0 + pid_m * BLOCK_M, 0], acc.to(desc_o.dtype))
+    desc_o.store([row0 + pid_m * BLOCK_M, 0], acc.to(q.dtype))            # o has q's dtype
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     tl.store(LSE + pid_bh * N + rows, (m_i + tl.log2(l_i)) * 0.6931471805599453)   # natural log
 
