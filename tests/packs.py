@@ -11,7 +11,8 @@ front-end worker and so at a neighbour's verdict (tests/test_cheats.py grades ea
 An exercise is never packed beside one it imports (APART: bench_attn's sweep imports
 flash_triton), and a case of several exercises is graded alone.
 
-    PACKS = Packs(cases, name=..., exercise=..., files=..., layers=..., hidden=..., replay=...)
+    PACKS = Packs(cases, name=..., exercise=..., files=..., layers=..., hidden=..., replay=...,
+                  checks=...)     # checks: case -> the check ids to grade, where not all of them
     report = PACKS.report(case, request, "case")    # that case's part of its pack's grade
 
 Under pytest-xdist (`make test`) the tests of one pack run in one process (tests.conftest asks
@@ -72,8 +73,9 @@ def _apart(a: str, b: str) -> bool:
 
 class Packs:
     def __init__(self, cases, *, name, exercise, files, layers, hidden: bool = True,
-                 replay: bool = True, packable=lambda case: True, workers: int = 2):
+                 replay: bool = True, packable=lambda case: True, workers: int = 2, checks=None):
         self.name, self.exercise, self.files, self.layers = name, exercise, files, layers
+        self.checks = checks
         self.hidden, self.replay, self.workers = hidden, replay, workers
         self.packs = pack(cases, exercise=exercise, key=layers, packable=packable)
         self.pack_of = {name(c): i for i, pack in enumerate(self.packs) for c in pack}
@@ -122,6 +124,8 @@ class Packs:
                 "--layers", self.layers(members[0])]
         if not self.hidden:
             args.append("--no-hidden")
+        if self.checks is not None:
+            args += ["--checks", ",".join(c for case in members for c in self.checks(case))]
         with tempfile.TemporaryDirectory(prefix="pack-") as tmp:
             sub = copy_solutions(Path(tmp) / "sub", files)
             # one process: the pack is one core's work under xdist (grader.parallel would start more)

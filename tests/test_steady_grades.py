@@ -26,9 +26,10 @@ import os
 
 import pytest
 
-from tests.cases import folder_files, steady_variants
-from tests.corpus import checks_of, exercise_score, lines, losing
-from tests.helpers import copy_solutions, grade
+from tests.cases import folder_files, mutants, steady_variants
+from tests.corpus import CPU, checks_of, exercise_score, lines, losing
+from tests.helpers import SOLUTIONS, by_id, copy_solutions, grade
+from tests.packs import Packs
 
 REPEATS = int(os.environ.get("STEADY_REPEATS", "10"))
 VARIANTS = steady_variants()
@@ -78,19 +79,38 @@ DRAW_DEPENDENT = [
 ]
 
 
-@pytest.mark.parametrize("exercise,name,check,score", DRAW_DEPENDENT,
-                         ids=[f"{m}-{c}" for _, m, c, _ in DRAW_DEPENDENT])
-def test_a_mistake_scores_the_same_every_draw(tmp_path, exercise, name, check, score):
-    """The other side of the variants above: a mistake's points may not move with the draw
-    either. Two grades of the mutant's one check, fresh seeds each."""
-    from tests.cases import mutants
-    from tests.helpers import SOLUTIONS
+DRAWS = 2   # grades of each mistake, fresh seeds each
 
+
+def _id(mistake) -> str:
+    exercise, name, draw = mistake
+    return f"{exercise}-{name}-draw{draw}"
+
+
+def _scores(mistake) -> dict[str, float]:
+    exercise, name, _ = mistake
+    return {check: score for e, m, check, score in DRAW_DEPENDENT if (e, m) == (exercise, name)}
+
+
+def _files(mistake) -> dict[str, str]:
+    exercise, name, _ = mistake
     mutant = next(m for m in mutants() if m.exercise == exercise and m.name == name)
-    sub = copy_solutions(tmp_path / "sub", {
-        f"{exercise}.py": mutant.apply((SOLUTIONS / f"{exercise}.py").read_text())})
-    for draw in range(2):
-        report = grade(sub, "--exercises", exercise, "--checks", check,
-                       replay=False, json_path=tmp_path / f"{draw}.json")
-        got = {t["name"]: t for t in report["tests"]}[check]
-        assert got["score"] == score, (draw, got["message"])
+    return {f"{exercise}.py": mutant.apply((SOLUTIONS / f"{exercise}.py").read_text())}
+
+
+# one case a (mistake, draw); its checks alone graded, mistakes of other exercises beside it
+# (tests.packs), so each draw of a mistake is a grade of its own with fresh seeds
+MISTAKES = [(e, m, draw) for e, m in dict.fromkeys((e, m) for e, m, _, _ in DRAW_DEPENDENT)
+            for draw in range(DRAWS)]
+STEADY = Packs(MISTAKES, name=_id, exercise=lambda m: m[0], files=_files,
+               layers=lambda m: ",".join(CPU), replay=False, checks=lambda m: list(_scores(m)))
+PACKS = {"test_a_mistake_scores_the_same_every_draw": STEADY}   # tests.conftest
+
+
+@pytest.mark.parametrize("mistake", MISTAKES, ids=_id)
+def test_a_mistake_scores_the_same_every_draw(mistake, request):
+    """The other side of the variants above: a mistake's points may not move with the draw
+    either. Each of DRAWS grades of the mutant's checks gives each check its one score."""
+    got = by_id(STEADY.report(mistake, request, "mistake"))
+    for check, score in _scores(mistake).items():
+        assert got[check]["score"] == score, (_id(mistake), check, got[check]["message"])
