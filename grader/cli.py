@@ -62,6 +62,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--completion-marker", metavar="FILE",
                    help="read a nonce from stdin; write it with the reports' SHA-256 to FILE last")
     p.add_argument("--quiet", action="store_true", help="no terminal report, no progress")
+    p.add_argument("--no-page", action="store_true",
+                   help="no HTML page or failure pictures beside the reports (faster: for scripts)")
     p.add_argument("--cpus", type=cpu_list, metavar="LIST",
                    help="grade on these CPU cores only, e.g. 0-7 (batch gives each grade its "
                         "share); the grading processes and workers it starts inherit them")
@@ -129,9 +131,10 @@ def _grade(args: argparse.Namespace, chosen: options.Options) -> int:
     try:
         with calllog.span("reports"):
             if not args.quiet:
-                report.print_terminal(result, details=args.markdown,
-                                      page=report.page_path(args.markdown, args.json))
-            written = report.write(result, args.json, args.markdown, args.gradescope)
+                report.print_terminal(result, details=args.markdown, page=None if args.no_page
+                                      else report.page_path(args.markdown, args.json))
+            written = report.write(result, args.json, args.markdown, args.gradescope,
+                                   page=not args.no_page)
             if nonce is not None:
                 report.seal(args.completion_marker, nonce, written)
     except report.ReportPathError as e:

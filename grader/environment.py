@@ -27,7 +27,7 @@ WHY_MISSING = {
 class Environment:
     have: set = field(default_factory=set)       # subset of {numpy, torch, triton, cuda}
     device: str = "cpu"                          # a one-line description for reports
-    cuda_probed: bool = False                    # whether torch was asked about a GPU
+    cuda_probed: bool = False                    # whether this machine was asked about a GPU
     gpu_bytes: int = 0                           # the GPU's memory, where there is one
     gpu_unified: bool = False                    # its memory is the host's (a GB10, a Jetson)
 
@@ -46,6 +46,18 @@ def _importable(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
+def _cuda_driver() -> bool:
+    """Whether the CUDA driver library loads here: without it torch sees no GPU, so a machine
+    without one is answered in milliseconds instead of the seconds `import torch` takes."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
 @lru_cache(maxsize=1)
 def detect(want_cuda: bool = True) -> Environment:
     env = Environment()
@@ -53,9 +65,10 @@ def detect(want_cuda: bool = True) -> Environment:
         if _importable(name):
             env.have.add(name)
     if want_cuda and "torch" in env.have:   # (the option no_cuda: grader.run asks for none)
+        env.cuda_probed = True
+    if env.cuda_probed and _cuda_driver():
         import torch
 
-        env.cuda_probed = True
         if torch.cuda.is_available():
             env.have.add("cuda")
             p = torch.cuda.get_device_properties(0)

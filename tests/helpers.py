@@ -70,16 +70,19 @@ def grader_without_audit(root: Path = ROOT) -> list[str]:
 
 def grade(submission: Path, *args: str, cwd: Path | None = None, timeout: float = 900,
           json_path: Path | None = None, audit: bool = True, replay: bool = True,
-          env: dict | None = None) -> dict:
+          env: dict | None = None, page: bool = False) -> dict:
     """Run `python -m grader` on `submission` and return its JSON report.
 
     Runs in a subprocess started as make starts it (`python -I grader/__main__.py`: nothing in
     the cwd can shadow an import), so a grader crash shows as a failed test. `audit=False`,
-    `replay=False`: with that part of the grader off (`grader_command`)."""
+    `replay=False`: with that part of the grader off (`grader_command`). No HTML page and no
+    pictures unless `page` (drawing them took half a mutant pack's trusted CPU time;
+    tests/test_pages.py grades with them)."""
     out = json_path or Path(tempfile.mkdtemp(prefix="report-")) / "report.json"
     proc = subprocess.run(
         [*grader_command(audit=audit, replay=replay),
-         "--submission", str(submission), "--json", str(out), "--quiet", *args],
+         "--submission", str(submission), "--json", str(out), "--quiet",
+         *([] if page else ["--no-page"]), *args],
         cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout,
         env={**os.environ, **env} if env else None)
     assert proc.returncode == 0, f"grader exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"

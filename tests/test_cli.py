@@ -48,6 +48,13 @@ def test_exercises_and_layers_select(tmp_path):
     assert report["layers_not_run"]["adversarial"] == "not selected"
 
 
+@pytest.mark.parametrize("page", [True, False])
+def test_the_page_beside_the_json_unless_no_page(tmp_path, page):
+    grade(SOLUTIONS, "--exercises", "online_softmax", "--layers", "cpu", "--no-hidden",
+          json_path=tmp_path / "grade.json", page=page)
+    assert (tmp_path / "grade.html").is_file() == page
+
+
 def test_json_schema(tmp_path):
     report = grade(SOLUTIONS, "--exercises", "online_softmax", "--layers", "cpu,adversarial")
     for key in ("score", "max_score", "submission", "device", "elapsed_s", "layers_run",
@@ -110,3 +117,19 @@ def test_progress_on_a_terminal_and_one_header_line_in_logs(tmp_path):
         pytest.skip("no `script` here to give the grader a terminal")
     assert script.returncode == 0, script.stdout + script.stderr
     assert "Total:" in script.stdout and "Traceback" not in script.stdout
+
+
+def test_a_machine_without_the_cuda_driver_is_asked_without_importing_torch():
+    """The GPU probe of every grade that may run a GPU layer: where libcuda does not load,
+    torch could see no GPU, and importing it only to ask took 1.3-3 s a grade."""
+    code = ("import ctypes, sys\n"
+            "try:\n    ctypes.CDLL('libcuda.so.1'); print('driver')\n"
+            "except OSError:\n"
+            "    from grader.environment import detect\n"
+            "    env = detect(want_cuda=True)\n"
+            "    print(env.cuda_probed, 'cuda' in env.have, 'torch' in sys.modules)\n")
+    out = subprocess.run([GRADER[0], "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60).stdout.strip()
+    if out == "driver":
+        pytest.skip("the CUDA driver loads here")
+    assert out == "True False False", out

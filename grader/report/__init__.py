@@ -74,12 +74,14 @@ def page_path(markdown_path=None, json_path=None) -> Path | None:
     return base.with_suffix(".html") if base.suffix != ".html" else base.with_suffix(".page.html")
 
 
-def write(report, json_path=None, markdown_path=None, gradescope_path=None) -> dict[str, str]:
-    """Write the reports asked for, and beside the Markdown (else the JSON) report the page
-    and pictures/<check>.png for every failed comparison; {absolute path: SHA-256} of each file
-    written. Pictures are drawn only when a comparison failed (pictures.render_all). The page
-    shows `make bench`'s last Measure too, where one lies beside it (reports/bench)."""
-    page = page_path(markdown_path, json_path)
+def write(report, json_path=None, markdown_path=None, gradescope_path=None,
+          page: bool = True) -> dict[str, str]:
+    """Write the reports asked for, and (unless `page` is False) beside the Markdown (else the
+    JSON) report the page and pictures/<check>.png for every failed comparison; {absolute path:
+    SHA-256} of each file written. Pictures are drawn only when a comparison failed
+    (pictures.render_all). The page shows `make bench`'s last Measure too, where one lies beside
+    it (reports/bench)."""
+    page = page_path(markdown_path, json_path) if page else None
     pngs = pictures.render_all(report) if page or gradescope_path else {}
     written = {}
     for path, text in ((json_path, lambda: json.dumps(to_json(report), indent=1)),
