@@ -10,8 +10,6 @@ whichever process is free, except:
     /tmp, which another test's attack, running at the same time, would break;
   - the corpus cases graded together (tests.packs: a module's PACKS) go to one process per pack,
     which grades the pack once.
-The longest groups go out first (ORDER: items sorted so at collection, xdist's own reordering by
-test count off), so that no long pack starts last and leaves one core idle at the end.
 This is xdist's loadgroup with the groups decided here, from the test file's name and text:
 pytest 9 keeps node ids where xdist 3.8's `xdist_group` marks cannot reach them, so the marks
 would group nothing. Without pytest-xdist (a plain `pytest tests/...`) nothing here runs.
@@ -56,30 +54,10 @@ def pack_of(test_file: str, test: str) -> str | None:
     return None if scope is None else f"{stem}:{function}:{scope}"
 
 
-# the groups that take longest, first: the walls (one process, one test after another), then the
-# modules of whole grades and packs; every other test after them, in its file's order
-ORDER = ("walls", "test_variants", "test_solutions_and_stubs", "test_wrong", "test_mutants",
-         "test_steady_grades", "test_pages", "test_cheats")
-
-
-def pytest_collection_modifyitems(config, items):
-    if config.getvalue("dist") != "loadgroup":
-        return
-
-    def rank(item) -> int:
-        stem = Path(str(item.fspath)).stem
-        key = "walls" if stem in WALLS else stem
-        return ORDER.index(key) if key in ORDER else len(ORDER)
-
-    items.sort(key=rank)   # stable: each file keeps its order
-
-
 def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
-
-    config.option.loadscopereorder = False   # ORDER instead of the count of tests
 
     class Groups(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
