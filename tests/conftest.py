@@ -39,7 +39,8 @@ def group_of(test_file: str) -> str | None:
     return test_file if shared else None
 
 
-PACKED = {"test_mutants", "test_variants", "test_wrong", "test_steady_grades"}   # modules whose cases share grades
+# modules whose cases share grades
+PACKED = {"test_mutants", "test_variants", "test_wrong", "test_steady_grades"}
 
 
 def pack_of(test_file: str, test: str) -> str | None:
