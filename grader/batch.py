@@ -54,6 +54,7 @@ from grader.gradebook import (columns, merge, rows_that_stand, score_cell, selec
                               write_gradebook, write_selection)
 from grader.options import Parser, cpu_text, names
 from grader.registry import EXERCISES, LAYERS, ROOT
+from grader.sandbox.launcher import copy_sources
 
 SUBMISSION_TIMEOUT_S = 4 * 3600   # backstop per submission; the grader limits every call itself
 
@@ -171,7 +172,12 @@ def grade_one(sub: Path, out: Path, args, exercises: list[str], gpu: str | None,
     Fail closed: the grader writes into a private folder (0700) of its own and hands over a
     completion marker holding a nonce that only this process knows (sent on the grader's
     stdin). The reports move into reports/ only when the grader exited 0 and the marker holds
-    the nonce and the reports' SHA-256; otherwise the row says grading failed."""
+    the nonce and the reports' SHA-256; otherwise the row says grading failed.
+
+    The grader grades a copy of the submission's exercise files in that private folder: its
+    command line, which every process on the machine may read (/proc; the user level has no
+    PID namespace), then names no folder of the class, so a student's code that reads the
+    other grades' command lines finds only folders it cannot open (tests/attacks/classmate)."""
     reports = out / "reports"
     final = {"json": reports / f"{sub.name}.json", "md": reports / f"{sub.name}.md",
              "html": reports / f"{sub.name}.html"}
@@ -183,7 +189,8 @@ def grade_one(sub: Path, out: Path, args, exercises: list[str], gpu: str | None,
             "html": private / "report.html"}
     marker = private / "complete"
     nonce = secrets.token_hex(16)
-    cmd = [sys.executable, "-I", str(ROOT / "grader" / "__main__.py"), "--submission", str(sub.resolve()),
+    copy = copy_sources(sub, private / sub.name)   # the report names it "<name>" (cwd private)
+    cmd = [sys.executable, "-I", str(ROOT / "grader" / "__main__.py"), "--submission", str(copy),
            "--quiet", "--json", str(made["json"]), "--markdown", str(made["md"]),
            "--completion-marker", str(marker), "--exercises", ",".join(exercises),
            "--sandbox" if args.sandbox else "--no-sandbox",
@@ -213,6 +220,7 @@ def grade_one(sub: Path, out: Path, args, exercises: list[str], gpu: str | None,
         for key, path in made.items():
             os.replace(path, final[key])
     finally:
+        copy.chmod(0o700)   # copy_sources leaves it read-only
         shutil.rmtree(private, ignore_errors=True)
     for ex in exercises:
         row[ex] = score_cell(sum(t["score"] for t in report["tests"] if t["exercise"] == ex))

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -377,3 +378,33 @@ def test_gpu_batch_only_batches_the_named_submissions(tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match="no submission z_none"):
         gpu_batch.main(["--out", str(tmp_path / "o2"), "--exercises", "softmax_triton",
                         "--only", "z_none"])
+
+
+def test_the_grader_is_given_a_private_copy_not_the_class_folder(tmp_path, monkeypatch):
+    """Every process on the machine may read a grader's command line (/proc): it names a copy
+    of the submission's files inside the grade's own 0700 folder, never the class's folder
+    (tests/attacks/classmate reads the other grades' command lines)."""
+    import argparse
+    import stat
+
+    from grader import batch as b
+
+    sub = copy_solutions(tmp_path / "subs" / "alice")
+    out = tmp_path / "out"
+    (out / "reports").mkdir(parents=True)
+    seen = {}
+
+    def fake_run(cmd, **kw):
+        given = Path(cmd[cmd.index("--submission") + 1])
+        seen.update(given=given, files=sorted(p.name for p in given.iterdir()),
+                    private=stat.S_IMODE(given.parent.stat().st_mode))
+        return subprocess.CompletedProcess(cmd, 1, "", "stopped here")
+
+    monkeypatch.setattr(b.subprocess, "run", fake_run)
+    args = argparse.Namespace(sandbox=True, layers=None, no_hidden=False, timeout=60)
+    row = b.grade_one(sub, out, args, list(EXS), None)
+    assert "grading failed" in row["note"]
+    assert seen["given"].name == "alice" and sub.resolve() not in seen["given"].parents
+    assert seen["given"] != sub.resolve() and seen["private"] == 0o700
+    assert seen["files"] == sorted(f"{e}.py" for e in b.EXERCISES if (sub / f"{e}.py").exists())
+    assert not seen["given"].exists()   # removed with the grade's folder
