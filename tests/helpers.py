@@ -79,12 +79,17 @@ def grade(submission: Path, *args: str, cwd: Path | None = None, timeout: float 
     pictures unless `page` (drawing them took half a mutant pack's trusted CPU time;
     tests/test_pages.py grades with them)."""
     out = json_path or Path(tempfile.mkdtemp(prefix="report-")) / "report.json"
-    proc = subprocess.run(
-        [*grader_command(audit=audit, replay=replay),
-         "--submission", str(submission), "--json", str(out), "--quiet",
-         *([] if page else ["--no-page"]), *args],
-        cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout,
-        env={**os.environ, **env} if env else None)
+    with tempfile.TemporaryDirectory(prefix="solutions-") as private:   # 0700
+        if Path(submission).resolve() == SOLUTIONS:
+            # a copy: the checkout's solutions/ named in a command line is what the user-level
+            # classmate attack (tests/test_user_level.py, perhaps beside this test) looks for
+            submission = copy_solutions(Path(private) / "solutions")
+        proc = subprocess.run(
+            [*grader_command(audit=audit, replay=replay),
+             "--submission", str(submission), "--json", str(out), "--quiet",
+             *([] if page else ["--no-page"]), *args],
+            cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout,
+            env={**os.environ, **env} if env else None)
     assert proc.returncode == 0, f"grader exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
     assert "Traceback" not in proc.stderr, proc.stderr
     return json.loads(out.read_text())
