@@ -36,6 +36,7 @@ selection.json keeps. Exit status 0 when the gradebook was written.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -189,7 +190,9 @@ def grade_one(sub: Path, out: Path, args, exercises: list[str], gpu: str | None,
             "html": private / "report.html"}
     marker = private / "complete"
     nonce = secrets.token_hex(16)
-    copy = copy_sources(sub, private / sub.name)   # the report names it "<name>" (cwd private)
+    # the report names it "submissions/<name>" (the grader's cwd is private); a folder of its
+    # own, so no submission's name can be the marker's or a report's
+    copy = private / "submissions" / sub.name
     cmd = [sys.executable, "-I", str(ROOT / "grader" / "__main__.py"), "--submission", str(copy),
            "--quiet", "--json", str(made["json"]), "--markdown", str(made["md"]),
            "--completion-marker", str(marker), "--exercises", ",".join(exercises),
@@ -207,6 +210,7 @@ def grade_one(sub: Path, out: Path, args, exercises: list[str], gpu: str | None,
         env["CUDA_VISIBLE_DEVICES"] = gpu
     row = {"submission": sub.name}
     try:
+        copy_sources(sub, copy)
         try:
             proc = subprocess.run(cmd, cwd=private, env=env, input=nonce + "\n", capture_output=True,
                                   text=True, timeout=args.timeout)
@@ -220,7 +224,8 @@ def grade_one(sub: Path, out: Path, args, exercises: list[str], gpu: str | None,
         for key, path in made.items():
             os.replace(path, final[key])
     finally:
-        copy.chmod(0o700)   # copy_sources leaves it read-only
+        with contextlib.suppress(OSError):
+            copy.chmod(0o700)   # copy_sources leaves it read-only
         shutil.rmtree(private, ignore_errors=True)
     for ex in exercises:
         row[ex] = score_cell(sum(t["score"] for t in report["tests"] if t["exercise"] == ex))

@@ -64,8 +64,8 @@ def detect(want_cuda: bool = True) -> Environment:
     for name in ("numpy", "torch", "triton"):
         if _importable(name):
             env.have.add(name)
-    if want_cuda and "torch" in env.have:   # (the option no_cuda: grader.run asks for none)
-        env.cuda_probed = True
+    # (the option no_cuda: grader.run asks for none)
+    env.cuda_probed = want_cuda and "torch" in env.have
     if env.cuda_probed and _cuda_driver():
         import torch
 

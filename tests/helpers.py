@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -79,10 +80,12 @@ def grade(submission: Path, *args: str, cwd: Path | None = None, timeout: float 
     pictures unless `page` (drawing them took half a mutant pack's trusted CPU time;
     tests/test_pages.py grades with them)."""
     out = json_path or Path(tempfile.mkdtemp(prefix="report-")) / "report.json"
-    with tempfile.TemporaryDirectory(prefix="solutions-") as private:   # 0700
+    with contextlib.ExitStack() as stack:
         if Path(submission).resolve() == SOLUTIONS:
-            # a copy: the checkout's solutions/ named in a command line is what the user-level
-            # classmate attack (tests/test_user_level.py, perhaps beside this test) looks for
+            # a copy in a 0700 folder: the checkout's solutions/ named in a command line is what
+            # the user-level classmate attack (tests/test_user_level.py, perhaps beside this
+            # test) looks for
+            private = stack.enter_context(tempfile.TemporaryDirectory(prefix="solutions-"))
             submission = copy_solutions(Path(private) / "solutions")
         proc = subprocess.run(
             [*grader_command(audit=audit, replay=replay),

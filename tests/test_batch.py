@@ -397,7 +397,7 @@ def test_the_grader_is_given_a_private_copy_not_the_class_folder(tmp_path, monke
     def fake_run(cmd, **kw):
         given = Path(cmd[cmd.index("--submission") + 1])
         seen.update(given=given, files=sorted(p.name for p in given.iterdir()),
-                    private=stat.S_IMODE(given.parent.stat().st_mode))
+                    private=stat.S_IMODE(given.parents[1].stat().st_mode))
         return subprocess.CompletedProcess(cmd, 1, "", "stopped here")
 
     monkeypatch.setattr(b.subprocess, "run", fake_run)
